@@ -1,0 +1,5 @@
+//! advisord: consult independent advisors concurrently, under one deadline, and keep a
+//! typed record of every outcome. See `docs/ARCHITECTURE.md` for the map.
+
+pub mod core;
+pub mod store;
