@@ -1,1 +1,7 @@
-//! The adapter contract.
+//! The adapter contract of advisord and its transports.
+//!
+//! An adapter is only transport: it turns a prompt into an answer text or a typed
+//! failure. [`contract::consult`] wraps every adapter the same way: it owns the deadline,
+//! the cancellation and the normalisation of the answer into the consultation's fields.
+
+pub mod contract;
