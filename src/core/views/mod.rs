@@ -1,2 +1,359 @@
 //! Derived views over a task's records: `status`, `explain` and `tree`. Pure functions of
 //! the records (and the clock where a view says "now").
+//!
+//! Every view indexes the records once ([`Index`]) and then walks the index, so deriving a
+//! view is linear in the number of records: `benches/status.rs` holds that bound.
+
+pub mod advisors;
+pub mod explain;
+pub mod status;
+pub mod tree;
+
+use crate::core::records::{Body, Conclusion, Kind, Record};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// The longest summary or label a view carries, in characters; renderers may cut further.
+pub const SUMMARY_CHARS: usize = 72;
+
+/// The record `record` refers to as its parent: the assessment of a plan, disagreement,
+/// conclusion or attempt; the plan of a consultation; the disagreement of a resolution; the
+/// conclusion of a validation. An assessment has none.
+pub fn parent_id(record: &Record) -> Option<&str> {
+    match &record.body {
+        Body::Assessment(_) => None,
+        Body::Plan(p) => Some(&p.assessment),
+        Body::Consultation(c) => Some(&c.plan),
+        Body::Disagreement(d) => Some(&d.assessment),
+        Body::Resolution(r) => Some(&r.disagreement),
+        Body::Conclusion(c) => Some(&c.assessment),
+        Body::Validation(v) => Some(&v.conclusion),
+        Body::Attempt(a) => Some(&a.assessment),
+    }
+}
+
+/// How the newest validation of a conclusion went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValidationState {
+    /// No validation was recorded.
+    NotValidated,
+    /// The newest validation passed.
+    Passed,
+    /// The newest validation failed: the conclusion stands but is not validated.
+    Failed,
+}
+
+impl ValidationState {
+    /// The name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValidationState::NotValidated => "not_validated",
+            ValidationState::Passed => "passed",
+            ValidationState::Failed => "failed",
+        }
+    }
+}
+
+/// A short pointer at another record, with what it is about.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Link {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its id.
+    pub id: String,
+    /// Its sequence in the task.
+    pub sequence: u64,
+    /// One line saying what it is about.
+    pub summary: String,
+}
+
+/// The records of a task indexed once by id, by parent and by supersession.
+///
+/// Building it is linear in the records (the sort is linear on input already in sequence
+/// order, as the store returns it); every view then looks things up instead of scanning.
+pub(crate) struct Index<'r> {
+    /// Every record, in sequence order.
+    pub ordered: Vec<&'r Record>,
+    /// Records by id.
+    pub by_id: HashMap<&'r str, &'r Record>,
+    /// Records by the id of their parent ([`parent_id`]), each list in sequence order.
+    pub children: HashMap<&'r str, Vec<&'r Record>>,
+    /// For each superseded conclusion, the first conclusion that names it in `supersedes`.
+    pub superseded_by: HashMap<&'r str, &'r Record>,
+}
+
+impl<'r> Index<'r> {
+    /// Index `records` (in any order).
+    pub fn new(records: &'r [Record]) -> Index<'r> {
+        let mut ordered: Vec<&Record> = records.iter().collect();
+        ordered.sort_by_key(|r| r.envelope.sequence);
+        let mut by_id = HashMap::with_capacity(ordered.len());
+        let mut children: HashMap<&str, Vec<&Record>> = HashMap::new();
+        let mut superseded_by = HashMap::new();
+        for &record in &ordered {
+            by_id.insert(record.id(), record);
+            if let Some(parent) = parent_id(record) {
+                children.entry(parent).or_default().push(record);
+            }
+            if let Body::Conclusion(Conclusion {
+                supersedes: Some(old),
+                ..
+            }) = &record.body
+            {
+                superseded_by.entry(old.as_str()).or_insert(record);
+            }
+        }
+        Index {
+            ordered,
+            by_id,
+            children,
+            superseded_by,
+        }
+    }
+
+    /// The children of `id` (records whose parent it is), in sequence order.
+    pub fn children_of(&self, id: &str) -> &[&'r Record] {
+        self.children.get(id).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The children of `id` of one kind, in sequence order.
+    pub fn children_of_kind<'s>(
+        &'s self,
+        id: &str,
+        kind: Kind,
+    ) -> impl Iterator<Item = &'r Record> + 's {
+        self.children_of(id)
+            .iter()
+            .copied()
+            .filter(move |r| r.kind() == kind)
+    }
+
+    /// How the newest validation of conclusion `id` went.
+    pub fn validation_state(&self, id: &str) -> ValidationState {
+        let newest = self
+            .children_of_kind(id, Kind::Validation)
+            .filter_map(|r| match &r.body {
+                Body::Validation(v) => Some(v.passed),
+                _ => None,
+            })
+            .last();
+        match newest {
+            None => ValidationState::NotValidated,
+            Some(true) => ValidationState::Passed,
+            Some(false) => ValidationState::Failed,
+        }
+    }
+
+    /// A link to `record`.
+    pub fn link(&self, record: &Record) -> Link {
+        Link {
+            kind: record.kind(),
+            id: record.id().to_string(),
+            sequence: record.envelope.sequence,
+            summary: self.summary(record),
+        }
+    }
+
+    /// The advisor of consultation `id`, if it is one.
+    pub fn advisor_of(&self, id: &str) -> Option<&'r str> {
+        match self.by_id.get(id).map(|r| &r.body) {
+            Some(Body::Consultation(c)) => Some(c.advisor.as_str()),
+            _ => None,
+        }
+    }
+
+    /// One line saying what `record` is about, at most [`SUMMARY_CHARS`] characters.
+    pub fn summary(&self, record: &Record) -> String {
+        let text = match &record.body {
+            Body::Assessment(a) => format!("[{}] {}", a.materiality.as_str(), a.subject),
+            Body::Plan(p) => {
+                let head = format!("{}, budget {}", p.mode.as_str(), p.budget);
+                if let Some(reuse) = &p.reuse {
+                    format!("{head}: reuses conclusion {reuse}")
+                } else if p.selected.is_empty() && !p.local_review.is_empty() {
+                    format!("{head}: nobody selected, local review")
+                } else if p.selected.is_empty() {
+                    format!("{head}: nobody selected")
+                } else {
+                    let names: Vec<&str> = p.selected.iter().map(|s| s.advisor.as_str()).collect();
+                    format!("{head}: {}", names.join(", "))
+                }
+            }
+            Body::Consultation(c) => match (&c.failure, &c.stance) {
+                (Some(failure), _) => format!("{} failed: {}", c.advisor, failure.as_str()),
+                (None, Some(stance)) => format!("{} completed: {}", c.advisor, stance.as_str()),
+                (None, None) => format!("{} {}", c.advisor, status_word(c)),
+            },
+            Body::Disagreement(d) => {
+                format!(
+                    "{} positions: {}",
+                    d.positions.len(),
+                    d.discriminating_question
+                )
+            }
+            Body::Resolution(r) => {
+                format!("favours {}: {}", self.source_name(&r.favours), r.observed)
+            }
+            Body::Conclusion(c) => {
+                format!(
+                    "{} (reviewed by {})",
+                    c.decision, c.independent_review_count
+                )
+            }
+            Body::Validation(v) => {
+                let verdict = if v.passed { "passed" } else { "failed" };
+                format!("{verdict}: {}", v.check)
+            }
+            Body::Attempt(a) => format!("tried {}: {}", a.tried, a.failure_observed),
+        };
+        one_line(&text, SUMMARY_CHARS)
+    }
+
+    /// A position source or `favours` as a reader knows it: `executor`, `neither`, or the
+    /// advisor of the consultation it names (the id itself when it names none).
+    pub fn source_name<'a>(&'a self, source: &'a str) -> &'a str {
+        self.advisor_of(source).unwrap_or(source)
+    }
+}
+
+fn status_word(c: &crate::core::records::Consultation) -> &'static str {
+    match c.status {
+        crate::core::records::ConsultationStatus::Completed => "completed",
+        crate::core::records::ConsultationStatus::Failed => "failed",
+    }
+}
+
+/// `text` on one line (whitespace collapsed), cut to `max` characters with an ellipsis.
+pub fn one_line(text: &str, max: usize) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() <= max {
+        return collapsed;
+    }
+    let kept: String = collapsed.chars().take(max.saturating_sub(1)).collect();
+    format!("{}…", kept.trim_end())
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A small builder of records with fixed ids and times, for the views' unit tests.
+
+    use crate::core::records::Record;
+    use serde_json::{json, Value};
+
+    /// Builds records in sequence order; ids are `01J` followed by the sequence, padded.
+    pub struct Task {
+        pub records: Vec<Record>,
+    }
+
+    impl Task {
+        pub fn new() -> Task {
+            Task {
+                records: Vec::new(),
+            }
+        }
+
+        /// Append a record of `kind` with `fields`; returns its id.
+        pub fn add(&mut self, kind: &str, fields: Value) -> String {
+            let sequence = self.records.len() as u64 + 1;
+            let id = format!("01J{sequence:0>23}");
+            let mut value = json!({
+                "id": id, "task": "t", "sequence": sequence,
+                "created_at": format!("2026-01-01T00:00:{:02}Z", sequence % 60),
+                "schema": 1, "redacted": [], "kind": kind,
+            });
+            let object = value.as_object_mut().expect("an object");
+            for (k, v) in fields.as_object().expect("fields are an object") {
+                object.insert(k.clone(), v.clone());
+            }
+            let record: Record = serde_json::from_value(value).expect("a valid record");
+            self.records.push(record);
+            id
+        }
+
+        pub fn assessment(&mut self, subject: &str) -> String {
+            self.add(
+                "assessment",
+                json!({"subject": subject, "materiality": "high", "hypothesis": "h",
+                       "evidence": [{"kind": "file", "ref": "src/x.rs"}]}),
+            )
+        }
+
+        pub fn plan(&mut self, assessment: &str, selected: &[&str]) -> String {
+            let selected: Vec<Value> = selected
+                .iter()
+                .map(|a| {
+                    json!({"advisor": a, "adapter": "process",
+                                "covers": ["independent_reasoning"], "why": "covers it"})
+                })
+                .collect();
+            self.add(
+                "plan",
+                json!({"assessment": assessment, "mode": "standard", "budget": 2,
+                       "capabilities": ["independent_reasoning"], "selected": selected,
+                       "left_out": [], "availability": []}),
+            )
+        }
+
+        pub fn completed(&mut self, plan: &str, advisor: &str, stance: &str) -> String {
+            self.add(
+                "consultation",
+                json!({"plan": plan, "advisor": advisor, "status": "completed",
+                       "conclusion": "c", "stance": stance, "duration_ms": 1200,
+                       "usage": {"input_tokens": 100, "output_tokens": 20},
+                       "finished_at": "2026-01-01T00:01:00Z"}),
+            )
+        }
+
+        pub fn failed(&mut self, plan: &str, advisor: &str, failure: &str) -> String {
+            self.add(
+                "consultation",
+                json!({"plan": plan, "advisor": advisor, "status": "failed",
+                       "failure": failure, "diagnostic": "d",
+                       "finished_at": "2026-01-01T00:01:00Z"}),
+            )
+        }
+
+        pub fn disagreement(&mut self, assessment: &str, consultation: &str) -> String {
+            self.add(
+                "disagreement",
+                json!({"assessment": assessment,
+                       "positions": [{"source": "executor", "position": "p"},
+                                     {"source": consultation, "position": "q"}],
+                       "discriminating_question": "which?"}),
+            )
+        }
+
+        pub fn resolution(&mut self, disagreement: &str) -> String {
+            self.add(
+                "resolution",
+                json!({"disagreement": disagreement, "experiment": "e", "observed": "o",
+                       "favours": "executor",
+                       "evidence": [{"kind": "test", "ref": "t"}]}),
+            )
+        }
+
+        pub fn conclusion(
+            &mut self,
+            assessment: &str,
+            consultations: &[&str],
+            supersedes: Option<&str>,
+        ) -> String {
+            let mut fields = json!({"assessment": assessment, "decision": "d", "rationale": "r",
+                                    "consultations": consultations, "validation_plan": "v",
+                                    "reviewed_by": [],
+                                    "independent_review_count": consultations.len()});
+            if let Some(old) = supersedes {
+                fields["supersedes"] = json!(old);
+            }
+            self.add("conclusion", fields)
+        }
+
+        pub fn validation(&mut self, conclusion: &str, passed: bool) -> String {
+            self.add(
+                "validation",
+                json!({"conclusion": conclusion, "check": "c", "passed": passed}),
+            )
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! `advisors`: every advisor of the catalogue, its status and why, and the capacity per
+//! capability (SPEC §12 fixes the JSON shape).
+
+use crate::core::catalogue::{Catalogue, Transport, CAPABILITIES};
+use crate::core::records::{AdvisorAvailability, Mode, Status};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// The advisors view: `{"mode", "advisors": [...], "capacity": {CAPABILITY: N}}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdvisorsView {
+    /// The mode in force.
+    pub mode: Mode,
+    /// Every advisor, in declaration order.
+    pub advisors: Vec<AdvisorRow>,
+    /// For every capability, how many available advisors offer it (0 included).
+    pub capacity: BTreeMap<String, u32>,
+}
+
+/// One advisor with its availability.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdvisorRow {
+    /// Its id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// How it is reached.
+    pub transport: Transport,
+    /// The adapter that speaks to it.
+    pub adapter: String,
+    /// Its status now.
+    pub status: Status,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// A cooldown passed and no completed answer came since.
+    pub recovering: bool,
+    /// When its cooldown ends (RFC 3339 UTC), or `null`.
+    pub until: Option<String>,
+    /// What it offers.
+    pub capabilities: Vec<String>,
+    /// Whether it runs on this machine.
+    pub local: bool,
+}
+
+/// The reason given for an advisor the availability list does not cover.
+pub const NOT_ASSESSED: &str = "its availability was not assessed";
+
+impl AdvisorsView {
+    /// Join the catalogue with each advisor's availability (matched by id).
+    ///
+    /// An advisor missing from `availability` shows as `unavailable` with
+    /// [`NOT_ASSESSED`], so nothing is presented as available that was not judged so.
+    pub fn new(
+        mode: Mode,
+        catalogue: &Catalogue,
+        availability: &[AdvisorAvailability],
+    ) -> AdvisorsView {
+        let by_id: HashMap<&str, &AdvisorAvailability> = availability
+            .iter()
+            .map(|a| (a.advisor.as_str(), a))
+            .collect();
+        let advisors: Vec<AdvisorRow> = catalogue
+            .advisors
+            .iter()
+            .map(|entry| {
+                let seen = by_id.get(entry.id.as_str());
+                AdvisorRow {
+                    id: entry.id.clone(),
+                    title: entry.title.clone(),
+                    transport: entry.transport,
+                    adapter: entry.adapter.clone(),
+                    status: seen.map_or(Status::Unavailable, |a| a.status),
+                    reason: seen.map_or_else(|| NOT_ASSESSED.to_string(), |a| a.reason.clone()),
+                    recovering: seen.is_some_and(|a| a.recovering),
+                    until: seen.and_then(|a| a.until.clone()),
+                    capabilities: entry.capabilities.clone(),
+                    local: entry.local,
+                }
+            })
+            .collect();
+        let capacity = capacity(catalogue, &advisors);
+        AdvisorsView {
+            mode,
+            advisors,
+            capacity,
+        }
+    }
+}
+
+/// Every capability known to the catalogue (the accepted ones and any an entry offers) with
+/// the number of available advisors offering it.
+fn capacity(catalogue: &Catalogue, rows: &[AdvisorRow]) -> BTreeMap<String, u32> {
+    let mut capacity: BTreeMap<String, u32> =
+        CAPABILITIES.iter().map(|c| (c.to_string(), 0)).collect();
+    for entry in &catalogue.advisors {
+        for capability in &entry.capabilities {
+            capacity.entry(capability.clone()).or_insert(0);
+        }
+    }
+    for row in rows.iter().filter(|r| r.status == Status::Available) {
+        for capability in &row.capabilities {
+            *capacity.entry(capability.clone()).or_insert(0) += 1;
+        }
+    }
+    capacity
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn catalogue() -> Catalogue {
+        serde_json::from_value(json!({"advisors": [
+            {"id": "one", "title": "One", "transport": "process", "adapter": "process",
+             "executable": "one", "capabilities": ["independent_reasoning", "code_review"]},
+            {"id": "two", "title": "Two", "transport": "http", "adapter": "x",
+             "credential": "TWO_KEY", "capabilities": ["independent_reasoning"], "local": true},
+            {"id": "three", "title": "Three", "transport": "mesh", "adapter": "mesh",
+             "capabilities": ["reviews", "custom_thing"]},
+        ]}))
+        .unwrap()
+    }
+
+    fn seen(advisor: &str, status: Status) -> AdvisorAvailability {
+        AdvisorAvailability {
+            advisor: advisor.into(),
+            status,
+            reason: format!("{advisor} is {}", status.as_str()),
+            recovering: false,
+            until: None,
+        }
+    }
+
+    #[test]
+    fn the_json_shape_of_spec_12() {
+        let mut limited = seen("two", Status::RateLimited);
+        limited.until = Some("2026-01-01T00:15:00Z".into());
+        let view = AdvisorsView::new(
+            Mode::Standard,
+            &catalogue(),
+            &[seen("one", Status::Available), limited],
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        let keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["mode", "advisors", "capacity"]);
+        assert_eq!(json["mode"], "standard");
+        let row = json["advisors"][1].as_object().unwrap();
+        let keys: Vec<&str> = row.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "id",
+                "title",
+                "transport",
+                "adapter",
+                "status",
+                "reason",
+                "recovering",
+                "until",
+                "capabilities",
+                "local"
+            ]
+        );
+        assert_eq!(row["status"], "rate_limited");
+        assert_eq!(row["until"], "2026-01-01T00:15:00Z");
+        assert_eq!(row["transport"], "http");
+        assert_eq!(json["advisors"][0]["until"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn capacity_counts_available_advisors_per_capability() {
+        let view = AdvisorsView::new(
+            Mode::Standard,
+            &catalogue(),
+            &[
+                seen("one", Status::Available),
+                seen("two", Status::Available),
+                seen("three", Status::Disabled),
+            ],
+        );
+        assert_eq!(view.capacity["independent_reasoning"], 2);
+        assert_eq!(view.capacity["code_review"], 1);
+        assert_eq!(view.capacity["reviews"], 0, "disabled advisors add nothing");
+        assert_eq!(
+            view.capacity["security_review"], 0,
+            "known capabilities are listed"
+        );
+        assert_eq!(
+            view.capacity["custom_thing"], 0,
+            "offered capabilities are listed"
+        );
+    }
+
+    #[test]
+    fn an_advisor_not_assessed_is_not_available() {
+        let view = AdvisorsView::new(Mode::Ci, &catalogue(), &[]);
+        assert!(view
+            .advisors
+            .iter()
+            .all(|a| a.status == Status::Unavailable));
+        assert_eq!(view.advisors[0].reason, NOT_ASSESSED);
+        assert!(view.capacity.values().all(|&n| n == 0));
+    }
+}

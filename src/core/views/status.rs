@@ -1,0 +1,644 @@
+//! `status`: where each assessment of a task stands, a timeline and token totals.
+//!
+//! The state of an assessment, first match wins:
+//!
+//! | state | when |
+//! | --- | --- |
+//! | `disputed` | a disagreement on it has no resolution; or it has no conclusion, a completed consultation of it diverges and no disagreement was recorded (the writer would refuse a conclusion now with `unresolved_disagreement`) |
+//! | `validated` | its standing conclusion's newest validation passed |
+//! | `concluded` | it has a conclusion: a standing one whose newest validation failed or that has none, or only superseded ones (then `superseded_by` says which conclusion replaced it) |
+//! | `planned` | it has a plan |
+//! | `open` | otherwise |
+//!
+//! A failed validation therefore shows as `concluded` with the conclusion's `validation`
+//! set to `failed`: the decision stands until a new conclusion supersedes it, but it is not
+//! validated.
+
+use super::{Index, ValidationState};
+use crate::core::records::{
+    Assessment, Body, Confidence, ConsultationStatus, FailureKind, Kind, Materiality, Mode, Record,
+    Stance, Usage,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Where an assessment stands (SPEC §10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// No plan yet.
+    Open,
+    /// Planned; no conclusion yet.
+    Planned,
+    /// A disagreement on it is not resolved.
+    Disputed,
+    /// It has a conclusion (not validated, or its newest validation failed).
+    Concluded,
+    /// Its standing conclusion's newest validation passed.
+    Validated,
+}
+
+impl State {
+    /// The name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Open => "open",
+            State::Planned => "planned",
+            State::Disputed => "disputed",
+            State::Concluded => "concluded",
+            State::Validated => "validated",
+        }
+    }
+}
+
+/// The derived status of one task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusView {
+    /// The task (from the records; `None` when it has none).
+    pub task: Option<String>,
+    /// How many records the task holds.
+    pub records: usize,
+    /// Each assessment, in sequence order.
+    pub assessments: Vec<AssessmentStatus>,
+    /// Every record, in sequence order.
+    pub timeline: Vec<TimelineEntry>,
+    /// Tokens the advisors reported.
+    pub tokens: TokenTotals,
+}
+
+/// One assessment and what hangs from it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AssessmentStatus {
+    /// The assessment's id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// When it was recorded.
+    pub created_at: String,
+    /// Its subject.
+    pub subject: String,
+    /// Its materiality.
+    pub materiality: Materiality,
+    /// The executor's confidence.
+    pub confidence: Confidence,
+    /// Where it stands (see the module documentation).
+    pub state: State,
+    /// When every conclusion on it is superseded: the conclusion that replaced the newest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    /// Its plans.
+    pub plans: Vec<PlanLine>,
+    /// The consultations of its plans.
+    pub consultations: Vec<ConsultationLine>,
+    /// Disagreements on it with their resolutions.
+    pub disagreements: Vec<DisagreementLine>,
+    /// Conclusions on it with their computed review and validation.
+    pub conclusions: Vec<ConclusionLine>,
+    /// Attempts recorded under it.
+    pub attempts: Vec<AttemptLine>,
+}
+
+/// A plan, briefly.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanLine {
+    /// Its id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The mode it was computed in.
+    pub mode: Mode,
+    /// How many advisors it could select.
+    pub budget: u32,
+    /// The advisors selected, in consultation order.
+    pub selected: Vec<String>,
+    /// The standing conclusion it reuses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<String>,
+    /// Whether it asks for a local review (nobody selected for material doubt).
+    pub local_review: bool,
+}
+
+/// A consultation, briefly.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConsultationLine {
+    /// Its id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The plan that selected the advisor.
+    pub plan: String,
+    /// The advisor.
+    pub advisor: String,
+    /// Completed or failed.
+    pub status: ConsultationStatus,
+    /// Its stance (completed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stance: Option<Stance>,
+    /// Why it failed (failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
+    /// The advisor's last diagnostic line (failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostic: Option<String>,
+    /// How long the exchange took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Tokens reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// A disagreement and its resolutions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DisagreementLine {
+    /// Its id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The sources of its positions: `executor` or an advisor.
+    pub positions: Vec<String>,
+    /// The question whose answer decides.
+    pub discriminating_question: String,
+    /// Whether a resolution settled it.
+    pub resolved: bool,
+    /// Its resolutions, in sequence order.
+    pub resolutions: Vec<ResolutionLine>,
+}
+
+/// A resolution, briefly.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolutionLine {
+    /// Its id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// The position it favours: `executor`, an advisor, or `neither`.
+    pub favours: String,
+    /// What the experiment showed.
+    pub observed: String,
+}
+
+/// A conclusion with its computed review and validation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConclusionLine {
+    /// Its id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// What was decided.
+    pub decision: String,
+    /// The distinct advisors of the completed consultations it cites.
+    pub reviewed_by: Vec<String>,
+    /// How many distinct advisors reviewed it.
+    pub independent_review_count: u32,
+    /// The conclusion it replaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
+    /// The conclusion that replaced it, when it no longer stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    /// How its newest validation went.
+    pub validation: ValidationState,
+    /// How many validations were recorded.
+    pub validations: usize,
+}
+
+/// An attempt, briefly.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttemptLine {
+    /// Its id.
+    pub id: String,
+    /// Its sequence.
+    pub sequence: u64,
+    /// What was tried.
+    pub tried: String,
+}
+
+/// One record in the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineEntry {
+    /// Its sequence.
+    pub sequence: u64,
+    /// When it was recorded.
+    pub created_at: String,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its id.
+    pub id: String,
+    /// One line saying what it is about.
+    pub summary: String,
+}
+
+/// Token totals per advisor and overall.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct TokenTotals {
+    /// Per advisor, by id.
+    pub advisors: BTreeMap<String, AdvisorTokens>,
+    /// Every advisor together.
+    pub total: AdvisorTokens,
+}
+
+/// What one advisor (or all) consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct AdvisorTokens {
+    /// Consultations recorded.
+    pub consultations: u64,
+    /// Tokens sent.
+    pub input_tokens: u64,
+    /// Tokens received.
+    pub output_tokens: u64,
+}
+
+impl AdvisorTokens {
+    fn add(&mut self, usage: Option<Usage>) {
+        self.consultations += 1;
+        if let Some(u) = usage {
+            self.input_tokens += u.input_tokens;
+            self.output_tokens += u.output_tokens;
+        }
+    }
+}
+
+/// Derive the status of the task whose records are `records` (any order).
+pub fn status(records: &[Record]) -> StatusView {
+    let index = Index::new(records);
+    let mut tokens = TokenTotals::default();
+    let mut timeline = Vec::with_capacity(index.ordered.len());
+    let mut assessments = Vec::new();
+    for &record in &index.ordered {
+        timeline.push(TimelineEntry {
+            sequence: record.envelope.sequence,
+            created_at: record.envelope.created_at.clone(),
+            kind: record.kind(),
+            id: record.id().to_string(),
+            summary: index.summary(record),
+        });
+        match &record.body {
+            Body::Consultation(c) => {
+                tokens
+                    .advisors
+                    .entry(c.advisor.clone())
+                    .or_default()
+                    .add(c.usage);
+                tokens.total.add(c.usage);
+            }
+            Body::Assessment(a) => assessments.push(assessment_status(&index, record, a)),
+            _ => {}
+        }
+    }
+    StatusView {
+        task: index.ordered.first().map(|r| r.envelope.task.clone()),
+        records: records.len(),
+        assessments,
+        timeline,
+        tokens,
+    }
+}
+
+fn assessment_status(index: &Index, record: &Record, assessment: &Assessment) -> AssessmentStatus {
+    let id = record.id();
+    let mut view = AssessmentStatus {
+        id: id.to_string(),
+        sequence: record.envelope.sequence,
+        created_at: record.envelope.created_at.clone(),
+        subject: assessment.subject.clone(),
+        materiality: assessment.materiality,
+        confidence: assessment.confidence,
+        state: State::Open,
+        superseded_by: None,
+        plans: Vec::new(),
+        consultations: Vec::new(),
+        disagreements: Vec::new(),
+        conclusions: Vec::new(),
+        attempts: Vec::new(),
+    };
+    let mut diverges = false;
+    for &child in index.children_of(id) {
+        let (child_id, sequence) = (child.id().to_string(), child.envelope.sequence);
+        match &child.body {
+            Body::Plan(plan) => {
+                view.plans.push(PlanLine {
+                    id: child_id,
+                    sequence,
+                    mode: plan.mode,
+                    budget: plan.budget,
+                    selected: plan.selected.iter().map(|s| s.advisor.clone()).collect(),
+                    reuse: plan.reuse.clone(),
+                    local_review: !plan.local_review.is_empty(),
+                });
+                for consultation in index.children_of_kind(child.id(), Kind::Consultation) {
+                    let Body::Consultation(c) = &consultation.body else {
+                        continue;
+                    };
+                    diverges |= c.status == ConsultationStatus::Completed
+                        && c.stance.is_some_and(Stance::diverges);
+                    view.consultations.push(ConsultationLine {
+                        id: consultation.id().to_string(),
+                        sequence: consultation.envelope.sequence,
+                        plan: c.plan.clone(),
+                        advisor: c.advisor.clone(),
+                        status: c.status,
+                        stance: c.stance,
+                        failure: c.failure,
+                        diagnostic: c.diagnostic.clone(),
+                        duration_ms: c.duration_ms,
+                        usage: c.usage,
+                    });
+                }
+            }
+            Body::Disagreement(d) => {
+                let resolutions: Vec<ResolutionLine> = index
+                    .children_of_kind(child.id(), Kind::Resolution)
+                    .filter_map(|r| match &r.body {
+                        Body::Resolution(res) => Some(ResolutionLine {
+                            id: r.id().to_string(),
+                            sequence: r.envelope.sequence,
+                            favours: index.source_name(&res.favours).to_string(),
+                            observed: res.observed.clone(),
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                view.disagreements.push(DisagreementLine {
+                    id: child_id,
+                    sequence,
+                    positions: d
+                        .positions
+                        .iter()
+                        .map(|p| index.source_name(&p.source).to_string())
+                        .collect(),
+                    discriminating_question: d.discriminating_question.clone(),
+                    resolved: !resolutions.is_empty(),
+                    resolutions,
+                });
+            }
+            Body::Conclusion(c) => view.conclusions.push(ConclusionLine {
+                decision: c.decision.clone(),
+                reviewed_by: c.reviewed_by.clone(),
+                independent_review_count: c.independent_review_count,
+                supersedes: c.supersedes.clone(),
+                superseded_by: index
+                    .superseded_by
+                    .get(child.id())
+                    .map(|r| r.id().to_string()),
+                validation: index.validation_state(child.id()),
+                validations: index.children_of_kind(child.id(), Kind::Validation).count(),
+                id: child_id,
+                sequence,
+            }),
+            Body::Attempt(a) => view.attempts.push(AttemptLine {
+                id: child_id,
+                sequence,
+                tried: a.tried.clone(),
+            }),
+            _ => {}
+        }
+    }
+    view.state = state_of(&view, diverges);
+    if view.conclusions.iter().all(|c| c.superseded_by.is_some()) {
+        view.superseded_by = view
+            .conclusions
+            .last()
+            .and_then(|c| c.superseded_by.clone());
+    }
+    view
+}
+
+/// The state of an assessment from its lines (see the module documentation).
+fn state_of(view: &AssessmentStatus, diverges: bool) -> State {
+    let open_dispute = view.disagreements.iter().any(|d| !d.resolved);
+    let undeclared_dispute =
+        diverges && view.conclusions.is_empty() && view.disagreements.is_empty();
+    if open_dispute || undeclared_dispute {
+        return State::Disputed;
+    }
+    let standing = view
+        .conclusions
+        .iter()
+        .rev()
+        .find(|c| c.superseded_by.is_none());
+    if standing.is_some_and(|c| c.validation == ValidationState::Passed) {
+        State::Validated
+    } else if !view.conclusions.is_empty() {
+        State::Concluded
+    } else if !view.plans.is_empty() {
+        State::Planned
+    } else {
+        State::Open
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Task;
+    use super::*;
+
+    /// Build a task with `build`, and expect the state of its first assessment.
+    fn check(build: impl FnOnce(&mut Task, &str), expected: State) {
+        let mut task = Task::new();
+        let a = task.assessment("subject");
+        build(&mut task, &a);
+        let view = status(&task.records);
+        assert_eq!(
+            view.assessments[0].state, expected,
+            "{:#?}",
+            view.assessments[0]
+        );
+    }
+
+    #[test]
+    fn open_without_a_plan() {
+        check(|_, _| {}, State::Open);
+    }
+
+    #[test]
+    fn planned_with_a_plan_and_no_conclusion() {
+        check(
+            |t, a| {
+                let p = t.plan(a, &["x"]);
+                t.completed(&p, "x", "supports");
+            },
+            State::Planned,
+        );
+    }
+
+    #[test]
+    fn a_failed_consultation_does_not_dispute() {
+        check(
+            |t, a| {
+                let p = t.plan(a, &["x"]);
+                t.failed(&p, "x", "timeout");
+            },
+            State::Planned,
+        );
+    }
+
+    #[test]
+    fn disputed_by_an_unresolved_disagreement() {
+        check(
+            |t, a| {
+                let p = t.plan(a, &["x"]);
+                let c = t.completed(&p, "x", "opposes");
+                t.disagreement(a, &c);
+            },
+            State::Disputed,
+        );
+    }
+
+    #[test]
+    fn disputed_by_a_divergent_answer_before_any_disagreement() {
+        for stance in ["opposes", "alternative"] {
+            check(
+                |t, a| {
+                    let p = t.plan(a, &["x"]);
+                    t.completed(&p, "x", stance);
+                },
+                State::Disputed,
+            );
+        }
+    }
+
+    #[test]
+    fn an_inconclusive_answer_does_not_dispute() {
+        check(
+            |t, a| {
+                let p = t.plan(a, &["x"]);
+                t.completed(&p, "x", "inconclusive");
+            },
+            State::Planned,
+        );
+    }
+
+    #[test]
+    fn a_resolved_disagreement_leaves_it_planned() {
+        check(
+            |t, a| {
+                let p = t.plan(a, &["x"]);
+                let c = t.completed(&p, "x", "opposes");
+                let d = t.disagreement(a, &c);
+                t.resolution(&d);
+            },
+            State::Planned,
+        );
+    }
+
+    #[test]
+    fn disputed_wins_over_a_conclusion() {
+        check(
+            |t, a| {
+                let p = t.plan(a, &["x"]);
+                let c = t.completed(&p, "x", "opposes");
+                let d = t.disagreement(a, &c);
+                t.resolution(&d);
+                t.conclusion(a, &[&c], None);
+                t.disagreement(a, &c);
+            },
+            State::Disputed,
+        );
+    }
+
+    #[test]
+    fn concluded_without_validation() {
+        check(
+            |t, a| {
+                t.conclusion(a, &[], None);
+            },
+            State::Concluded,
+        );
+    }
+
+    #[test]
+    fn validated_when_the_newest_validation_passed() {
+        check(
+            |t, a| {
+                let c = t.conclusion(a, &[], None);
+                t.validation(&c, false);
+                t.validation(&c, true);
+            },
+            State::Validated,
+        );
+    }
+
+    #[test]
+    fn a_failed_newest_validation_shows_concluded() {
+        let mut task = Task::new();
+        let a = task.assessment("subject");
+        let c = task.conclusion(&a, &[], None);
+        task.validation(&c, true);
+        task.validation(&c, false);
+        let view = status(&task.records);
+        assert_eq!(view.assessments[0].state, State::Concluded);
+        let conclusion = &view.assessments[0].conclusions[0];
+        assert_eq!(conclusion.validation, ValidationState::Failed);
+        assert_eq!(conclusion.validations, 2);
+    }
+
+    #[test]
+    fn superseded_conclusions_are_marked_and_the_old_assessment_stays_concluded() {
+        let mut task = Task::new();
+        let old_a = task.assessment("subject");
+        let old_c = task.conclusion(&old_a, &[], None);
+        task.validation(&old_c, true);
+        let new_a = task.assessment("subject");
+        let new_c = task.conclusion(&new_a, &[], Some(&old_c));
+        let view = status(&task.records);
+        let old = &view.assessments[0];
+        assert_eq!(
+            old.state,
+            State::Concluded,
+            "a superseded validation no longer counts"
+        );
+        assert_eq!(old.superseded_by.as_deref(), Some(new_c.as_str()));
+        assert_eq!(
+            old.conclusions[0].superseded_by.as_deref(),
+            Some(new_c.as_str())
+        );
+        let new = &view.assessments[1];
+        assert_eq!(new.state, State::Concluded);
+        assert_eq!(new.superseded_by, None);
+        assert_eq!(
+            new.conclusions[0].supersedes.as_deref(),
+            Some(old_c.as_str())
+        );
+    }
+
+    #[test]
+    fn timeline_tokens_and_lines() {
+        let mut task = Task::new();
+        let a = task.assessment("subject");
+        let p = task.plan(&a, &["x", "y"]);
+        let cx = task.completed(&p, "x", "opposes");
+        task.failed(&p, "y", "rate_limited");
+        let d = task.disagreement(&a, &cx);
+        task.resolution(&d);
+        // Input in reverse: the view orders by sequence itself.
+        let mut records = task.records.clone();
+        records.reverse();
+        let view = status(&records);
+        assert_eq!(view.task.as_deref(), Some("t"));
+        assert_eq!(view.records, 6);
+        let sequences: Vec<u64> = view.timeline.iter().map(|e| e.sequence).collect();
+        assert_eq!(sequences, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(view.timeline[2].summary, "x completed: opposes");
+        assert_eq!(view.timeline[3].summary, "y failed: rate_limited");
+        assert_eq!(view.timeline[5].summary, "favours executor: o");
+        assert_eq!(view.tokens.total.consultations, 2);
+        assert_eq!(view.tokens.total.input_tokens, 100);
+        assert_eq!(view.tokens.advisors["x"].output_tokens, 20);
+        assert_eq!(view.tokens.advisors["y"].input_tokens, 0);
+        let status = &view.assessments[0];
+        assert_eq!(status.plans[0].selected, ["x", "y"]);
+        assert_eq!(status.consultations.len(), 2);
+        assert_eq!(status.disagreements[0].positions, ["executor", "x"]);
+        assert_eq!(status.disagreements[0].resolutions[0].favours, "executor");
+        assert_eq!(status.state, State::Planned);
+    }
+
+    #[test]
+    fn an_empty_task() {
+        let view = status(&[]);
+        assert_eq!(view.task, None);
+        assert!(view.assessments.is_empty() && view.timeline.is_empty());
+        assert_eq!(view.tokens.total, AdvisorTokens::default());
+    }
+}
