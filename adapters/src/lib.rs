@@ -5,3 +5,4 @@
 //! the cancellation and the normalisation of the answer into the consultation's fields.
 
 pub mod contract;
+pub mod http;
