@@ -1,10 +1,35 @@
 //! The one trait, the io context, typed failures and the contract layer around every
 //! adapter. Names no transport and no vendor.
+//!
+//! [`consult`] is the only way the daemon talks to an adapter. It owns, for every adapter
+//! alike:
+//!
+//! - **the deadline**: the adapter is handed a deadline [`STOP_GRACE`] earlier than the
+//!   caller's (less when the whole budget is short), so a well-behaved adapter can stop its
+//!   work and report its own, more precise failure (a process killed at the deadline whose
+//!   output shows rate-limit retries is `rate_limited`). At the caller's deadline the
+//!   adapter's future is dropped, whatever it is doing, and the outcome is `timeout`.
+//! - **the cancellation**: the adapter gets a child of the caller's token; once it is
+//!   cancelled the adapter has [`STOP_GRACE`] to return, then its future is dropped. The
+//!   outcome is `cancelled` whatever the adapter returns.
+//! - **the normalisation**: an answer of only whitespace is `empty`; one with no
+//!   recoverable conclusion is `malformed`; anything else is read by
+//!   [`crate::normalise::normalise`].
+//! - **the duration** (`duration_ms`, from the call to the outcome).
+//!
+//! Dropping is the contract's only way to stop an adapter that ignores the deadline and the
+//! cancellation, so **an adapter's resources must be drop-safe**: a child process group is
+//! killed in `Drop` (`kill_on_drop` alone kills only the leader), a connection is closed by
+//! dropping its future, a temporary file is removed by its guard. An adapter must not block
+//! the executor thread (use `spawn_blocking`): a future that never yields cannot be
+//! stopped by anyone.
 
+use crate::normalise::{self, NormaliseError, Normalised};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +89,74 @@ pub struct Failure {
 /// The longest diagnostic kept, in characters.
 pub const MAX_DIAGNOSTIC_CHARS: usize = 300;
 
+impl Failure {
+    /// A failure whose diagnostic is cleaned by [`clean_diagnostic`].
+    pub fn new(kind: FailureKind, raw_diagnostic: &str) -> Failure {
+        Failure {
+            kind,
+            diagnostic: clean_diagnostic(raw_diagnostic),
+            retry_after_s: None,
+        }
+    }
+
+    /// A rate limit, with the wait the advisor asked for when it gave one.
+    pub fn rate_limited(raw_diagnostic: &str, retry_after_s: Option<u64>) -> Failure {
+        Failure {
+            retry_after_s,
+            ..Failure::new(FailureKind::RateLimited, raw_diagnostic)
+        }
+    }
+}
+
+impl FailureKind {
+    /// Every kind, in the order SPEC §8 lists them.
+    pub const ALL: [FailureKind; 8] = [
+        FailureKind::Timeout,
+        FailureKind::RateLimited,
+        FailureKind::AuthFailed,
+        FailureKind::Malformed,
+        FailureKind::Empty,
+        FailureKind::Unavailable,
+        FailureKind::Cancelled,
+        FailureKind::Error,
+    ];
+
+    /// The kind as written in records (`rate_limited`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::RateLimited => "rate_limited",
+            FailureKind::AuthFailed => "auth_failed",
+            FailureKind::Malformed => "malformed",
+            FailureKind::Empty => "empty",
+            FailureKind::Unavailable => "unavailable",
+            FailureKind::Cancelled => "cancelled",
+            FailureKind::Error => "error",
+        }
+    }
+}
+
+/// The diagnostic of a failure from raw error output: its last non-empty line, ANSI escape
+/// sequences and control characters removed, whitespace collapsed, at most
+/// [`MAX_DIAGNOSTIC_CHARS`] characters (the last an ellipsis when cut).
+pub fn clean_diagnostic(raw: &str) -> String {
+    let no_ansi = normalise::strip_ansi(raw);
+    let last = no_ansi
+        .split(['\n', '\r'])
+        .rev()
+        .map(|line| {
+            line.chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect::<String>()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .find(|line| !line.is_empty())
+        .unwrap_or_default();
+    normalise::truncate_chars(&last, MAX_DIAGNOSTIC_CHARS)
+}
+
 /// Token usage an adapter read from the reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
@@ -85,6 +178,11 @@ pub struct Answer {
 /// How to look up an environment variable of the process asking (not the daemon's).
 pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// An environment lookup over a fixed map (tests, or a request's captured environment).
+pub fn env_from_map(vars: BTreeMap<String, String>) -> EnvLookup {
+    Arc::new(move |name: &str| vars.get(name).cloned())
+}
+
 /// What an adapter gets besides the advisor and the prompt.
 #[derive(Clone)]
 pub struct Io {
@@ -96,6 +194,29 @@ pub struct Io {
     pub env: EnvLookup,
     /// The one shared HTTP client (connection pool).
     pub http: reqwest::Client,
+}
+
+impl Io {
+    /// An io context with a fresh token, no environment and a new HTTP client, ending
+    /// `timeout` from now. Convenient for tests and tools; the daemon builds its own.
+    pub fn with_timeout(timeout: Duration) -> Io {
+        Io {
+            deadline: Instant::now() + timeout,
+            cancel: CancellationToken::new(),
+            env: env_from_map(BTreeMap::new()),
+            http: reqwest::Client::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Io {
+    /// The environment is left out: it may hold credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Io")
+            .field("deadline", &self.deadline)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The one trait a transport implements.
@@ -110,8 +231,186 @@ pub trait Adapter: Send + Sync {
         prompt: &'a str,
         io: &'a Io,
     ) -> BoxFuture<'a, Result<Answer, Failure>>;
+
+    /// Check the advisor's adapter-specific settings when the catalogue is loaded:
+    /// `Err((field, message))` names the offending key (`args`, `endpoint`, ...) and says
+    /// what is accepted. The default accepts everything.
+    fn validate(&self, advisor: &AdvisorSpec) -> Result<(), (String, String)> {
+        let _ = advisor;
+        Ok(())
+    }
 }
 
-/// Keeps the unused-import lint quiet until the contract layer lands.
-#[allow(dead_code)]
-type Settings = BTreeMap<String, String>;
+/// How long an adapter has, after its own deadline or a cancellation, to stop and report
+/// before the contract drops it.
+pub const STOP_GRACE: Duration = Duration::from_millis(100);
+
+/// What one consultation came to: the normalised answer or a typed failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The consultation's fields, or why there are none.
+    pub result: Result<Normalised, Failure>,
+    /// Token usage the adapter reported (kept for `empty` and `malformed` answers too: the
+    /// tokens were spent).
+    pub usage: Option<Usage>,
+    /// Milliseconds from the call to the outcome.
+    pub duration_ms: u64,
+}
+
+/// Consult `advisor` through `adapter` under `io`'s deadline and cancellation, and
+/// normalise its answer. Never takes longer than the deadline (plus scheduling), and at
+/// most [`STOP_GRACE`] after a cancellation. See the module documentation for the rules.
+///
+/// A cancellation or a deadline that has already passed returns at once without calling
+/// the adapter.
+pub async fn consult(
+    adapter: &dyn Adapter,
+    advisor: &AdvisorSpec,
+    prompt: &str,
+    io: &Io,
+) -> Outcome {
+    let start = Instant::now();
+    let finish = |result: Result<Normalised, Failure>, usage: Option<Usage>| Outcome {
+        result,
+        usage,
+        duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+    };
+    if io.cancel.is_cancelled() {
+        return finish(
+            Err(cancelled(
+                "the consultation was cancelled before it started",
+            )),
+            None,
+        );
+    }
+    if start >= io.deadline {
+        return finish(
+            Err(timed_out(
+                "the deadline had passed before the consultation started",
+            )),
+            None,
+        );
+    }
+    let budget = io.deadline - start;
+    let inner = Io {
+        deadline: io.deadline - STOP_GRACE.min(budget / 4),
+        cancel: io.cancel.child_token(),
+        env: io.env.clone(),
+        http: io.http.clone(),
+    };
+    let exchange = adapter.exchange(advisor, prompt, &inner);
+    tokio::pin!(exchange);
+    let answered = tokio::select! {
+        biased;
+        () = io.cancel.cancelled() => None,
+        result = &mut exchange => Some(result),
+        () = tokio::time::sleep_until(io.deadline) => {
+            // Dropping the exchange stops it: see the module documentation.
+            let diagnostic = format!(
+                "no answer within the deadline of {} ms; the exchange was stopped",
+                budget.as_millis()
+            );
+            return finish(Err(timed_out(&diagnostic)), None);
+        }
+    };
+    match answered {
+        Some(Ok(answer)) => {
+            let usage = answer.usage;
+            finish(read_answer(&answer.text), usage)
+        }
+        Some(Err(failure)) => finish(Err(exact(failure)), None),
+        None => {
+            // Cancelled: the adapter sees its child token cancelled; give it a short grace
+            // to release what it holds in order, then drop it.
+            let grace = tokio::time::timeout(STOP_GRACE, &mut exchange).await;
+            let diagnostic = match grace {
+                Ok(Err(failure)) if !failure.diagnostic.is_empty() => failure.diagnostic,
+                _ => "the consultation was cancelled".to_string(),
+            };
+            finish(Err(cancelled(&diagnostic)), None)
+        }
+    }
+}
+
+/// An answer text as the consultation's fields, or `empty` / `malformed`.
+pub fn read_answer(text: &str) -> Result<Normalised, Failure> {
+    match normalise::normalise(text) {
+        Ok(normalised) => Ok(normalised),
+        Err(NormaliseError::Empty) => Err(Failure::new(
+            FailureKind::Empty,
+            "the advisor answered with no text",
+        )),
+        Err(error) => Err(Failure::new(FailureKind::Malformed, &error.to_string())),
+    }
+}
+
+/// An adapter's failure as recorded: its diagnostic cleaned, and never empty.
+fn exact(failure: Failure) -> Failure {
+    let diagnostic = clean_diagnostic(&failure.diagnostic);
+    let diagnostic = if diagnostic.is_empty() {
+        format!(
+            "the adapter reported `{}` without a diagnostic",
+            failure.kind.as_str()
+        )
+    } else {
+        diagnostic
+    };
+    Failure {
+        diagnostic,
+        ..failure
+    }
+}
+
+fn cancelled(diagnostic: &str) -> Failure {
+    Failure::new(FailureKind::Cancelled, diagnostic)
+}
+
+fn timed_out(diagnostic: &str) -> Failure {
+    Failure::new(FailureKind::Timeout, diagnostic)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diagnostics_are_the_last_clean_line() {
+        let long = "é".repeat(400);
+        let cases: &[(&str, String)] = &[
+            ("first\nsecond\n\n  \n", "second".into()),
+            (
+                "\u{1b}[31merror:\u{1b}[0m bad key\u{7}\r\n",
+                "error: bad key".into(),
+            ),
+            (
+                "progress 10%\rprogress 100%\rfailed: 401",
+                "failed: 401".into(),
+            ),
+            ("tab\tseparated   words", "tab separated words".into()),
+            (
+                "\u{1b}]0;title\u{7}window title gone",
+                "window title gone".into(),
+            ),
+            ("", String::new()),
+            (" \n\t\n", String::new()),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(clean_diagnostic(raw), *want, "diagnostic of {raw:?}");
+        }
+        let cut = clean_diagnostic(&long);
+        assert_eq!(cut.chars().count(), MAX_DIAGNOSTIC_CHARS);
+        assert!(cut.ends_with('…'));
+        assert_eq!(clean_diagnostic(&cut), cut, "cleaning is idempotent");
+    }
+
+    #[test]
+    fn failure_kinds_round_trip_through_their_names() {
+        for kind in FailureKind::ALL {
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json, serde_json::Value::from(kind.as_str()));
+        }
+        let failure = Failure::rate_limited("line one\nretry later", Some(7));
+        assert_eq!(failure.diagnostic, "retry later");
+        assert_eq!(failure.retry_after_s, Some(7));
+    }
+}
