@@ -5,4 +5,5 @@
 //! the cancellation and the normalisation of the answer into the consultation's fields.
 
 pub mod contract;
+pub mod http;
 pub mod normalise;
