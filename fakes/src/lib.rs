@@ -1,1 +1,2 @@
 //! Fakes.
+pub mod llm_server;

@@ -1,0 +1,883 @@
+//! A fake LLM HTTP server speaking the four wire formats the HTTP adapters use, scripted
+//! per model, so tests and benchmarks never need a real provider or a network.
+//!
+//! Routes (all `POST`): `/v1/chat/completions` and `/chat/completions` (OpenAI-compatible),
+//! `/v1/messages` (Anthropic), `/v1beta/models/{model}:generateContent` (Gemini),
+//! `/api/chat` (Ollama). The model is read from the request body (from the path for
+//! Gemini); each model has a queue of scripted steps, then a default. Every request is
+//! recorded (path, headers, body) for assertions, and checked the way the real server
+//! would: the protocol's auth header when the script sets an `api_key`, the body's shape,
+//! `anthropic-version` and `max_tokens` for Anthropic.
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, Method, Request, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Router};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// A well-formed advisor answer (the JSON object the question asks for).
+pub const DEFAULT_ANSWER: &str = r#"{"conclusion": "The hypothesis holds for the evidence given.", "stance": "agree", "assumptions": ["the benchmark is representative"], "risks": ["cold caches"], "actions": ["rerun with a cold cache"], "falsifiers": ["a cold-cache run slower than the baseline"], "confidence": 0.7}"#;
+
+/// Input tokens the default answer reports.
+pub const DEFAULT_INPUT_TOKENS: u64 = 120;
+
+/// Output tokens the default answer reports.
+pub const DEFAULT_OUTPUT_TOKENS: u64 = 48;
+
+/// The wire format a request came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// OpenAI-compatible chat completions.
+    OpenAi,
+    /// Anthropic messages.
+    Anthropic,
+    /// Gemini generateContent.
+    Gemini,
+    /// Ollama chat.
+    Ollama,
+}
+
+/// What the server does with one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    /// 200 with the answer text and usage in the protocol's shape.
+    Ok {
+        /// The answer text.
+        text: String,
+        /// Reported input tokens.
+        #[serde(default)]
+        input_tokens: u64,
+        /// Reported output tokens.
+        #[serde(default)]
+        output_tokens: u64,
+    },
+    /// 429 with the protocol's error body and, when given, this `Retry-After` value
+    /// (seconds, or an HTTP date).
+    RateLimited {
+        /// The raw `Retry-After` header value.
+        #[serde(default)]
+        retry_after: Option<String>,
+    },
+    /// Any status (401, 403, 408, 500, 503, ...) with the protocol's error body.
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The error message (a default per status when absent).
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// 200 with a JSON body cut short.
+    Malformed,
+    /// 200 with the protocol's reply shape and no text.
+    Empty,
+    /// 200 whose body (the `text` answer) arrives `chunk_bytes` at a time, one chunk every
+    /// `every_ms`; with `forever`, the body then never ends (spaces keep coming).
+    Drip {
+        /// The answer text.
+        text: String,
+        /// Milliseconds between chunks.
+        every_ms: u64,
+        /// Bytes per chunk (16 when 0).
+        #[serde(default)]
+        chunk_bytes: usize,
+        /// Keep the body open after the answer.
+        #[serde(default)]
+        forever: bool,
+    },
+    /// Read the request, then close the connection with a TCP reset and no response.
+    Reset,
+}
+
+impl Reply {
+    /// An answer with usage.
+    pub fn ok(text: &str, input_tokens: u64, output_tokens: u64) -> Self {
+        Self::Ok {
+            text: text.to_owned(),
+            input_tokens,
+            output_tokens,
+        }
+    }
+
+    /// An error status with the default message.
+    pub fn status(status: u16) -> Self {
+        Self::Status {
+            status,
+            message: None,
+        }
+    }
+
+    /// A rate limit asking to wait `seconds`.
+    pub fn rate_limited_for(seconds: u64) -> Self {
+        Self::RateLimited {
+            retry_after: Some(seconds.to_string()),
+        }
+    }
+
+    /// A rate limit asking to wait until `when` (an HTTP date).
+    pub fn rate_limited_until(when: SystemTime) -> Self {
+        Self::RateLimited {
+            retry_after: Some(httpdate::fmt_http_date(when)),
+        }
+    }
+
+    /// A body that dribbles the default answer and never ends.
+    pub fn drip_forever(every_ms: u64) -> Self {
+        Self::Drip {
+            text: DEFAULT_ANSWER.to_owned(),
+            every_ms,
+            chunk_bytes: 0,
+            forever: true,
+        }
+    }
+
+    /// This reply after waiting `delay_ms`.
+    pub fn after(self, delay_ms: u64) -> Step {
+        Step {
+            reply: self,
+            delay_ms,
+        }
+    }
+}
+
+/// One scripted response: a reply, after an optional delay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// What to answer.
+    #[serde(flatten)]
+    pub reply: Reply,
+    /// Milliseconds to wait before answering.
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+impl From<Reply> for Step {
+    fn from(reply: Reply) -> Self {
+        Self { reply, delay_ms: 0 }
+    }
+}
+
+/// The script of one model: a queue of steps taken in order, then `then` for every
+/// later request (the script's default when absent).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelScript {
+    /// Steps for the first requests, in order.
+    #[serde(default)]
+    pub queue: Vec<Step>,
+    /// The step once the queue is used up.
+    #[serde(default)]
+    pub then: Option<Step>,
+}
+
+/// What the server answers, per model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Script {
+    /// When set, every request must carry this key in its protocol's header (except
+    /// Ollama, which takes none) or gets a 401.
+    #[serde(default)]
+    pub api_key: Option<String>,
+    /// The step for models the script does not name, and after a model's queue.
+    #[serde(default = "default_step")]
+    pub default: Step,
+    /// Per-model scripts.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelScript>,
+}
+
+fn default_step() -> Step {
+    Reply::ok(DEFAULT_ANSWER, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS).into()
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            api_key: None,
+            default: default_step(),
+            models: BTreeMap::new(),
+        }
+    }
+}
+
+impl Script {
+    /// Every model answers [`DEFAULT_ANSWER`] with the default usage.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every model answers `text` with the default usage.
+    pub fn answering(text: &str) -> Self {
+        Self::new().default_step(Reply::ok(text, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS))
+    }
+
+    /// Requires `key` on every request (in the protocol's own header).
+    pub fn api_key(mut self, key: &str) -> Self {
+        self.api_key = Some(key.to_owned());
+        self
+    }
+
+    /// Replaces the default step.
+    pub fn default_step(mut self, step: impl Into<Step>) -> Self {
+        self.default = step.into();
+        self
+    }
+
+    /// Model `model` always answers `step`.
+    pub fn model(self, model: &str, step: impl Into<Step>) -> Self {
+        self.model_queue(model, Vec::<Step>::new(), Some(step.into()))
+    }
+
+    /// Model `model` answers the steps of `queue` in order, then `then` (or the default).
+    pub fn model_queue(
+        mut self,
+        model: &str,
+        queue: impl IntoIterator<Item = impl Into<Step>>,
+        then: Option<Step>,
+    ) -> Self {
+        let queue = queue.into_iter().map(Into::into).collect();
+        self.models
+            .insert(model.to_owned(), ModelScript { queue, then });
+        self
+    }
+}
+
+/// One request as the server received it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// The wire format of the route it came to (`None` for an unknown route).
+    pub protocol: Option<Protocol>,
+    /// The HTTP method.
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// The model asked for, when the request named one.
+    pub model: Option<String>,
+    /// Headers, lowercase names; repeated headers joined with `, `.
+    pub headers: BTreeMap<String, String>,
+    /// The body as JSON (`Null` when it was not JSON).
+    pub body: Value,
+}
+
+impl RecordedRequest {
+    /// The value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+
+    /// The prompt the request carried (the first user message's text).
+    pub fn prompt(&self) -> Option<&str> {
+        self.body
+            .pointer("/messages/0/content")
+            .or_else(|| self.body.pointer("/contents/0/parts/0/text"))
+            .and_then(Value::as_str)
+    }
+}
+
+struct Shared {
+    script: Script,
+    queues: Mutex<HashMap<String, VecDeque<Step>>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    connections: AtomicUsize,
+}
+
+impl Shared {
+    fn next_step(&self, model: &str) -> Step {
+        let Some(script) = self.script.models.get(model) else {
+            return self.script.default.clone();
+        };
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let queue = queues
+            .entry(model.to_owned())
+            .or_insert_with(|| script.queue.clone().into());
+        queue
+            .pop_front()
+            .or_else(|| script.then.clone())
+            .unwrap_or_else(|| self.script.default.clone())
+    }
+
+    fn record(&self, request: RecordedRequest) {
+        self.requests
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push(request);
+    }
+}
+
+/// Lets a handler abort its own connection (the `reset` reply).
+#[derive(Clone)]
+struct ConnectionHandle(Arc<Notify>);
+
+/// A running fake server on a loopback port.
+pub struct FakeLlmServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl FakeLlmServer {
+    /// Starts a server on `127.0.0.1:0` following `script`.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound (the test cannot run at all then).
+    pub async fn start(script: Script) -> Self {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        match Self::bind(addr, script).await {
+            Ok(server) => server,
+            Err(error) => panic!("fake LLM server: cannot bind a loopback port: {error}"),
+        }
+    }
+
+    /// Starts a server on `addr` following `script`.
+    pub async fn bind(addr: SocketAddr, script: Script) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            script,
+            queues: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
+        });
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let router = router(Arc::clone(&shared));
+        tracker.spawn(accept_loop(
+            listener,
+            router,
+            Arc::clone(&shared),
+            cancel.clone(),
+            tracker.clone(),
+        ));
+        Ok(Self {
+            addr,
+            shared,
+            cancel,
+            tracker,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT` (no trailing slash).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// How many TCP connections were accepted (pooling shows as few connections).
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting, closes every connection and waits (at most a second) for them.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.tracker.wait()).await;
+    }
+}
+
+impl Drop for FakeLlmServer {
+    fn drop(&mut self) {
+        // A test that forgets `shutdown` still stops the server's tasks.
+        self.cancel.cancel();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let accepted = tokio::select! {
+            () = cancel.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                shared.connections.fetch_add(1, Ordering::Relaxed);
+                tracker.spawn(serve_connection(stream, router.clone(), cancel.clone()));
+            }
+            // Out of descriptors and the like: back off instead of spinning.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+async fn serve_connection(stream: TcpStream, router: Router, cancel: CancellationToken) {
+    let _ = stream.set_nodelay(true);
+    // A second descriptor on the same socket lets the `reset` reply set a zero linger
+    // after hyper owns the stream, so that closing sends RST instead of FIN.
+    let Ok((stream, twin)) = split_twin(stream) else {
+        return;
+    };
+    let reset = Arc::new(Notify::new());
+    let handle = ConnectionHandle(Arc::clone(&reset));
+    let service = hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(handle.clone());
+        router.clone().oneshot(request)
+    });
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    tokio::select! {
+        _ = connection => {}
+        () = reset.notified() => {
+            let abort = nix::libc::linger { l_onoff: 1, l_linger: 0 };
+            let _ = nix::sys::socket::setsockopt(&twin, nix::sys::socket::sockopt::Linger, &abort);
+        }
+        () = cancel.cancelled() => {}
+    }
+}
+
+fn split_twin(stream: TcpStream) -> std::io::Result<(TcpStream, std::net::TcpStream)> {
+    let stream = stream.into_std()?;
+    let twin = stream.try_clone()?;
+    Ok((TcpStream::from_std(stream)?, twin))
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(openai))
+        .route("/chat/completions", post(openai))
+        .route("/v1/messages", post(anthropic))
+        .route("/v1beta/models/{target}", post(gemini))
+        .route("/api/chat", post(ollama))
+        .fallback(unknown_route)
+        .with_state(shared)
+}
+
+/// What every handler extracts.
+struct Incoming {
+    shared: Arc<Shared>,
+    connection: ConnectionHandle,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+async fn openai(
+    State(shared): State<Arc<Shared>>,
+    Extension(connection): Extension<ConnectionHandle>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let incoming = Incoming {
+        shared,
+        connection,
+        method,
+        uri,
+        headers,
+        body,
+    };
+    handle(Protocol::OpenAi, incoming, None).await
+}
+
+async fn anthropic(
+    State(shared): State<Arc<Shared>>,
+    Extension(connection): Extension<ConnectionHandle>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let incoming = Incoming {
+        shared,
+        connection,
+        method,
+        uri,
+        headers,
+        body,
+    };
+    handle(Protocol::Anthropic, incoming, None).await
+}
+
+async fn gemini(
+    State(shared): State<Arc<Shared>>,
+    Extension(connection): Extension<ConnectionHandle>,
+    Path(target): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let incoming = Incoming {
+        shared,
+        connection,
+        method,
+        uri,
+        headers,
+        body,
+    };
+    match target.strip_suffix(":generateContent") {
+        Some(model) => handle(Protocol::Gemini, incoming, Some(model.to_owned())).await,
+        None => unknown_route(State(incoming.shared), incoming.method, incoming.uri).await,
+    }
+}
+
+async fn ollama(
+    State(shared): State<Arc<Shared>>,
+    Extension(connection): Extension<ConnectionHandle>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let incoming = Incoming {
+        shared,
+        connection,
+        method,
+        uri,
+        headers,
+        body,
+    };
+    handle(Protocol::Ollama, incoming, None).await
+}
+
+async fn unknown_route(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    shared.record(RecordedRequest {
+        protocol: None,
+        method: method.to_string(),
+        path: uri.to_string(),
+        model: None,
+        headers: BTreeMap::new(),
+        body: Value::Null,
+    });
+    (
+        StatusCode::NOT_FOUND,
+        format!("no route for {method} {uri}"),
+    )
+        .into_response()
+}
+
+async fn handle(protocol: Protocol, incoming: Incoming, path_model: Option<String>) -> Response {
+    let body: Value = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
+    let model = path_model.or_else(|| body.get("model").and_then(Value::as_str).map(str::to_owned));
+    let mut headers = BTreeMap::<String, String>::new();
+    for (name, value) in &incoming.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    let request = RecordedRequest {
+        protocol: Some(protocol),
+        method: incoming.method.to_string(),
+        path: incoming.uri.to_string(),
+        model: model.clone(),
+        headers,
+        body,
+    };
+    let refusal = refuse(
+        protocol,
+        &request,
+        incoming.shared.script.api_key.as_deref(),
+    );
+    incoming.shared.record(request);
+    if let Some((status, message)) = refusal {
+        return error_response(protocol, status, &message, None);
+    }
+    let step = incoming
+        .shared
+        .next_step(model.as_deref().unwrap_or_default());
+    if step.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
+    }
+    let model = model.unwrap_or_default();
+    match step.reply {
+        Reply::Ok {
+            text,
+            input_tokens,
+            output_tokens,
+        } => json_response(
+            StatusCode::OK,
+            &ok_body(protocol, &model, &text, input_tokens, output_tokens),
+        ),
+        Reply::Empty => json_response(StatusCode::OK, &ok_body(protocol, &model, "", 5, 0)),
+        Reply::Malformed => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            "{\"choices\": [{\"message\": {\"content\": \"cut sh",
+        )
+            .into_response(),
+        Reply::RateLimited { retry_after } => error_response(
+            protocol,
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate limit reached; slow down",
+            retry_after.as_deref(),
+        ),
+        Reply::Status { status, message } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let message = message.unwrap_or_else(|| default_message(status).to_owned());
+            error_response(protocol, status, &message, None)
+        }
+        Reply::Drip {
+            text,
+            every_ms,
+            chunk_bytes,
+            forever,
+        } => {
+            let body = ok_body(
+                protocol,
+                &model,
+                &text,
+                DEFAULT_INPUT_TOKENS,
+                DEFAULT_OUTPUT_TOKENS,
+            );
+            drip(
+                body.to_string().into_bytes(),
+                every_ms,
+                chunk_bytes,
+                forever,
+            )
+        }
+        Reply::Reset => {
+            incoming.connection.0.notify_one();
+            // The connection task drops this future with the connection: no response.
+            std::future::pending().await
+        }
+    }
+}
+
+/// Checks a request the way the real server would; `Some((status, message))` refuses it.
+fn refuse(
+    protocol: Protocol,
+    request: &RecordedRequest,
+    api_key: Option<&str>,
+) -> Option<(StatusCode, String)> {
+    if let Some(key) = api_key {
+        let presented = match protocol {
+            Protocol::OpenAi => request
+                .header("authorization")
+                .and_then(|v| v.strip_prefix("Bearer ")),
+            Protocol::Anthropic => request.header("x-api-key"),
+            Protocol::Gemini => request.header("x-goog-api-key"),
+            Protocol::Ollama => Some(key),
+        };
+        if presented != Some(key) {
+            return Some((StatusCode::UNAUTHORIZED, "invalid api key".to_owned()));
+        }
+    }
+    let bad = |message: &str| Some((StatusCode::BAD_REQUEST, message.to_owned()));
+    if request.body.is_null() {
+        return bad("the request body is not JSON");
+    }
+    if request.model.as_deref().unwrap_or_default().is_empty() {
+        return bad("the request names no model");
+    }
+    match protocol {
+        Protocol::Gemini if request.body.pointer("/contents/0/parts").is_none() => {
+            bad("`contents` with parts is required")
+        }
+        Protocol::OpenAi | Protocol::Anthropic | Protocol::Ollama
+            if !request.body.get("messages").is_some_and(Value::is_array) =>
+        {
+            bad("`messages` is required")
+        }
+        Protocol::Anthropic if request.header("anthropic-version").is_none() => {
+            bad("the anthropic-version header is required")
+        }
+        Protocol::Anthropic if !request.body.get("max_tokens").is_some_and(Value::is_u64) => {
+            bad("`max_tokens` is required")
+        }
+        _ => None,
+    }
+}
+
+fn default_message(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "invalid api key",
+        403 => "this key may not use this model",
+        408 => "the request timed out",
+        500 => "internal server error",
+        503 => "the service is overloaded; try again later",
+        _ => "scripted failure",
+    }
+}
+
+/// A successful reply with `text` and usage, in the protocol's shape.
+pub fn ok_body(protocol: Protocol, model: &str, text: &str, input: u64, output: u64) -> Value {
+    match protocol {
+        Protocol::OpenAi => json!({
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": input, "completion_tokens": output,
+                      "total_tokens": input + output},
+        }),
+        Protocol::Anthropic => json!({
+            "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+            "content": if text.is_empty() { json!([]) } else { json!([{"type": "text", "text": text}]) },
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": input, "output_tokens": output},
+        }),
+        Protocol::Gemini => json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": input, "candidatesTokenCount": output,
+                              "totalTokenCount": input + output},
+            "modelVersion": model,
+        }),
+        Protocol::Ollama => json!({
+            "model": model, "created_at": "2025-01-01T00:00:00Z",
+            "message": {"role": "assistant", "content": text},
+            "done": true, "done_reason": "stop",
+            "prompt_eval_count": input, "eval_count": output,
+        }),
+    }
+}
+
+/// An error reply in the protocol's shape.
+pub fn error_body(protocol: Protocol, status: StatusCode, message: &str) -> Value {
+    match protocol {
+        Protocol::OpenAi => json!({
+            "error": {"message": message, "type": "fake_error", "code": status.as_u16()},
+        }),
+        Protocol::Anthropic => json!({
+            "type": "error", "error": {"type": "fake_error", "message": message},
+        }),
+        Protocol::Gemini => json!({
+            "error": {"code": status.as_u16(), "message": message,
+                      "status": status.canonical_reason().unwrap_or("UNKNOWN")},
+        }),
+        Protocol::Ollama => json!({"error": message}),
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn error_response(
+    protocol: Protocol,
+    status: StatusCode,
+    message: &str,
+    retry_after: Option<&str>,
+) -> Response {
+    let mut response = json_response(status, &error_body(protocol, status, message));
+    if let Some(value) = retry_after.and_then(|value| value.parse().ok()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+fn drip(body: Vec<u8>, every_ms: u64, chunk_bytes: usize, forever: bool) -> Response {
+    let chunk_bytes = if chunk_bytes == 0 { 16 } else { chunk_bytes };
+    let chunks: VecDeque<Bytes> = body
+        .chunks(chunk_bytes)
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let every = Duration::from_millis(every_ms);
+    let stream = futures::stream::unfold(chunks, move |mut chunks| async move {
+        tokio::time::sleep(every).await;
+        match chunks.pop_front() {
+            Some(chunk) => Some((Ok::<_, std::io::Error>(chunk), chunks)),
+            // Trailing whitespace keeps the JSON valid while the body never ends.
+            None if forever => Some((Ok(Bytes::from_static(b" ")), chunks)),
+            None => None,
+        }
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_read_from_json_with_defaults() {
+        let script: Script = serde_json::from_value(json!({
+            "api_key": "k",
+            "models": {
+                "m": {"queue": [{"reply": "rate_limited", "retry_after": "7"},
+                                {"reply": "status", "status": 503, "delay_ms": 20}],
+                      "then": {"reply": "reset"}}
+            }
+        }))
+        .expect("a script");
+        assert_eq!(script.default, default_step());
+        let m = &script.models["m"];
+        assert_eq!(
+            m.queue[0].reply,
+            Reply::RateLimited {
+                retry_after: Some("7".into())
+            }
+        );
+        assert_eq!(m.queue[1], Reply::status(503).after(20));
+        assert_eq!(m.then, Some(Reply::Reset.into()));
+    }
+
+    #[test]
+    fn a_model_takes_its_queue_then_its_default() {
+        let script = Script::new()
+            .model_queue("m", [Reply::status(500), Reply::status(401)], None)
+            .model_queue("n", [Reply::Empty], Some(Reply::Malformed.into()));
+        let shared = Shared {
+            script,
+            queues: Mutex::new(HashMap::new()),
+            requests: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
+        };
+        let replies = |model: &str, n: usize| -> Vec<Reply> {
+            (0..n).map(|_| shared.next_step(model).reply).collect()
+        };
+        assert_eq!(
+            replies("m", 3),
+            [Reply::status(500), Reply::status(401), default_step().reply]
+        );
+        assert_eq!(
+            replies("n", 3),
+            [Reply::Empty, Reply::Malformed, Reply::Malformed]
+        );
+        assert_eq!(replies("other", 1), [default_step().reply]);
+    }
+}
