@@ -7,3 +7,4 @@
 pub mod contract;
 pub mod http;
 pub mod normalise;
+pub mod registry;
