@@ -27,9 +27,6 @@ pub const MAX_REPLY_BYTES: usize = 4 * 1024 * 1024;
 /// The largest error body read for a diagnostic; the rest is ignored.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
-/// The longest diagnostic kept, in characters (SPEC §8).
-const MAX_DIAGNOSTIC_CHARS: usize = crate::contract::MAX_DIAGNOSTIC_CHARS;
-
 /// The settings an HTTP advisor may carry in the catalogue, besides the common fields.
 pub const SETTINGS: &[&str] = &["endpoint", "model", "max_tokens", "temperature"];
 
@@ -176,11 +173,6 @@ impl<W: Wire> HttpAdapter<W> {
     pub const fn new() -> Self {
         Self(PhantomData)
     }
-
-    /// Checks an advisor's settings for this adapter: `Err((field, message))`.
-    pub fn validate(advisor: &AdvisorSpec) -> Result<(), (String, String)> {
-        HttpSettings::parse(&advisor.settings).map(drop)
-    }
 }
 
 impl<W: Wire> Default for HttpAdapter<W> {
@@ -197,6 +189,10 @@ impl<W: Wire> Adapter for HttpAdapter<W> {
         io: &'a Io,
     ) -> BoxFuture<'a, Result<Answer, Failure>> {
         Box::pin(exchange::<W>(advisor, prompt, io))
+    }
+
+    fn validate(&self, advisor: &AdvisorSpec) -> Result<(), (String, String)> {
+        HttpSettings::parse(&advisor.settings).map(drop)
     }
 }
 
@@ -220,15 +216,6 @@ pub fn adapters() -> Vec<(&'static str, Arc<dyn Adapter>)> {
             Arc::new(HttpAdapter::<ollama::Ollama>::new()),
         ),
     ]
-}
-
-/// Checks the settings of an advisor whose `adapter` is one of the HTTP adapters;
-/// `None` when `adapter` is not one of them.
-pub fn validate(adapter: &str, advisor: &AdvisorSpec) -> Option<Result<(), (String, String)>> {
-    adapters()
-        .iter()
-        .any(|(name, _)| *name == adapter)
-        .then(|| HttpSettings::parse(&advisor.settings).map(drop))
 }
 
 async fn exchange<W: Wire>(
@@ -379,9 +366,8 @@ async fn status_failure(response: Response) -> Failure {
         format!("HTTP {status}: {message}")
     };
     Failure {
-        kind,
-        diagnostic: clean_diagnostic(&diagnostic),
         retry_after_s: retry_after_s.flatten(),
+        ..failure(kind, &diagnostic)
     }
 }
 
@@ -482,45 +468,10 @@ fn causes(error: &reqwest::Error) -> String {
     }
 }
 
-/// A failure with a cleaned diagnostic and no retry-after.
-pub fn failure(kind: FailureKind, diagnostic: &str) -> Failure {
-    Failure {
-        kind,
-        diagnostic: clean_diagnostic(diagnostic),
-        retry_after_s: None,
-    }
-}
-
-/// One line, no control characters or terminal escapes, at most 300 characters.
-pub fn clean_diagnostic(text: &str) -> String {
-    let mut out = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // Skip a CSI sequence (`ESC [ ... final`) whole, not just the escape byte.
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                while chars.next().is_some_and(|c| !('@'..='~').contains(&c)) {}
-            }
-            continue;
-        }
-        if c.is_whitespace() {
-            if !out.is_empty() && !out.ends_with(' ') {
-                out.push(' ');
-            }
-        } else if !c.is_control() {
-            out.push(c);
-        }
-    }
-    let out = out.trim_end();
-    match out.char_indices().nth(MAX_DIAGNOSTIC_CHARS) {
-        Some(_) => {
-            let mut cut: String = out.chars().take(MAX_DIAGNOSTIC_CHARS - 1).collect();
-            cut.push('…');
-            cut
-        }
-        None => out.to_owned(),
-    }
+/// A failure whose diagnostic is `text` made one line (an HTTP body is the diagnostic
+/// whole, not its last line), then cleaned by [`crate::contract::clean_diagnostic`].
+pub fn failure(kind: FailureKind, text: &str) -> Failure {
+    Failure::new(kind, &text.replace(['\n', '\r'], " "))
 }
 
 /// Token usage from two reply fields; `None` when the reply reports neither.

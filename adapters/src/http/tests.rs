@@ -161,19 +161,21 @@ fn error_bodies_give_their_message() {
 }
 
 #[test]
-fn diagnostics_are_one_clean_line_of_at_most_300_characters() {
+fn diagnostics_keep_the_whole_body_on_one_clean_line_of_at_most_300_characters() {
     fn check(input: &str, expected: &str) {
-        assert_eq!(clean_diagnostic(input), expected, "{input:?}");
+        assert_eq!(
+            failure(FailureKind::Error, input).diagnostic,
+            expected,
+            "{input:?}"
+        );
     }
     check("plain", "plain");
-    check("two\nlines\r\n", "two lines");
+    check("{\n  \"error\": \"two\"\r\n}\n", "{ \"error\": \"two\" }");
     check("\u{1b}[31mred\u{1b}[0m and \u{7}bell", "red and bell");
     check("  spaced\t\tout  ", "spaced out");
-    let long = "é".repeat(400);
-    let cleaned = clean_diagnostic(&long);
-    assert_eq!(cleaned.chars().count(), MAX_DIAGNOSTIC_CHARS);
-    assert!(cleaned.ends_with('…'));
-    assert_eq!(clean_diagnostic(&"x".repeat(300)).chars().count(), 300);
+    let long = failure(FailureKind::Error, &"é".repeat(400)).diagnostic;
+    assert_eq!(long.chars().count(), crate::contract::MAX_DIAGNOSTIC_CHARS);
+    assert!(long.ends_with('…'), "{long}");
 }
 
 /// What reading a reply gave: the text and usage, or the failure kind.
