@@ -522,7 +522,7 @@ pub(crate) mod tests {
         outcomes: &[(i64, Ended)],
         override_s: Option<u64>,
         now_s: i64,
-        expected: (Status, bool, Option<i64>),
+        expected: Expect,
     ) {
         let history: Vec<Record> = outcomes
             .iter()
@@ -547,12 +547,15 @@ pub(crate) mod tests {
         }
     }
 
-    const AVAILABLE: (Status, bool, Option<i64>) = (Status::Available, false, None);
-    const RECOVERING: (Status, bool, Option<i64>) = (Status::Available, true, None);
-    const fn limited(until: i64) -> (Status, bool, Option<i64>) {
+    /// What a check expects: status, recovering, `until` in seconds after [`T0`].
+    type Expect = (Status, bool, Option<i64>);
+
+    const AVAILABLE: Expect = (Status::Available, false, None);
+    const RECOVERING: Expect = (Status::Available, true, None);
+    const fn limited(until: i64) -> Expect {
         (Status::RateLimited, false, Some(until))
     }
-    const fn failed(until: i64) -> (Status, bool, Option<i64>) {
+    const fn failed(until: i64) -> Expect {
         (Status::TemporarilyFailed, false, Some(until))
     }
 
@@ -680,7 +683,8 @@ pub(crate) mod tests {
 
     #[test]
     fn recovering_ends_with_a_completed_answer() {
-        let cases: &[(&str, &[(i64, Ended)], i64, (Status, bool, Option<i64>))] = &[
+        type Case<'a> = (&'a str, &'a [(i64, Ended)], i64, Expect);
+        let cases: &[Case] = &[
             (
                 "after auth cooldown",
                 &[(0, Fail(AuthFailed))],
