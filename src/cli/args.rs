@@ -1,0 +1,533 @@
+//! The command line of `advisor-consult` (SPEC §10): every verb, its flags and an example.
+
+use crate::context::GlobalFlags;
+use crate::core::records::{Confidence, EvidenceKind, Materiality};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const ABOUT: &str = "Record your reasoning, see which advisors you could ask and why, get a \
+computed plan, consult the advisors it selects, and read back where your task stands.";
+
+const EXAMPLES: &str = "\
+Examples:
+  advisor-consult record --file assessment.json   store a record (`-` reads standard input)
+  advisor-consult advisors                        every advisor, its status and why
+  advisor-consult plan --materiality material     who would be asked, who not, and why
+  advisor-consult --assessment 01J...             consult the plan's advisors and wait
+  advisor-consult ask --subject 'Use SQLite' --materiality material \\
+      --hypothesis 'WAL is enough' --evidence file:src/queue.rs
+  advisor-consult jobs                            the consultation queue
+  advisor-consult status                          where each assessment stands
+  advisor-consult explain 01J...                  the provenance chain of a record
+  advisor-consult tree --depth 2                  the task's records as a tree
+  advisor-consult check                           provider independence and CI findings
+  advisor-consult demo                            the whole product on scripted advisors
+
+Exit status: 0 done; 1 findings (check) or a job with no completed consultation;
+2 usage; 3 refused by the writer; 4 the daemon could not be reached or started;
+5 a wait ran out of time; 130 interrupted.";
+
+/// `advisor-consult`: the global flags, the bare consult form, or a verb.
+#[derive(Debug, Parser)]
+#[command(
+    name = "advisor-consult",
+    version,
+    about = ABOUT,
+    after_help = EXAMPLES
+)]
+pub struct Cli {
+    /// The flags every verb accepts.
+    #[command(flatten)]
+    pub global: GlobalFlags,
+    /// Queue a consultation for this assessment and wait for it
+    #[arg(long, value_name = "ID")]
+    pub assessment: Option<String>,
+    /// A question for the advisors besides the assessment's own
+    #[arg(long, value_name = "TEXT", requires = "assessment")]
+    pub question: Option<String>,
+    /// The job's deadline in seconds, decimals allowed [default: 90]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds, requires = "assessment")]
+    pub timeout: Option<f64>,
+    /// An opinion already given (marked as an opinion in the question, not a fact)
+    #[arg(long, value_name = "TEXT", requires = "assessment")]
+    pub prior_opinion: Option<String>,
+    /// Queue the consultation and print the job id at once
+    #[arg(long, requires = "assessment")]
+    pub detach: bool,
+    /// The verb.
+    #[command(subcommand)]
+    pub verb: Option<Verb>,
+}
+
+impl Cli {
+    /// Parse `args` (the program name first), refusing `--assessment` with a verb.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli = Cli::try_parse_from(args)?;
+        if let (Some(_), Some(verb)) = (&cli.assessment, &cli.verb) {
+            // Global flags may come before a verb, so clap's own conflict rule cannot be used.
+            let mut command = <Cli as clap::CommandFactory>::command();
+            return Err(command.error(
+                clap::error::ErrorKind::ArgumentConflict,
+                format!(
+                    "`--assessment` consults on its own and cannot be used with `{}`; \
+                     drop one of them",
+                    verb.name()
+                ),
+            ));
+        }
+        Ok(cli)
+    }
+}
+
+/// The verbs of SPEC §10.
+#[derive(Debug, Subcommand)]
+pub enum Verb {
+    /// Record an assessment and consult on it in one step
+    #[command(
+        after_help = "Example:\n  advisor-consult ask --subject 'Use SQLite for the \
+                            queue' --materiality material \\\n      --hypothesis 'WAL mode is \
+                            enough' --evidence 'file:src/queue.rs=>one writer at a time'"
+    )]
+    Ask(AskArgs),
+    /// The consultation jobs: queued, running and recently finished
+    #[command(after_help = "Example:\n  advisor-consult jobs --format json")]
+    Jobs,
+    /// Wait for a job to end and print it
+    #[command(after_help = "Example:\n  advisor-consult wait 01J... --timeout 30")]
+    Wait {
+        /// The job id
+        job: String,
+        /// Give up after this many seconds, decimals allowed (exit 5)
+        #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+        timeout: Option<f64>,
+    },
+    /// Cancel a job
+    #[command(after_help = "Example:\n  advisor-consult cancel 01J...")]
+    Cancel {
+        /// The job id
+        job: String,
+    },
+    /// Show the whole product working on built-in scripted advisors
+    #[command(after_help = "Example:\n  advisor-consult demo")]
+    Demo,
+    /// Every advisor, its status and why; capacity per capability
+    #[command(after_help = "Example:\n  advisor-consult advisors --format table")]
+    Advisors,
+    /// A plan preview: who would be consulted for this doubt, who not, and why
+    #[command(
+        after_help = "Example:\n  advisor-consult plan --materiality high --confidence \
+                            low --capabilities code_review,security_review"
+    )]
+    Plan {
+        /// How much a wrong decision would cost: trivial, low, material, high, critical
+        #[arg(long, value_name = "M", value_parser = parse_materiality)]
+        materiality: Materiality,
+        /// Your confidence in your hypothesis: low, medium, high
+        #[arg(long, value_name = "C", value_parser = parse_confidence, default_value = "medium")]
+        confidence: Confidence,
+        /// Capabilities wanted, comma-separated [default: independent_reasoning]
+        #[arg(long, value_name = "A,B", value_delimiter = ',')]
+        capabilities: Vec<String>,
+    },
+    /// Store one record through the writer and print it
+    #[command(
+        after_help = "Examples:\n  advisor-consult record --file assessment.json\n  \
+                            echo '{\"kind\": \"plan\", \"assessment\": \"01J...\"}' | \
+                            advisor-consult record --file -"
+    )]
+    Record {
+        /// One JSON object: `kind` plus your fields; `-` reads standard input
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Each assessment of the task and where it stands
+    #[command(after_help = "Example:\n  advisor-consult status --task feature-x")]
+    Status,
+    /// The whole provenance chain of a record
+    #[command(after_help = "Example:\n  advisor-consult explain 01J... --format yaml")]
+    Explain {
+        /// The record id
+        id: String,
+    },
+    /// The task's records as a tree
+    #[command(after_help = "Example:\n  advisor-consult tree --depth 3 --show-superseded")]
+    Tree {
+        /// How many levels below each assessment to show
+        #[arg(long, value_name = "N")]
+        depth: Option<usize>,
+        /// Also show superseded conclusions and their branches
+        #[arg(long)]
+        show_superseded: bool,
+    },
+    /// Provider-independence and CI-credential findings (exit 1 when any)
+    #[command(after_help = "Example:\n  advisor-consult check --path src/core")]
+    Check {
+        /// Check only this directory or file (relative to the root)
+        #[arg(long, value_name = "DIR")]
+        path: Option<PathBuf>,
+    },
+}
+
+impl Verb {
+    /// The verb as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verb::Ask(_) => "ask",
+            Verb::Jobs => "jobs",
+            Verb::Wait { .. } => "wait",
+            Verb::Cancel { .. } => "cancel",
+            Verb::Demo => "demo",
+            Verb::Advisors => "advisors",
+            Verb::Plan { .. } => "plan",
+            Verb::Record { .. } => "record",
+            Verb::Status => "status",
+            Verb::Explain { .. } => "explain",
+            Verb::Tree { .. } => "tree",
+            Verb::Check { .. } => "check",
+        }
+    }
+}
+
+/// `ask`: the assessment's fields, then the consultation's.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// One line naming the decision
+    #[arg(long, value_name = "TEXT")]
+    pub subject: String,
+    /// How much a wrong decision would cost: trivial, low, material, high, critical
+    #[arg(long, value_name = "M", value_parser = parse_materiality)]
+    pub materiality: Materiality,
+    /// Your confidence in your hypothesis: low, medium, high [default: medium]
+    #[arg(long, value_name = "C", value_parser = parse_confidence)]
+    pub confidence: Option<Confidence>,
+    /// What you currently believe
+    #[arg(long, value_name = "TEXT")]
+    pub hypothesis: String,
+    /// Evidence as KIND:REF or KIND:REF=>SHOWED (repeatable); KIND is one of file, test,
+    /// adr, rule, commit, command, observation, record
+    #[arg(long, value_name = "KIND:REF", value_parser = parse_evidence)]
+    pub evidence: Vec<EvidenceArg>,
+    /// A known fact (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    pub fact: Vec<String>,
+    /// An assumption taken for granted (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    pub assumption: Vec<String>,
+    /// An open question of the assessment (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    pub open_question: Vec<String>,
+    /// Capabilities wanted, comma-separated [default: independent_reasoning]
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub capabilities: Vec<String>,
+    /// The assessment brings evidence a standing conclusion did not have
+    #[arg(long)]
+    pub new_evidence: bool,
+    /// A question for the advisors besides the assessment's own
+    #[arg(long, value_name = "TEXT")]
+    pub question: Option<String>,
+    /// The job's deadline in seconds, decimals allowed [default: 90]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub timeout: Option<f64>,
+    /// An opinion already given (marked as an opinion in the question, not a fact)
+    #[arg(long, value_name = "TEXT")]
+    pub prior_opinion: Option<String>,
+    /// Queue the consultation and print the job id at once
+    #[arg(long)]
+    pub detach: bool,
+}
+
+impl AskArgs {
+    /// The assessment record `ask` asks the writer to store.
+    pub fn assessment_json(&self) -> serde_json::Value {
+        let mut object = serde_json::json!({
+            "kind": "assessment",
+            "subject": self.subject,
+            "materiality": self.materiality.as_str(),
+            "hypothesis": self.hypothesis,
+            "evidence": self.evidence.iter().map(EvidenceArg::to_json).collect::<Vec<_>>(),
+            "facts": self.fact,
+            "assumptions": self.assumption,
+            "questions": self.open_question,
+            "capabilities": self.capabilities,
+        });
+        if let Some(confidence) = self.confidence {
+            object["confidence"] = confidence.as_str().into();
+        }
+        if self.new_evidence {
+            object["new_evidence"] = true.into();
+        }
+        object
+    }
+}
+
+/// One `--evidence KIND:REF[=>SHOWED]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvidenceArg {
+    /// What it points at.
+    pub kind: EvidenceKind,
+    /// Where it is.
+    pub reference: String,
+    /// What it showed, if given.
+    pub showed: Option<String>,
+}
+
+impl EvidenceArg {
+    /// The evidence object of a record (SPEC §4).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut object = serde_json::json!({"kind": self.kind.as_str(), "ref": self.reference});
+        if let Some(showed) = &self.showed {
+            object["showed"] = showed.as_str().into();
+        }
+        object
+    }
+}
+
+/// The separator between an evidence reference and what it showed.
+pub const SHOWED_SEPARATOR: &str = "=>";
+
+/// Parse `KIND:REF` or `KIND:REF=>SHOWED` (the reference may itself contain `:`).
+pub fn parse_evidence(text: &str) -> Result<EvidenceArg, String> {
+    let accepted = EvidenceKind::ALL.map(EvidenceKind::as_str).join(", ");
+    let Some((kind, rest)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` is not KIND:REF; write e.g. `file:src/lib.rs` or \
+             `test:writer_refuses=>passed` (KIND is one of {accepted})"
+        ));
+    };
+    let kind = EvidenceKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == kind.trim())
+        .ok_or_else(|| format!("evidence kind `{kind}` is not known; accepted: {accepted}"))?;
+    let (reference, showed) = match rest.split_once(SHOWED_SEPARATOR) {
+        Some((reference, showed)) => (reference, Some(showed.trim().to_string())),
+        None => (rest, None),
+    };
+    let reference = reference.trim();
+    if reference.is_empty() {
+        return Err(format!(
+            "evidence `{text}` has no reference after `{}:`; name the file, test, commit...",
+            kind.as_str()
+        ));
+    }
+    Ok(EvidenceArg {
+        kind,
+        reference: reference.to_string(),
+        showed: showed.filter(|s| !s.is_empty()),
+    })
+}
+
+/// Parse a materiality by its record name.
+pub fn parse_materiality(text: &str) -> Result<Materiality, String> {
+    Materiality::ALL
+        .into_iter()
+        .find(|m| m.as_str() == text)
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is not a materiality; accepted: {}",
+                Materiality::ALL.map(Materiality::as_str).join(", ")
+            )
+        })
+}
+
+/// Parse a confidence by its record name.
+pub fn parse_confidence(text: &str) -> Result<Confidence, String> {
+    Confidence::ALL
+        .into_iter()
+        .find(|c| c.as_str() == text)
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is not a confidence; accepted: {}",
+                Confidence::ALL.map(Confidence::as_str).join(", ")
+            )
+        })
+}
+
+/// Parse a positive, finite number of seconds (decimals allowed).
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds; give a positive number, e.g. `90` or `2.5`"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    fn check(input: &str, expected: Result<(EvidenceKind, &str, Option<&str>), &str>) {
+        let got = parse_evidence(input);
+        match expected {
+            Ok((kind, reference, showed)) => assert_eq!(
+                got,
+                Ok(EvidenceArg {
+                    kind,
+                    reference: reference.into(),
+                    showed: showed.map(Into::into)
+                }),
+                "{input}"
+            ),
+            Err(fragment) => {
+                let message = got.expect_err(input);
+                assert!(message.contains(fragment), "{input}: {message}");
+            }
+        }
+    }
+
+    #[test]
+    fn evidence_arguments() {
+        use EvidenceKind::*;
+        check("file:src/lib.rs", Ok((File, "src/lib.rs", None)));
+        check(
+            "file:src/lib.rs:10-20",
+            Ok((File, "src/lib.rs:10-20", None)),
+        );
+        check(
+            "test:refuses=>passed, 12 cases",
+            Ok((Test, "refuses", Some("passed, 12 cases"))),
+        );
+        check(
+            "command:RUST_LOG=debug cargo test",
+            Ok((Command, "RUST_LOG=debug cargo test", None)),
+        );
+        check("commit: abc123 ", Ok((Commit, "abc123", None)));
+        check("record:01J=>", Ok((Record, "01J", None)));
+        check("src/lib.rs", Err("is not KIND:REF"));
+        check("files:src/lib.rs", Err("accepted: file, test, adr"));
+        check("file:", Err("has no reference"));
+        check("file:=>x", Err("has no reference"));
+    }
+
+    #[test]
+    fn seconds_and_enums() {
+        assert_eq!(parse_seconds("2.5"), Ok(2.5));
+        assert_eq!(parse_seconds("90"), Ok(90.0));
+        for bad in ["0", "-1", "NaN", "inf", "x", ""] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+        for m in Materiality::ALL {
+            assert_eq!(parse_materiality(m.as_str()), Ok(m));
+        }
+        assert!(parse_materiality("huge")
+            .unwrap_err()
+            .contains("trivial, low, material"));
+        for c in Confidence::ALL {
+            assert_eq!(parse_confidence(c.as_str()), Ok(c));
+        }
+        assert!(parse_confidence("sure")
+            .unwrap_err()
+            .contains("low, medium, high"));
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::parse_args(std::iter::once("advisor-consult").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn global_flags_go_before_or_after_the_verb() {
+        for args in [
+            &["--format", "json", "--task", "t", "status"][..],
+            &["status", "--format", "json", "--task", "t"][..],
+        ] {
+            let cli = parse(args).expect("parses");
+            assert_eq!(cli.global.format, crate::render::Format::Json, "{args:?}");
+            assert_eq!(cli.global.task.as_deref(), Some("t"), "{args:?}");
+            assert!(matches!(cli.verb, Some(Verb::Status)), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn the_bare_consult_form() {
+        let cli = parse(&["--assessment", "A", "--timeout", "2.5", "--detach"]).expect("parses");
+        assert_eq!(
+            (
+                cli.assessment.as_deref(),
+                cli.timeout,
+                cli.detach,
+                cli.verb.is_none()
+            ),
+            (Some("A"), Some(2.5), true, true)
+        );
+        for bad in [
+            &["--assessment", "A", "status"][..],
+            &["--question", "q"][..],
+            &["--detach"][..],
+            &["--assessment", "A", "--timeout", "soon"][..],
+            &["plan"][..],
+            &["plan", "--materiality", "huge"][..],
+            &["record"][..],
+            &["explain"][..],
+            &["frobnicate"][..],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} must not parse"));
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_verb_shows_an_example_in_its_help() {
+        let command = Cli::command();
+        for sub in command.get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let verb = parse(&[sub.get_name(), "--help"]).expect_err("help exits");
+            assert_eq!(verb.exit_code(), 0);
+            assert!(
+                help.contains(&format!("advisor-consult {}", sub.get_name())),
+                "`{}` --help has no example: {help:?}",
+                sub.get_name()
+            );
+        }
+    }
+
+    #[test]
+    fn ask_builds_the_assessment_it_was_given() {
+        let cli = Cli::parse_args([
+            "advisor-consult",
+            "ask",
+            "--subject",
+            "S",
+            "--materiality",
+            "high",
+            "--hypothesis",
+            "H",
+            "--evidence",
+            "file:a.rs=>shows x",
+            "--fact",
+            "F",
+            "--capabilities",
+            "code_review,debugging",
+            "--confidence",
+            "low",
+            "--new-evidence",
+        ])
+        .unwrap();
+        let Some(Verb::Ask(ask)) = cli.verb else {
+            panic!("not ask")
+        };
+        assert_eq!(
+            ask.assessment_json(),
+            serde_json::json!({
+                "kind": "assessment", "subject": "S", "materiality": "high",
+                "hypothesis": "H",
+                "evidence": [{"kind": "file", "ref": "a.rs", "showed": "shows x"}],
+                "facts": ["F"], "assumptions": [], "questions": [],
+                "capabilities": ["code_review", "debugging"],
+                "confidence": "low", "new_evidence": true
+            })
+        );
+    }
+}

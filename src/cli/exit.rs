@@ -1,0 +1,136 @@
+//! The one exit path: every error of a verb becomes an exit status of SPEC §10 and a
+//! message here, and nowhere else.
+//!
+//! - A refusal (exit 3) is the verb's answer: printed on standard output, as
+//!   `{"refused": true, "reason", "message"}` in `json` and `yaml`, else as one sentence.
+//! - Any other error is printed on standard error as `error: ...` with its cause chain;
+//!   with `--format json|yaml` its `{"error": CODE, "message"}` also goes to standard
+//!   output, so a program reading the typed shape always gets one.
+
+use crate::cli::backend::BackendError;
+use crate::cli::print_stdout;
+use crate::render::Format;
+use crate::service::ServiceError;
+
+/// Print `err` as the user should see it and return the exit status.
+pub fn report(err: &anyhow::Error, format: Format) -> i32 {
+    let service = service_error(err);
+    if let Some((reason, message)) = service.and_then(ServiceError::refusal) {
+        let _ = print_stdout(&refusal_text(reason, message, format));
+        return 3;
+    }
+    eprintln!("error: {err:#}");
+    if let (Some(service), Format::Json | Format::Yaml) = (service, format) {
+        let object = serde_json::json!({"error": service.code(), "message": service.message()});
+        let _ = print_stdout(&structured(&object, format));
+    }
+    exit_code(err)
+}
+
+/// The exit status for `err`: the first typed error in its chain decides; 1 otherwise.
+pub fn exit_code(err: &anyhow::Error) -> i32 {
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<ServiceError>() {
+            return e.exit_code();
+        }
+        if let Some(e) = cause.downcast_ref::<BackendError>() {
+            return e.exit_code();
+        }
+    }
+    1
+}
+
+/// The service error in `err`'s chain, directly or inside a backend error.
+fn service_error(err: &anyhow::Error) -> Option<&ServiceError> {
+    err.chain().find_map(|cause| {
+        cause.downcast_ref::<ServiceError>().or_else(|| {
+            match cause.downcast_ref::<BackendError>() {
+                Some(BackendError::Service(e)) => Some(e),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// How a refusal is printed in `format`.
+pub fn refusal_text(reason: &str, message: &str, format: Format) -> String {
+    match format {
+        Format::Json | Format::Yaml => structured(
+            &serde_json::json!({"refused": true, "reason": reason, "message": message}),
+            format,
+        ),
+        Format::Plain | Format::Table => format!("refused ({reason}): {message}"),
+    }
+}
+
+fn structured(value: &serde_json::Value, format: Format) -> String {
+    match format {
+        Format::Yaml => serde_yaml_ng::to_string(value).unwrap_or_else(|_| value.to_string()),
+        _ => serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::writer::{ReasonCode, Refusal};
+
+    fn check(err: anyhow::Error, expected_exit: i32) {
+        assert_eq!(exit_code(&err), expected_exit, "{err:#}");
+    }
+
+    #[test]
+    fn exit_codes_follow_the_spec() {
+        let refused = || {
+            ServiceError::Refused(Refusal {
+                reason: ReasonCode::InvalidField,
+                message: "m".into(),
+            })
+        };
+        check(refused().into(), 3);
+        check(BackendError::Service(refused()).into(), 3);
+        check(ServiceError::Usage("u".into()).into(), 2);
+        check(ServiceError::NotFound("n".into()).into(), 2);
+        check(
+            BackendError::Unreachable {
+                socket: "/s".into(),
+                reason: "r".into(),
+                hint: "h".into(),
+            }
+            .into(),
+            4,
+        );
+        check(BackendError::Protocol("p".into()).into(), 1);
+        check(anyhow::anyhow!("anything else"), 1);
+        check(
+            anyhow::Error::from(ServiceError::Usage("u".into())).context("while doing x"),
+            2,
+        );
+        let remote = |status| ServiceError::Remote {
+            code: "c".into(),
+            message: "m".into(),
+            status,
+        };
+        check(remote(422).into(), 3);
+        check(remote(404).into(), 2);
+        check(remote(500).into(), 1);
+    }
+
+    #[test]
+    fn refusals_print_in_every_format() {
+        let json: serde_json::Value =
+            serde_json::from_str(&refusal_text("invalid_task", "bad task", Format::Json)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"refused": true, "reason": "invalid_task", "message": "bad task"})
+        );
+        let yaml: serde_json::Value =
+            serde_yaml_ng::from_str(&refusal_text("invalid_task", "bad task", Format::Yaml))
+                .unwrap();
+        assert_eq!(yaml, json);
+        assert_eq!(
+            refusal_text("invalid_task", "bad task", Format::Plain),
+            "refused (invalid_task): bad task"
+        );
+    }
+}

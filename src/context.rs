@@ -1,0 +1,745 @@
+//! Where a request runs: the global flags, the asking process's context, and its
+//! resolution into a root, a state directory, a task, a catalogue, a mode and what is
+//! present on the machine (SPEC §3, §5, §9, §11).
+//!
+//! [`RequestContext`] is what a client sends with every request, because the daemon is
+//! shared and must judge availability on the environment of the process asking, not its
+//! own. [`Resolved`] is that context checked and resolved, on whichever side runs the
+//! verb; both the in-process path and the daemon resolve through the same function.
+
+use crate::core::availability::{DisableList, Presence};
+use crate::core::catalogue::{AdvisorEntry, Catalogue, CatalogueError, EMBEDDED_SOURCE};
+use crate::core::policy;
+use crate::core::records::{Mode, TaskName};
+use crate::render::Format;
+use crate::service::ServiceError;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The variable naming the task when `--task` is not given.
+pub const ENV_TASK: &str = "ADVISORD_TASK";
+/// The variable naming the catalogue file when `--catalogue` is not given.
+pub const ENV_CATALOGUE: &str = "ADVISORD_CATALOGUE";
+/// The variable forcing the mode.
+pub const ENV_MODE: &str = "ADVISORD_MODE";
+/// The variable that, set and non-empty, means a CI runner.
+pub const ENV_CI: &str = "CI";
+/// The variable listing advisors to disable (comma list, or `all`).
+pub const ENV_DISABLE: &str = "ADVISORD_ADVISORS_DISABLE";
+/// The variable replacing every cooldown, in seconds.
+pub const ENV_COOLDOWN: &str = "ADVISORD_COOLDOWN_SECONDS";
+/// The variable naming the daemon's socket when `--socket` is not given.
+pub const ENV_SOCKET: &str = "ADVISORD_SOCKET";
+
+/// The state directory under the root when `--state-dir` is not given.
+pub const DEFAULT_STATE_DIR: &str = ".ai/local/state/reasoning";
+/// The project's own catalogue under the root.
+pub const PROJECT_CATALOGUE: &str = ".advisord/advisors.yaml";
+/// The task used when nothing else names one.
+pub const DEFAULT_TASK: &str = "default";
+
+/// The flags every `advisor-consult` verb accepts (SPEC §10).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalFlags {
+    /// The project root [default: the nearest ancestor holding `.git`, else the working
+    /// directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Where records are kept [default: <root>/.ai/local/state/reasoning]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The task [default: $ADVISORD_TASK, else the git branch, else `default`]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub task: Option<String>,
+    /// The advisor catalogue [default: $ADVISORD_CATALOGUE, else
+    /// <root>/.advisord/advisors.yaml, else the embedded one]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub catalogue: Option<PathBuf>,
+    /// The daemon's socket [default: $ADVISORD_SOCKET, else
+    /// $XDG_RUNTIME_DIR/advisord/advisord.sock, else /tmp/advisord-<uid>/advisord.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// How to print the result
+    #[arg(long, global = true, value_enum, default_value_t = Format::Plain)]
+    pub format: Format,
+    /// Run in this process instead of through the daemon (network-free verbs only)
+    #[arg(long, global = true)]
+    pub no_daemon: bool,
+    /// Do not start the daemon when its socket does not answer
+    #[arg(long, global = true)]
+    pub no_autostart: bool,
+}
+
+/// The asking process's context, sent with every request (SPEC §9).
+///
+/// Paths are absolute (made so against the client's working directory) because the
+/// daemon runs elsewhere. Credential values are held for the request only and never
+/// appear in `Debug` output.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestContext {
+    /// The project root: absolute, an existing directory.
+    pub root: PathBuf,
+    /// `--state-dir`, absolute.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// `--task`, else `ADVISORD_TASK` (validated when resolved).
+    #[serde(default)]
+    pub task: Option<String>,
+    /// `--catalogue`, else `ADVISORD_CATALOGUE`, absolute.
+    #[serde(default)]
+    pub catalogue_path: Option<PathBuf>,
+    /// `ADVISORD_MODE`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// `CI`.
+    #[serde(default)]
+    pub ci: Option<String>,
+    /// `ADVISORD_ADVISORS_DISABLE`.
+    #[serde(default)]
+    pub disable: Option<String>,
+    /// `ADVISORD_COOLDOWN_SECONDS`.
+    #[serde(default)]
+    pub cooldown_s: Option<String>,
+    /// `PATH`, on which executables are looked up.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The values of the credential variables the catalogue names, by variable name.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for RequestContext {
+    // Written by hand so that a credential value can never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let credentials: Vec<&str> = self.credentials.keys().map(String::as_str).collect();
+        f.debug_struct("RequestContext")
+            .field("root", &self.root)
+            .field("state_dir", &self.state_dir)
+            .field("task", &self.task)
+            .field("catalogue_path", &self.catalogue_path)
+            .field("mode", &self.mode)
+            .field("ci", &self.ci)
+            .field("disable", &self.disable)
+            .field("cooldown_s", &self.cooldown_s)
+            .field("path", &self.path)
+            .field("credentials (names only)", &credentials)
+            .finish()
+    }
+}
+
+impl RequestContext {
+    /// The context of this process: its flags, its working directory and its environment.
+    pub fn from_process(flags: &GlobalFlags) -> Result<RequestContext, ServiceError> {
+        let cwd = std::env::current_dir().map_err(|e| {
+            ServiceError::Usage(format!(
+                "cannot read the working directory: {e}; run from an existing directory \
+                 or pass `--root DIR`"
+            ))
+        })?;
+        let env = |name: &str| std::env::var(name).ok();
+        let mut ctx = RequestContext::from_parts(flags, &cwd, &env);
+        ctx.credentials = credentials_for(&ctx, &env);
+        Ok(ctx)
+    }
+
+    /// The context for `flags`, working directory `cwd` and environment `env`, without
+    /// credentials (see [`RequestContext::from_process`]).
+    pub fn from_parts(
+        flags: &GlobalFlags,
+        cwd: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> RequestContext {
+        let absolute = |p: &Path| {
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                cwd.join(p)
+            }
+        };
+        let root = match &flags.root {
+            Some(root) => absolute(root),
+            None => git_ancestor(cwd).unwrap_or_else(|| cwd.to_path_buf()),
+        };
+        RequestContext {
+            root,
+            state_dir: flags.state_dir.as_deref().map(absolute),
+            task: flags.task.clone().or_else(|| non_empty(env(ENV_TASK))),
+            catalogue_path: flags
+                .catalogue
+                .clone()
+                .or_else(|| non_empty(env(ENV_CATALOGUE)).map(PathBuf::from))
+                .map(|p| absolute(&p)),
+            mode: env(ENV_MODE),
+            ci: env(ENV_CI),
+            disable: env(ENV_DISABLE),
+            cooldown_s: env(ENV_COOLDOWN),
+            path: env("PATH"),
+            credentials: BTreeMap::new(),
+        }
+    }
+}
+
+/// The values of the credential variables named by the catalogue `ctx` resolves to.
+///
+/// A catalogue that does not load yields none: resolving the context reports the error.
+fn credentials_for(
+    ctx: &RequestContext,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
+    let Ok((catalogue, _)) = load_catalogue(ctx) else {
+        return BTreeMap::new();
+    };
+    catalogue
+        .advisors
+        .iter()
+        .filter_map(|a| a.credential.as_deref())
+        .filter_map(|name| env(name).map(|value| (name.to_string(), value)))
+        .collect()
+}
+
+/// The nearest ancestor of `dir` (itself included) holding `.git` (a directory, or a file
+/// in a worktree).
+fn git_ancestor(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty())
+}
+
+/// A request context checked and resolved: everything a verb needs.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The project root: absolute, an existing directory.
+    pub root: PathBuf,
+    /// Where records are kept.
+    pub state_dir: PathBuf,
+    /// The task.
+    pub task: TaskName,
+    /// The catalogue in force.
+    pub catalogue: Catalogue,
+    /// Where the catalogue came from (a path, or the embedded one), for messages.
+    pub catalogue_source: String,
+    /// The mode in force.
+    pub mode: Mode,
+    /// `ADVISORD_ADVISORS_DISABLE`.
+    pub disable: DisableList,
+    /// `ADVISORD_COOLDOWN_SECONDS`.
+    pub cooldown_override_s: Option<u64>,
+    /// Which catalogue executables and credentials the asking process has.
+    pub presence: Presence,
+}
+
+impl Resolved {
+    /// Resolve `ctx` (SPEC §3, §5, §6): root, state directory, task, catalogue, mode,
+    /// disable list, cooldown and presence, in that order; the first problem is the error.
+    pub fn resolve(ctx: &RequestContext) -> Result<Resolved, ServiceError> {
+        let root = check_root(&ctx.root)?;
+        let state_dir = ctx
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| root.join(DEFAULT_STATE_DIR));
+        if !state_dir.is_absolute() {
+            return Err(ServiceError::Usage(format!(
+                "state directory `{}` is not absolute; pass an absolute `--state-dir`",
+                state_dir.display()
+            )));
+        }
+        let task = resolve_task(ctx.task.as_deref(), &root)?;
+        let (catalogue, catalogue_source) = load_catalogue(ctx)?;
+        let mode = policy::resolve_mode(
+            non_empty(ctx.mode.clone()).as_deref(),
+            ctx.ci.as_deref(),
+            catalogue.mode,
+        )
+        .map_err(|message| ServiceError::Usage(format!("`{ENV_MODE}`: {message}")))?;
+        let disable = parse_disable(ctx.disable.as_deref());
+        let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
+        let presence = probe_presence(&catalogue, ctx, &root);
+        Ok(Resolved {
+            root,
+            state_dir,
+            task,
+            catalogue,
+            catalogue_source,
+            mode,
+            disable,
+            cooldown_override_s,
+            presence,
+        })
+    }
+}
+
+fn check_root(root: &Path) -> Result<PathBuf, ServiceError> {
+    if !root.is_absolute() {
+        return Err(ServiceError::Usage(format!(
+            "root `{}` is not absolute; name the project root by its absolute path",
+            root.display()
+        )));
+    }
+    if !root.is_dir() {
+        return Err(ServiceError::Usage(format!(
+            "root `{}` is not an existing directory; pass `--root DIR` naming the project",
+            root.display()
+        )));
+    }
+    Ok(root.to_path_buf())
+}
+
+/// The task: the given name, else the git branch of `root` (sanitised), else `default`.
+fn resolve_task(given: Option<&str>, root: &Path) -> Result<TaskName, ServiceError> {
+    if let Some(name) = given {
+        return TaskName::new(name).map_err(ServiceError::InvalidTask);
+    }
+    let from_branch = git_branch(root).and_then(|b| TaskName::from_branch(&b));
+    Ok(from_branch
+        .unwrap_or_else(|| TaskName::new(DEFAULT_TASK).expect("the default task name is valid")))
+}
+
+/// The branch checked out in `root`, read from `.git/HEAD` (following a worktree's
+/// `gitdir:` file); `None` when detached or not a git checkout.
+pub fn git_branch(root: &Path) -> Option<String> {
+    let dot_git = root.join(".git");
+    let git_dir = if dot_git.is_file() {
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+        let target = Path::new(target);
+        if target.is_absolute() {
+            target.to_path_buf()
+        } else {
+            root.join(target)
+        }
+    } else {
+        dot_git
+    };
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let reference = head.lines().next()?.strip_prefix("ref:")?.trim();
+    let branch = reference.strip_prefix("refs/heads/").unwrap_or(reference);
+    (!branch.is_empty()).then(|| branch.to_string())
+}
+
+/// The catalogue of `ctx` (SPEC §3 chain) and where it came from.
+fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), ServiceError> {
+    let file = match &ctx.catalogue_path {
+        Some(path) => Some(path.clone()),
+        None => Some(ctx.root.join(PROJECT_CATALOGUE)).filter(|p| p.is_file()),
+    };
+    let Some(file) = file else {
+        return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
+    };
+    let name = file.display().to_string();
+    let text = std::fs::read_to_string(&file).map_err(|e| CatalogueError {
+        source_name: name.clone(),
+        location: String::new(),
+        message: format!(
+            "cannot be read ({e}); name a readable YAML file with `--catalogue FILE` or \
+             `{ENV_CATALOGUE}`, or unset both to use the embedded catalogue"
+        ),
+    })?;
+    let catalogue = Catalogue::parse(&text, &name, &validate_settings)?;
+    Ok((catalogue, name))
+}
+
+/// Checks the adapter-specific settings of one catalogue entry.
+///
+/// The common fields are validated by the catalogue parser. This package does not link the
+/// adapters' registry yet, so adapter settings are accepted as given; this is the one place
+/// to call `Registry::validate` once it does.
+pub fn validate_settings(entry: &AdvisorEntry) -> Result<(), (String, String)> {
+    crate::core::catalogue::accept_any_settings(entry)
+}
+
+/// `ADVISORD_ADVISORS_DISABLE`: a comma list of advisor ids, or `all`.
+pub fn parse_disable(value: Option<&str>) -> DisableList {
+    let ids: BTreeSet<String> = value
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
+        .collect();
+    if ids.iter().any(|id| id.eq_ignore_ascii_case("all")) {
+        DisableList::All
+    } else if ids.is_empty() {
+        DisableList::None
+    } else {
+        DisableList::Ids(ids)
+    }
+}
+
+/// `ADVISORD_COOLDOWN_SECONDS`: a whole number of seconds; empty means unset.
+pub fn parse_cooldown(value: Option<&str>) -> Result<Option<u64>, ServiceError> {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
+            ServiceError::Usage(format!(
+                "`{ENV_COOLDOWN}` is `{}`: it takes a whole number of seconds (e.g. `60`); \
+                 fix or unset it",
+                v.escape_debug()
+            ))
+        }),
+    }
+}
+
+/// Which catalogue executables are on `ctx`'s `PATH` (or exist, when absolute and
+/// executable) and which credentials are set and non-empty.
+pub fn probe_presence(catalogue: &Catalogue, ctx: &RequestContext, root: &Path) -> Presence {
+    let mut presence = Presence::default();
+    for advisor in &catalogue.advisors {
+        if let Some(executable) = &advisor.executable {
+            if executable_present(executable, ctx.path.as_deref(), root) {
+                presence.executables.insert(executable.clone());
+            }
+        }
+        if let Some(credential) = &advisor.credential {
+            if ctx
+                .credentials
+                .get(credential)
+                .is_some_and(|v| !v.is_empty())
+            {
+                presence.credentials.insert(credential.clone());
+            }
+        }
+    }
+    presence
+}
+
+fn executable_present(name: &str, path: Option<&str>, root: &Path) -> bool {
+    let as_path = Path::new(name);
+    if as_path.is_absolute() {
+        return is_executable_file(as_path);
+    }
+    match path {
+        Some(path) if !path.is_empty() => which::which_in(name, Some(path), root).is_ok(),
+        _ => false,
+    }
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The daemon's socket (SPEC §3): the flag, else `ADVISORD_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/advisord/advisord.sock`, else `/tmp/advisord-<uid>/advisord.sock`.
+pub fn socket_path(flag: Option<&Path>) -> PathBuf {
+    let env = |name: &str| non_empty(std::env::var(name).ok());
+    socket_path_from(flag, &env, nix::unistd::getuid().as_raw())
+}
+
+/// [`socket_path`] over an explicit environment and uid.
+pub fn socket_path_from(
+    flag: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    uid: u32,
+) -> PathBuf {
+    if let Some(flag) = flag {
+        return flag.to_path_buf();
+    }
+    if let Some(socket) = env(ENV_SOCKET).filter(|v| !v.is_empty()) {
+        return PathBuf::from(socket);
+    }
+    if let Some(runtime) = env("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        return Path::new(&runtime).join("advisord").join("advisord.sock");
+    }
+    PathBuf::from(format!("/tmp/advisord-{uid}/advisord.sock"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        global: GlobalFlags,
+    }
+
+    fn flags(args: &[&str]) -> GlobalFlags {
+        let mut argv = vec!["test"];
+        argv.extend_from_slice(args);
+        Flags::try_parse_from(argv).expect("flags parse").global
+    }
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn context(root: &Path) -> RequestContext {
+        let flags = flags(&["--root", root.to_str().expect("utf-8 path")]);
+        RequestContext::from_parts(&flags, root, &env_of(&[]))
+    }
+
+    #[test]
+    fn relative_flags_become_absolute_against_the_working_directory() {
+        let cwd = Path::new("/work/here");
+        let ctx = RequestContext::from_parts(
+            &flags(&["--root", "r", "--state-dir", "s", "--catalogue", "c.yaml"]),
+            cwd,
+            &env_of(&[]),
+        );
+        assert_eq!(ctx.root, cwd.join("r"));
+        assert_eq!(ctx.state_dir, Some(cwd.join("s")));
+        assert_eq!(ctx.catalogue_path, Some(cwd.join("c.yaml")));
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_and_empty_variables_are_unset() {
+        let env = env_of(&[
+            (ENV_TASK, "from-env"),
+            (ENV_CATALOGUE, "/env.yaml"),
+            (ENV_MODE, "fast"),
+            ("PATH", "/bin"),
+        ]);
+        let cwd = Path::new("/w");
+        let ctx = RequestContext::from_parts(&flags(&[]), cwd, &env);
+        assert_eq!(ctx.task.as_deref(), Some("from-env"));
+        assert_eq!(ctx.catalogue_path, Some(PathBuf::from("/env.yaml")));
+        assert_eq!(ctx.mode.as_deref(), Some("fast"));
+        assert_eq!(ctx.path.as_deref(), Some("/bin"));
+        let ctx = RequestContext::from_parts(
+            &flags(&["--task", "flag", "--catalogue", "/flag.yaml"]),
+            cwd,
+            &env,
+        );
+        assert_eq!(ctx.task.as_deref(), Some("flag"));
+        assert_eq!(ctx.catalogue_path, Some(PathBuf::from("/flag.yaml")));
+        let empty = env_of(&[(ENV_TASK, ""), (ENV_CATALOGUE, "")]);
+        let ctx = RequestContext::from_parts(&flags(&[]), cwd, &empty);
+        assert_eq!((ctx.task, ctx.catalogue_path), (None, None));
+    }
+
+    #[test]
+    fn the_root_is_the_nearest_ancestor_holding_git() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("project");
+        let deep = root.join("a/b");
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        std::fs::create_dir(root.join(".git")).expect("mkdir .git");
+        let ctx = RequestContext::from_parts(&flags(&[]), &deep, &env_of(&[]));
+        assert_eq!(ctx.root, root);
+        let elsewhere = dir.path().join("loose");
+        std::fs::create_dir(&elsewhere).expect("mkdir");
+        let ctx = RequestContext::from_parts(&flags(&[]), &elsewhere, &env_of(&[]));
+        assert_eq!(ctx.root, elsewhere);
+    }
+
+    #[test]
+    fn debug_output_never_shows_a_credential_value() {
+        let mut ctx = context(Path::new("/"));
+        ctx.credentials
+            .insert("SOME_API_KEY".into(), "sk-very-secret-value".into());
+        let shown = format!("{ctx:?} {ctx:#?}");
+        assert!(shown.contains("SOME_API_KEY"), "{shown}");
+        assert!(!shown.contains("sk-very-secret-value"), "{shown}");
+    }
+
+    fn check_branch(head: &str, expected: Option<&str>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join(".git")).expect("mkdir .git");
+        std::fs::write(dir.path().join(".git/HEAD"), head).expect("write HEAD");
+        let task = resolve_task(None, dir.path()).expect("a task");
+        assert_eq!(
+            git_branch(dir.path()).and_then(|b| TaskName::from_branch(&b)),
+            expected.map(|e| TaskName::new(e).expect("valid")),
+            "{head:?}"
+        );
+        assert_eq!(task.as_str(), expected.unwrap_or(DEFAULT_TASK), "{head:?}");
+    }
+
+    #[test]
+    fn the_task_comes_from_the_git_branch_when_nothing_names_it() {
+        check_branch("ref: refs/heads/feature/x\n", Some("feature-x"));
+        check_branch("ref: refs/heads/main\n", Some("main"));
+        check_branch("ref: refs/heads/fix bug#1\n", Some("fix-bug-1"));
+        // Detached: no branch, the default task.
+        check_branch("8d1f0c2e6c1c1b0e6a3c2d7f1b2a3c4d5e6f7a8b\n", None);
+        check_branch("ref: refs/heads/..\n", None);
+        check_branch("", None);
+    }
+
+    #[test]
+    fn a_worktree_follows_its_gitdir_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let git_dir = dir.path().join("main/.git/worktrees/wt");
+        std::fs::create_dir_all(&git_dir).expect("mkdir");
+        std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/topic/y\n").expect("HEAD");
+        let worktree = dir.path().join("wt");
+        std::fs::create_dir(&worktree).expect("mkdir");
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}\n", git_dir.display()),
+        )
+        .expect(".git file");
+        assert_eq!(git_branch(&worktree).as_deref(), Some("topic/y"));
+        std::fs::write(worktree.join(".git"), "gitdir: ../main/.git/worktrees/wt\n")
+            .expect(".git file");
+        assert_eq!(git_branch(&worktree).as_deref(), Some("topic/y"));
+    }
+
+    #[test]
+    fn a_given_task_is_validated() {
+        let root = Path::new("/");
+        assert_eq!(
+            resolve_task(Some("ok-1"), root).expect("valid").as_str(),
+            "ok-1"
+        );
+        for bad in ["", "..", "a/b", "../../etc"] {
+            assert!(
+                matches!(
+                    resolve_task(Some(bad), root),
+                    Err(ServiceError::InvalidTask(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_disable_list() {
+        let ids = |list: &[&str]| DisableList::Ids(list.iter().map(|s| s.to_string()).collect());
+        let cases: &[(Option<&str>, DisableList)] = &[
+            (None, DisableList::None),
+            (Some(""), DisableList::None),
+            (Some(" , "), DisableList::None),
+            (Some("all"), DisableList::All),
+            (Some("a, ALL"), DisableList::All),
+            (Some("a"), ids(&["a"])),
+            (Some(" a ,b,, "), ids(&["a", "b"])),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(&parse_disable(*input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn the_cooldown_override() {
+        assert_eq!(parse_cooldown(None).expect("unset"), None);
+        assert_eq!(parse_cooldown(Some("")).expect("empty"), None);
+        assert_eq!(parse_cooldown(Some("60")).expect("60"), Some(60));
+        assert_eq!(parse_cooldown(Some(" 0 ")).expect("0"), Some(0));
+        for bad in ["-1", "1.5", "ten"] {
+            let message = parse_cooldown(Some(bad)).expect_err(bad).to_string();
+            assert!(message.contains(ENV_COOLDOWN), "{message}");
+        }
+    }
+
+    #[test]
+    fn the_socket_path_chain() {
+        let flag = Path::new("/flag.sock");
+        let full = env_of(&[
+            (ENV_SOCKET, "/env.sock"),
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+        ]);
+        assert_eq!(socket_path_from(Some(flag), &full, 7), flag);
+        assert_eq!(socket_path_from(None, &full, 7), Path::new("/env.sock"));
+        let runtime = env_of(&[("XDG_RUNTIME_DIR", "/run/user/7"), (ENV_SOCKET, "")]);
+        assert_eq!(
+            socket_path_from(None, &runtime, 7),
+            Path::new("/run/user/7/advisord/advisord.sock")
+        );
+        assert_eq!(
+            socket_path_from(None, &env_of(&[]), 7),
+            Path::new("/tmp/advisord-7/advisord.sock")
+        );
+    }
+
+    #[test]
+    fn presence_is_probed_on_the_asking_path_and_credentials() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("mkdir");
+        let make = |name: &str, mode: u32| {
+            let path = bin.join(name);
+            std::fs::write(&path, "#!/bin/sh\n").expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            path
+        };
+        make("on-path", 0o755);
+        make("not-executable", 0o644);
+        let absolute = make("absolute", 0o755);
+        let yaml = format!(
+            "advisors:\n\
+             - {{id: a, title: A, transport: process, adapter: process, executable: on-path, capabilities: [independent_reasoning]}}\n\
+             - {{id: b, title: B, transport: process, adapter: process, executable: not-executable, capabilities: [independent_reasoning]}}\n\
+             - {{id: c, title: C, transport: process, adapter: process, executable: {}, capabilities: [independent_reasoning]}}\n\
+             - {{id: d, title: D, transport: process, adapter: process, executable: missing, capabilities: [independent_reasoning]}}\n\
+             - {{id: e, title: E, transport: http, adapter: x, credential: SET_KEY, capabilities: [independent_reasoning]}}\n\
+             - {{id: f, title: F, transport: http, adapter: x, credential: EMPTY_KEY, capabilities: [independent_reasoning]}}\n\
+             - {{id: g, title: G, transport: http, adapter: x, credential: UNSET_KEY, capabilities: [independent_reasoning]}}\n",
+            absolute.display()
+        );
+        let catalogue =
+            Catalogue::parse(&yaml, "test.yaml", &validate_settings).expect("catalogue");
+        let mut ctx = context(dir.path());
+        ctx.path = Some(bin.display().to_string());
+        ctx.credentials.insert("SET_KEY".into(), "v".into());
+        ctx.credentials.insert("EMPTY_KEY".into(), String::new());
+        let presence = probe_presence(&catalogue, &ctx, dir.path());
+        let names = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            names(&presence.executables),
+            vec![absolute.display().to_string(), "on-path".to_string()]
+        );
+        assert_eq!(names(&presence.credentials), vec!["SET_KEY".to_string()]);
+        ctx.path = None;
+        let presence = probe_presence(&catalogue, &ctx, dir.path());
+        assert_eq!(
+            names(&presence.executables),
+            vec![absolute.display().to_string()]
+        );
+    }
+
+    #[test]
+    fn credentials_are_collected_for_the_catalogue_in_force_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            "advisors:\n- {id: e, title: E, transport: http, adapter: x, credential: MY_KEY, \
+             capabilities: [independent_reasoning]}\n",
+        )
+        .expect("write");
+        let mut ctx = context(dir.path());
+        ctx.catalogue_path = Some(file);
+        let env = env_of(&[("MY_KEY", "secret"), ("OTHER_KEY", "other")]);
+        let credentials = credentials_for(&ctx, &env);
+        assert_eq!(
+            credentials.into_iter().collect::<Vec<_>>(),
+            vec![("MY_KEY".to_string(), "secret".to_string())]
+        );
+        ctx.catalogue_path = Some(dir.path().join("missing.yaml"));
+        assert!(credentials_for(&ctx, &env).is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_catalogue_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut ctx = context(dir.path());
+        ctx.catalogue_path = Some(dir.path().join("missing.yaml"));
+        let err = load_catalogue(&ctx).expect_err("missing file");
+        let message = err.to_string();
+        assert!(message.contains("missing.yaml"), "{message}");
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn the_root_must_be_an_absolute_existing_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        assert!(check_root(dir.path()).is_ok());
+        assert!(check_root(Path::new("relative")).is_err());
+        assert!(check_root(&dir.path().join("missing")).is_err());
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").expect("write");
+        assert!(check_root(&file).is_err());
+    }
+}

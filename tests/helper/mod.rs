@@ -1,0 +1,358 @@
+//! Runs the real `advisor-consult` binary on a temporary project, in a clean environment,
+//! and reads like a sentence:
+//!
+//! ```ignore
+//! Cli::new().args(["status", "--format", "json"]).run().expect_exit(0).expect_json("/records", 0);
+//! ```
+//!
+//! Every run is `--no-daemon`, with `--root` and `--state-dir` in a temporary directory,
+//! `env_clear()`ed, and `PATH` pointing at an empty temporary `bin` so that no real advisor
+//! is ever found. A run that does not end within [`RUN_BOUND`] is killed and fails the test.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The longest a single run may take before it is killed as hung.
+pub const RUN_BOUND: Duration = Duration::from_secs(30);
+
+/// A temporary project: a root, a state directory and an empty `bin` for `PATH`.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    /// A fresh project; the root holds nothing.
+    pub fn new() -> Rc<Project> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for sub in ["root", "bin", "home"] {
+            std::fs::create_dir(dir.path().join(sub)).expect("create a project directory");
+        }
+        Rc::new(Project { dir })
+    }
+
+    /// The project root.
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    /// The state directory (`--state-dir`); created by the first write.
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// The only directory on `PATH`.
+    pub fn bin(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    /// The temporary directory holding root, state and bin (for files outside the root).
+    pub fn outside(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Write `text` to `relative` under the root (parents created); returns the path.
+    pub fn write(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.root().join(relative);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create parents");
+        std::fs::write(&path, text).expect("write a project file");
+        path
+    }
+
+    /// Put an executable called `name` on the run's `PATH`.
+    pub fn install(&self, name: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.bin().join(name);
+        std::fs::write(&path, "#!/bin/sh\nexit 0\n").expect("write an executable");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .expect("make it executable");
+    }
+
+    /// Every path under the temporary directory, relative to it, sorted.
+    pub fn files(&self) -> Vec<String> {
+        fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).expect("read a directory") {
+                let path = entry.expect("a directory entry").path();
+                out.push(
+                    path.strip_prefix(base)
+                        .expect("under the base")
+                        .display()
+                        .to_string(),
+                );
+                if path.is_dir() {
+                    walk(&path, base, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self.dir.path(), self.dir.path(), &mut out);
+        out.sort();
+        out
+    }
+
+    /// A run of `advisor-consult` in this project.
+    pub fn cli(self: &Rc<Project>) -> Cli {
+        Cli {
+            project: Rc::clone(self),
+            args: Vec::new(),
+            env: Vec::new(),
+            stdin: Input::Null,
+            with_root: true,
+            with_state: true,
+            cwd: None,
+        }
+    }
+
+    /// Record `input` (a JSON object) and return the stored record.
+    pub fn record(self: &Rc<Project>, input: Value) -> Value {
+        self.cli()
+            .args(["record", "--file", "-", "--format", "json"])
+            .stdin(&input.to_string())
+            .run()
+            .expect_exit(0)
+            .json()
+    }
+}
+
+enum Input {
+    Null,
+    Text(String),
+    /// A pipe that is never written to nor closed while the process runs.
+    OpenPipe,
+}
+
+/// One invocation being built.
+pub struct Cli {
+    project: Rc<Project>,
+    args: Vec<OsString>,
+    env: Vec<(String, String)>,
+    stdin: Input,
+    with_root: bool,
+    with_state: bool,
+    cwd: Option<PathBuf>,
+}
+
+impl Cli {
+    /// A run in a fresh project of its own.
+    pub fn new() -> Cli {
+        Project::new().cli()
+    }
+
+    /// The project this run belongs to.
+    pub fn project(&self) -> Rc<Project> {
+        Rc::clone(&self.project)
+    }
+
+    /// Append arguments.
+    pub fn args<I, S>(mut self, args: I) -> Cli
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Set an environment variable (the environment is otherwise empty but for `PATH`
+    /// and `HOME`).
+    pub fn env(mut self, name: &str, value: &str) -> Cli {
+        self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Feed `text` on standard input, then close it.
+    pub fn stdin(mut self, text: &str) -> Cli {
+        self.stdin = Input::Text(text.to_string());
+        self
+    }
+
+    /// Hold standard input open (never written, never closed) for the whole run.
+    pub fn stdin_open(mut self) -> Cli {
+        self.stdin = Input::OpenPipe;
+        self
+    }
+
+    /// Do not pass `--root` (the binary resolves it from the working directory).
+    pub fn without_root(mut self) -> Cli {
+        self.with_root = false;
+        self
+    }
+
+    /// Do not pass `--state-dir` (the binary uses `<root>/.ai/local/state/reasoning`).
+    pub fn without_state_dir(mut self) -> Cli {
+        self.with_state = false;
+        self
+    }
+
+    /// Run in `dir` instead of the project root.
+    pub fn current_dir(mut self, dir: &Path) -> Cli {
+        self.cwd = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Run the binary to its end (bounded by [`RUN_BOUND`]).
+    pub fn run(self) -> Output {
+        let project = &self.project;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_advisor-consult"));
+        command
+            .env_clear()
+            .env("PATH", project.bin())
+            .env("HOME", project.outside().join("home"))
+            .current_dir(self.cwd.clone().unwrap_or_else(|| project.root()))
+            .arg("--no-daemon");
+        if self.with_root {
+            command.arg("--root").arg(project.root());
+        }
+        if self.with_state {
+            command.arg("--state-dir").arg(project.state());
+        }
+        command.args(&self.args);
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(match self.stdin {
+                Input::Null => Stdio::null(),
+                Input::Text(_) | Input::OpenPipe => Stdio::piped(),
+            });
+        let mut child = command.spawn().expect("spawn advisor-consult");
+        // Held until the child has ended, so an open pipe stays open for the whole run.
+        let mut held_stdin = child.stdin.take();
+        let (stdout, stderr) = drain(&mut child);
+        if let (Input::Text(text), Some(mut pipe)) = (&self.stdin, held_stdin.take()) {
+            pipe.write_all(text.as_bytes())
+                .expect("write standard input");
+        }
+        let description = format!("advisor-consult {:?}", self.args);
+        let status = wait_bounded(&mut child, &description);
+        drop(held_stdin);
+        Output {
+            description,
+            code: status.code().unwrap_or(-1),
+            stdout: stdout.join().expect("stdout reader"),
+            stderr: stderr.join().expect("stderr reader"),
+        }
+    }
+}
+
+type Reader = std::thread::JoinHandle<String>;
+
+fn drain(child: &mut Child) -> (Reader, Reader) {
+    fn read_all(mut pipe: impl std::io::Read + Send + 'static) -> Reader {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    }
+    (
+        read_all(child.stdout.take().expect("stdout piped")),
+        read_all(child.stderr.take().expect("stderr piped")),
+    )
+}
+
+fn wait_bounded(child: &mut Child, description: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + RUN_BOUND;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for advisor-consult") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{description} did not end within {RUN_BOUND:?}: killed");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What a run printed and how it ended.
+#[derive(Debug)]
+pub struct Output {
+    description: String,
+    /// The exit status (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Output {
+    fn context(&self) -> String {
+        format!(
+            "{}\n--- exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.description, self.code, self.stdout, self.stderr
+        )
+    }
+
+    /// Fail unless the run exited with `code`.
+    pub fn expect_exit(self, code: i32) -> Output {
+        assert_eq!(
+            self.code,
+            code,
+            "unexpected exit status: {}",
+            self.context()
+        );
+        self
+    }
+
+    /// Standard output parsed as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.context()))
+    }
+
+    /// Standard output parsed as YAML.
+    pub fn yaml(&self) -> Value {
+        serde_yaml_ng::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not YAML ({e}): {}", self.context()))
+    }
+
+    /// Fail unless the JSON on standard output holds `expected` at `pointer`.
+    pub fn expect_json(self, pointer: &str, expected: impl Into<Value>) -> Output {
+        let expected = expected.into();
+        let json = self.json();
+        let got = json.pointer(pointer);
+        assert_eq!(got, Some(&expected), "at `{pointer}` of {}", self.context());
+        self
+    }
+
+    /// Fail unless standard output contains `fragment`.
+    pub fn expect_stdout(self, fragment: &str) -> Output {
+        assert!(
+            self.stdout.contains(fragment),
+            "stdout lacks {fragment:?}: {}",
+            self.context()
+        );
+        self
+    }
+
+    /// Fail unless standard error contains `fragment`.
+    pub fn expect_stderr(self, fragment: &str) -> Output {
+        assert!(
+            self.stderr.contains(fragment),
+            "stderr lacks {fragment:?}: {}",
+            self.context()
+        );
+        self
+    }
+
+    /// Fail unless standard output is empty.
+    pub fn expect_no_stdout(self) -> Output {
+        assert!(
+            self.stdout.is_empty(),
+            "stdout not empty: {}",
+            self.context()
+        );
+        self
+    }
+}
