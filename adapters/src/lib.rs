@@ -7,4 +7,5 @@
 pub mod contract;
 pub mod http;
 pub mod normalise;
+pub mod question;
 pub mod registry;
