@@ -2,9 +2,22 @@
 //! code (SPEC §4, §12). Pure: the store passes in the task's records, the id, the
 //! sequence and the clock, and persists what comes back.
 
-use crate::core::policy::PlanEnv;
-use crate::core::records::{Record, TaskName};
+mod fields;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+pub use fields::{
+    caller_fields, COMPUTED_FIELDS, ENVELOPE_FIELDS, MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS,
+    MAX_NAME_CHARS, MAX_SUBJECT_CHARS, MAX_TEXT_CHARS,
+};
+
+use crate::core::policy::{self, PlanEnv};
+use crate::core::records::{Body, Envelope, Kind, Record, TaskName, SCHEMA_VERSION};
+use crate::core::redact;
 use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
 
 /// Why the writer refused a record. The snake_case names are fixed by SPEC §4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -47,6 +60,27 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
+    /// Every code, in the order of SPEC §4.
+    pub const ALL: [ReasonCode; 17] = [
+        ReasonCode::MaterialWithoutEvidence,
+        ReasonCode::PlanIsComputed,
+        ReasonCode::AdvisorNotSelected,
+        ReasonCode::DuplicateConsultation,
+        ReasonCode::CompletedWithoutConclusion,
+        ReasonCode::FailedWithConclusion,
+        ReasonCode::TooFewPositions,
+        ReasonCode::PositionNotCompleted,
+        ReasonCode::ResolutionWithoutEvidence,
+        ReasonCode::UnresolvedDisagreement,
+        ReasonCode::AnswerNotWeighed,
+        ReasonCode::MaterialWithoutValidationPlan,
+        ReasonCode::SupersedesMissing,
+        ReasonCode::ComputedFieldSupplied,
+        ReasonCode::UnknownReference,
+        ReasonCode::InvalidField,
+        ReasonCode::InvalidTask,
+    ];
+
     /// The code as written in refusals.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -97,11 +131,176 @@ pub struct WriteEnv<'a> {
 
 /// Admit the caller's `input` (one JSON object: `kind` plus fields) against the task's
 /// `existing` records, returning the record to store or a refusal.
+///
+/// The checks run in this order, and the first that fails is the refusal: the input is an
+/// object; `kind` names a kind; no envelope or computed field is supplied; a plan names
+/// only its assessment; every field is known, of its type and within its size; every
+/// reference names a record of the right kind; then the rules of the kind (SPEC §4).
 pub fn admit(
     existing: &[Record],
     input: &serde_json::Value,
     env: &WriteEnv,
 ) -> Result<Record, Refusal> {
-    let _ = (existing, input, env);
-    todo!("writer: admit")
+    let Value::Object(object) = input else {
+        return Err(refuse(
+            ReasonCode::InvalidField,
+            "a record must be one JSON object holding `kind` and the fields of its kind"
+                .to_string(),
+        ));
+    };
+    let mut object = object.clone();
+    let kind = take_kind(&mut object)?;
+    refuse_computed(&object)?;
+    let task = rules::Task::new(existing, env.task);
+    if kind == Kind::Plan {
+        return admit_plan(&task, object, env);
+    }
+    fields::check_fields(kind, &mut object)?;
+    let mut shapes = BTreeSet::new();
+    for value in object.values_mut() {
+        scrub_value(value, &mut shapes);
+    }
+    match kind {
+        Kind::Consultation => {
+            object.insert("finished_at".into(), Value::String(timestamp(env.now)));
+        }
+        Kind::Conclusion => {
+            object.insert("reviewed_by".into(), Value::Array(Vec::new()));
+            object.insert("independent_review_count".into(), Value::from(0));
+        }
+        _ => {}
+    }
+    object.insert("kind".into(), Value::String(kind.as_str().into()));
+    let mut body: Body = serde_json::from_value(Value::Object(object)).map_err(|e| {
+        // The field checks above accept only what the types read; this names the gap.
+        refuse(
+            ReasonCode::InvalidField,
+            format!("{} does not read as a record: {e}", fields::a(kind)),
+        )
+    })?;
+    rules::check(&task, &mut body)?;
+    Ok(Record {
+        envelope: envelope(env, shapes),
+        body,
+    })
+}
+
+/// A refusal with `reason` and `message`.
+fn refuse(reason: ReasonCode, message: String) -> Refusal {
+    Refusal { reason, message }
+}
+
+/// Remove and read `kind`.
+fn take_kind(object: &mut Map<String, Value>) -> Result<Kind, Refusal> {
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+    let accepted = fields::listed(&names);
+    match object.remove("kind") {
+        None => Err(refuse(
+            ReasonCode::InvalidField,
+            format!("a record needs `kind`, one of {accepted}"),
+        )),
+        Some(Value::String(name)) => Kind::parse(&name).ok_or_else(|| {
+            refuse(
+                ReasonCode::InvalidField,
+                format!(
+                    "`kind` must be one of {accepted}; got `{}`",
+                    name.escape_debug()
+                ),
+            )
+        }),
+        Some(_) => Err(refuse(
+            ReasonCode::InvalidField,
+            format!("`kind` must be a string, one of {accepted}"),
+        )),
+    }
+}
+
+/// Refuse any envelope or computed field: those are the writer's to assign.
+fn refuse_computed(object: &Map<String, Value>) -> Result<(), Refusal> {
+    let supplied = object
+        .keys()
+        .find(|k| ENVELOPE_FIELDS.contains(&k.as_str()) || COMPUTED_FIELDS.contains(&k.as_str()));
+    match supplied {
+        None => Ok(()),
+        Some(key) => Err(refuse(
+            ReasonCode::ComputedFieldSupplied,
+            format!("`{key}` is computed by the writer and cannot be supplied; remove it"),
+        )),
+    }
+}
+
+/// A plan is computed here: the caller names the assessment and nothing else.
+fn admit_plan(
+    task: &rules::Task,
+    mut object: Map<String, Value>,
+    env: &WriteEnv,
+) -> Result<Record, Refusal> {
+    let mut extra: Vec<&str> = object
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "assessment")
+        .collect();
+    extra.sort_unstable();
+    if !extra.is_empty() {
+        return Err(refuse(
+            ReasonCode::PlanIsComputed,
+            format!(
+                "a plan is computed by the policy, so only `kind` and `assessment` may be given; \
+                 remove {}",
+                fields::listed(&extra)
+            ),
+        ));
+    }
+    fields::check_fields(Kind::Plan, &mut object)?;
+    let id = object
+        .get("assessment")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let (_, assessment) = task.assessment("assessment", Kind::Plan, id)?;
+    let Some(plan_env) = env.plan_env else {
+        return Err(refuse(
+            ReasonCode::PlanIsComputed,
+            "a plan is computed from the catalogue and the advisors' availability, which \
+             this writer was not given; record it through `advisor-consult` or the daemon"
+                .to_string(),
+        ));
+    };
+    let mut plan = policy::compute_plan(id, assessment, task.records(), plan_env);
+    plan.assessment = id.to_string();
+    Ok(Record {
+        envelope: envelope(env, BTreeSet::new()),
+        body: Body::Plan(plan),
+    })
+}
+
+/// Scrub every string inside `value`, collecting the secret shapes removed.
+fn scrub_value(value: &mut Value, shapes: &mut BTreeSet<String>) {
+    match value {
+        Value::String(text) => *text = redact::scrub(text, shapes),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, shapes)),
+        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, shapes)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+fn envelope(env: &WriteEnv, shapes: BTreeSet<String>) -> Envelope {
+    Envelope {
+        id: env.id.clone(),
+        task: env.task.as_str().to_string(),
+        sequence: env.sequence,
+        created_at: timestamp(env.now),
+        schema: SCHEMA_VERSION,
+        redacted: shapes.into_iter().collect(),
+    }
+}
+
+/// `now` as written in records: RFC 3339 in UTC with milliseconds and a `Z`, so every
+/// timestamp has the same length and sorts as text.
+pub fn timestamp(now: time::OffsetDateTime) -> String {
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    now.to_offset(time::UtcOffset::UTC)
+        .format(&format)
+        .unwrap_or_else(|_| now.unix_timestamp().to_string())
 }

@@ -1,0 +1,568 @@
+//! The caller's fields of each kind and the shape each must have (SPEC §4, §12), checked
+//! on the raw JSON so that a refusal names the field and what it accepts in our words.
+
+use super::{refuse, ReasonCode, Refusal};
+use crate::core::catalogue::{did_you_mean, CAPABILITIES};
+use crate::core::records::{
+    Confidence, EvidenceKind, FailureKind, Kind, Materiality, Stance, MAX_SHOWED_CHARS,
+    MAX_VALIDATION_OUTPUT_CHARS,
+};
+use serde_json::{Map, Value};
+
+/// The longest subject, in characters: it is one line, read in lists and trees.
+pub const MAX_SUBJECT_CHARS: usize = 200;
+/// The longest short name (an advisor id, a capability), in characters.
+pub const MAX_NAME_CHARS: usize = 200;
+/// The longest free text field, in characters.
+pub const MAX_TEXT_CHARS: usize = 4000;
+/// The most items a list field may hold.
+pub const MAX_LIST_ITEMS: usize = 100;
+/// The longest consultation diagnostic, in characters (SPEC §8).
+pub const MAX_DIAGNOSTIC_CHARS: usize = 300;
+
+/// The envelope's fields: assigned by the writer, never by the caller.
+pub const ENVELOPE_FIELDS: [&str; 6] =
+    ["id", "task", "sequence", "created_at", "schema", "redacted"];
+
+/// Fields of some kind that the writer computes.
+pub const COMPUTED_FIELDS: [&str; 3] = ["reviewed_by", "independent_review_count", "finished_at"];
+
+/// What a field's value must look like.
+#[derive(Clone, Copy)]
+pub(super) enum Shape {
+    /// A string of at most this many characters; newlines allowed.
+    Text(usize),
+    /// A string on one line of at most this many characters.
+    Line(usize),
+    /// A list of strings.
+    Texts,
+    /// A list of capability names.
+    Capabilities,
+    /// A list of evidence references.
+    Evidence,
+    /// A list of disagreement positions.
+    Positions,
+    /// One of a fixed set of names.
+    Choice(fn() -> Vec<&'static str>),
+    /// `true` or `false`.
+    Bool,
+    /// A number from 0 to 1.
+    Fraction,
+    /// A whole number, 0 or more.
+    Count,
+    /// `{"input_tokens": N, "output_tokens": N}`.
+    Usage,
+    /// The id of a record of this kind in the task.
+    Ref(Kind),
+    /// A list of ids of records of this kind in the task.
+    Refs(Kind),
+}
+
+impl Shape {
+    /// Whether the value is a list (absent reads as empty).
+    fn is_list(self) -> bool {
+        matches!(
+            self,
+            Shape::Texts
+                | Shape::Capabilities
+                | Shape::Evidence
+                | Shape::Positions
+                | Shape::Refs(_)
+        )
+    }
+}
+
+/// One caller field of a kind.
+pub(super) struct Field {
+    /// Its name in the JSON object.
+    pub name: &'static str,
+    /// The shape of its value.
+    pub shape: Shape,
+    /// Whether it must be present (and, for text, not blank).
+    pub required: bool,
+}
+
+const fn req(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: true,
+    }
+}
+
+const fn opt(name: &'static str, shape: Shape) -> Field {
+    Field {
+        name,
+        shape,
+        required: false,
+    }
+}
+
+fn materialities() -> Vec<&'static str> {
+    Materiality::ALL.iter().map(|m| m.as_str()).collect()
+}
+
+fn confidences() -> Vec<&'static str> {
+    Confidence::ALL.iter().map(|c| c.as_str()).collect()
+}
+
+fn statuses() -> Vec<&'static str> {
+    vec!["completed", "failed"]
+}
+
+fn failures() -> Vec<&'static str> {
+    FailureKind::ALL.iter().map(|f| f.as_str()).collect()
+}
+
+fn stances() -> Vec<&'static str> {
+    [
+        Stance::Supports,
+        Stance::Opposes,
+        Stance::Alternative,
+        Stance::Inconclusive,
+    ]
+    .iter()
+    .map(|s| s.as_str())
+    .collect()
+}
+
+fn evidence_kinds() -> Vec<&'static str> {
+    EvidenceKind::ALL.iter().map(|k| k.as_str()).collect()
+}
+
+const TEXT: Shape = Shape::Text(MAX_TEXT_CHARS);
+
+const ASSESSMENT: &[Field] = &[
+    req("subject", Shape::Line(MAX_SUBJECT_CHARS)),
+    req("materiality", Shape::Choice(materialities)),
+    opt("confidence", Shape::Choice(confidences)),
+    req("hypothesis", TEXT),
+    opt("facts", Shape::Texts),
+    opt("assumptions", Shape::Texts),
+    opt("questions", Shape::Texts),
+    opt("evidence", Shape::Evidence),
+    opt("capabilities", Shape::Capabilities),
+    opt("new_evidence", Shape::Bool),
+];
+
+const PLAN: &[Field] = &[req("assessment", Shape::Ref(Kind::Assessment))];
+
+const CONSULTATION: &[Field] = &[
+    req("plan", Shape::Ref(Kind::Plan)),
+    req("advisor", Shape::Line(MAX_NAME_CHARS)),
+    req("status", Shape::Choice(statuses)),
+    opt("failure", Shape::Choice(failures)),
+    opt("diagnostic", Shape::Text(MAX_DIAGNOSTIC_CHARS)),
+    opt("conclusion", TEXT),
+    opt("stance", Shape::Choice(stances)),
+    opt("assumptions", Shape::Texts),
+    opt("risks", Shape::Texts),
+    opt("actions", Shape::Texts),
+    opt("falsifiers", Shape::Texts),
+    opt("confidence", Shape::Fraction),
+    opt("duration_ms", Shape::Count),
+    opt("usage", Shape::Usage),
+    opt("retry_after_s", Shape::Count),
+];
+
+const DISAGREEMENT: &[Field] = &[
+    req("assessment", Shape::Ref(Kind::Assessment)),
+    req("positions", Shape::Positions),
+    opt("divergent_assumptions", Shape::Texts),
+    req("discriminating_question", TEXT),
+];
+
+const RESOLUTION: &[Field] = &[
+    req("disagreement", Shape::Ref(Kind::Disagreement)),
+    req("experiment", TEXT),
+    req("observed", TEXT),
+    req("favours", Shape::Line(MAX_NAME_CHARS)),
+    // Optional here so that a missing list is refused as `resolution_without_evidence`.
+    opt("evidence", Shape::Evidence),
+];
+
+const CONCLUSION: &[Field] = &[
+    req("assessment", Shape::Ref(Kind::Assessment)),
+    req("decision", TEXT),
+    req("rationale", TEXT),
+    opt("evidence", Shape::Evidence),
+    opt("consultations", Shape::Refs(Kind::Consultation)),
+    opt("rejected_alternatives", Shape::Texts),
+    opt("risks", Shape::Texts),
+    opt("validation_plan", TEXT),
+    opt("supersedes", Shape::Ref(Kind::Conclusion)),
+];
+
+const VALIDATION: &[Field] = &[
+    req("conclusion", Shape::Ref(Kind::Conclusion)),
+    req("check", TEXT),
+    opt("command", TEXT),
+    req("passed", Shape::Bool),
+    opt("output", Shape::Text(MAX_VALIDATION_OUTPUT_CHARS)),
+];
+
+const ATTEMPT: &[Field] = &[
+    req("assessment", Shape::Ref(Kind::Assessment)),
+    req("tried", TEXT),
+    req("failure_observed", TEXT),
+    opt("invalidated_assumption", TEXT),
+    opt("updated_hypothesis", TEXT),
+];
+
+/// The caller's fields of `kind`.
+pub(super) fn fields(kind: Kind) -> &'static [Field] {
+    match kind {
+        Kind::Assessment => ASSESSMENT,
+        Kind::Plan => PLAN,
+        Kind::Consultation => CONSULTATION,
+        Kind::Disagreement => DISAGREEMENT,
+        Kind::Resolution => RESOLUTION,
+        Kind::Conclusion => CONCLUSION,
+        Kind::Validation => VALIDATION,
+        Kind::Attempt => ATTEMPT,
+    }
+}
+
+/// The names of the caller's fields of `kind`, for messages and documentation.
+pub fn caller_fields(kind: Kind) -> Vec<&'static str> {
+    fields(kind).iter().map(|f| f.name).collect()
+}
+
+/// `kind` with its article, as read in a sentence.
+pub(super) fn a(kind: Kind) -> String {
+    match kind {
+        Kind::Assessment | Kind::Attempt => format!("an {kind}"),
+        _ => format!("a {kind}"),
+    }
+}
+
+/// `names` as `` `a`, `b`, `c` ``.
+pub(super) fn listed(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a JSON value is, in words, for "got ..." in messages.
+fn got(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) if s.chars().count() > 40 => "a longer string".to_string(),
+        Value::String(s) => format!("`{}`", s.escape_debug()),
+        Value::Array(_) => "a list".to_string(),
+        Value::Object(_) => "an object".to_string(),
+    }
+}
+
+/// Check the keys of `object` (already known to hold no envelope or computed field)
+/// against the fields of `kind`, then each value's shape; optional fields given as `null`
+/// are removed so that they read as absent.
+pub(super) fn check_fields(kind: Kind, object: &mut Map<String, Value>) -> Result<(), Refusal> {
+    let known = fields(kind);
+    let names = caller_fields(kind);
+    for key in object.keys() {
+        if !names.contains(&key.as_str()) {
+            let hint = did_you_mean(key, &names)
+                .map(|n| format!(" (did you mean `{n}`?)"))
+                .unwrap_or_default();
+            return Err(refuse(
+                ReasonCode::InvalidField,
+                format!(
+                    "`{}` is not a field of {}{hint}; accepted fields: {}",
+                    key.escape_debug(),
+                    a(kind),
+                    listed(&names)
+                ),
+            ));
+        }
+    }
+    for field in known {
+        match object.get(field.name) {
+            None if field.required => {
+                return Err(refuse(
+                    ReasonCode::InvalidField,
+                    format!("{} needs the field `{}`", a(kind), field.name),
+                ))
+            }
+            // An absent list reads as empty, so that the rules judge it (a resolution
+            // without `evidence` is `resolution_without_evidence`, not a parse error).
+            None | Some(Value::Null) if field.shape.is_list() => {
+                object.insert(field.name.to_string(), Value::Array(Vec::new()));
+            }
+            None => {}
+            Some(Value::Null) if !field.required => {
+                object.remove(field.name);
+            }
+            Some(value) => check_value(kind, field, value)?,
+        }
+    }
+    Ok(())
+}
+
+/// A refusal of field `name` of `kind`: it `must` be something, and `value` is not.
+fn bad(kind: Kind, name: &str, must: &str, value: &Value) -> Refusal {
+    refuse(
+        ReasonCode::InvalidField,
+        format!(
+            "field `{name}` of {} must be {must}; got {}",
+            a(kind),
+            got(value)
+        ),
+    )
+}
+
+fn check_value(kind: Kind, field: &Field, value: &Value) -> Result<(), Refusal> {
+    let name = field.name;
+    match field.shape {
+        Shape::Text(max) => check_text(kind, name, value, max, false, field.required),
+        Shape::Line(max) => check_text(kind, name, value, max, true, field.required),
+        Shape::Texts => {
+            let items = list(kind, name, value, "a list of strings")?;
+            for (i, item) in items.iter().enumerate() {
+                check_text(
+                    kind,
+                    &format!("{name}[{i}]"),
+                    item,
+                    MAX_TEXT_CHARS,
+                    false,
+                    false,
+                )?;
+            }
+            Ok(())
+        }
+        Shape::Capabilities => {
+            let items = list(kind, name, value, "a list of capability names")?;
+            for (i, item) in items.iter().enumerate() {
+                let accepted = listed(CAPABILITIES);
+                let must = format!("one of {accepted}");
+                match item.as_str() {
+                    Some(c) if CAPABILITIES.contains(&c) => {}
+                    _ => return Err(bad(kind, &format!("{name}[{i}]"), &must, item)),
+                }
+            }
+            Ok(())
+        }
+        Shape::Evidence => {
+            let items = list(kind, name, value, "a list of evidence objects")?;
+            for (i, item) in items.iter().enumerate() {
+                check_evidence(kind, &format!("{name}[{i}]"), item)?;
+            }
+            Ok(())
+        }
+        Shape::Positions => {
+            let items = list(kind, name, value, "a list of position objects")?;
+            for (i, item) in items.iter().enumerate() {
+                check_position(kind, &format!("{name}[{i}]"), item)?;
+            }
+            Ok(())
+        }
+        Shape::Choice(accepted) => {
+            let accepted = accepted();
+            match value.as_str() {
+                Some(s) if accepted.contains(&s) => Ok(()),
+                _ => Err(bad(
+                    kind,
+                    name,
+                    &format!("one of {}", listed(&accepted)),
+                    value,
+                )),
+            }
+        }
+        Shape::Bool => match value {
+            Value::Bool(_) => Ok(()),
+            _ => Err(bad(kind, name, "`true` or `false`", value)),
+        },
+        Shape::Fraction => match value.as_f64() {
+            Some(x) if (0.0..=1.0).contains(&x) => Ok(()),
+            _ => Err(bad(kind, name, "a number from 0 to 1", value)),
+        },
+        Shape::Count => match value.as_u64() {
+            Some(_) => Ok(()),
+            None => Err(bad(kind, name, "a whole number, 0 or more", value)),
+        },
+        Shape::Usage => check_usage(kind, name, value),
+        Shape::Ref(target) => check_id(kind, name, value, target),
+        Shape::Refs(target) => {
+            let must = format!("a list of {} ids", target);
+            let items = list(kind, name, value, &must)?;
+            for (i, item) in items.iter().enumerate() {
+                check_id(kind, &format!("{name}[{i}]"), item, target)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The items of a list field, refused when it is not a list or holds too many.
+fn list<'v>(kind: Kind, name: &str, value: &'v Value, must: &str) -> Result<&'v [Value], Refusal> {
+    let Value::Array(items) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    if items.len() > MAX_LIST_ITEMS {
+        return Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "field `{name}` of {} holds {} items; at most {MAX_LIST_ITEMS} are accepted",
+                a(kind),
+                items.len()
+            ),
+        ));
+    }
+    Ok(items)
+}
+
+fn check_text(
+    kind: Kind,
+    name: &str,
+    value: &Value,
+    max: usize,
+    one_line: bool,
+    required: bool,
+) -> Result<(), Refusal> {
+    let Some(text) = value.as_str() else {
+        let must = if one_line {
+            "a one-line string"
+        } else {
+            "a string"
+        };
+        return Err(bad(kind, name, must, value));
+    };
+    if required && text.trim().is_empty() {
+        return Err(refuse(
+            ReasonCode::InvalidField,
+            format!("field `{name}` of {} must not be empty", a(kind)),
+        ));
+    }
+    if one_line && text.contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}']) {
+        return Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "field `{name}` of {} must be one line; it holds a line break",
+                a(kind)
+            ),
+        ));
+    }
+    let chars = text.chars().count();
+    if chars > max {
+        return Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "field `{name}` of {} is {chars} characters long; at most {max} are accepted",
+                a(kind)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_id(kind: Kind, name: &str, value: &Value, target: Kind) -> Result<(), Refusal> {
+    match value.as_str() {
+        Some(id) if !id.trim().is_empty() && id.len() <= MAX_NAME_CHARS => Ok(()),
+        _ => Err(bad(kind, name, &format!("the id of {}", a(target)), value)),
+    }
+}
+
+/// Reject keys of a nested object that `accepted` does not list.
+fn nested_keys(
+    kind: Kind,
+    name: &str,
+    object: &Map<String, Value>,
+    accepted: &[&str],
+) -> Result<(), Refusal> {
+    match object.keys().find(|k| !accepted.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "`{}` is not a field of `{name}` in {}; accepted fields: {}",
+                key.escape_debug(),
+                a(kind),
+                listed(accepted)
+            ),
+        )),
+    }
+}
+
+fn check_evidence(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let must = "an evidence object `{\"kind\", \"ref\", \"showed\"}`";
+    let Value::Object(object) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    nested_keys(kind, name, object, &["kind", "ref", "showed"])?;
+    let kinds = evidence_kinds();
+    let evidence_kind = object.get("kind").unwrap_or(&Value::Null);
+    match evidence_kind.as_str() {
+        Some(k) if kinds.contains(&k) => {}
+        _ => {
+            let must = format!("one of {}", listed(&kinds));
+            return Err(bad(kind, &format!("{name}.kind"), &must, evidence_kind));
+        }
+    }
+    let reference = object.get("ref").unwrap_or(&Value::Null);
+    check_text(
+        kind,
+        &format!("{name}.ref"),
+        reference,
+        MAX_TEXT_CHARS,
+        false,
+        true,
+    )?;
+    match object.get("showed") {
+        None | Some(Value::Null) => Ok(()),
+        Some(showed) => check_text(
+            kind,
+            &format!("{name}.showed"),
+            showed,
+            MAX_SHOWED_CHARS,
+            false,
+            false,
+        ),
+    }
+}
+
+fn check_position(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let must = "a position object `{\"source\", \"position\"}`";
+    let Value::Object(object) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    nested_keys(kind, name, object, &["source", "position"])?;
+    let source = object.get("source").unwrap_or(&Value::Null);
+    let source_must = "`executor` or the id of a completed consultation";
+    match source.as_str() {
+        Some(s) if !s.trim().is_empty() && s.len() <= MAX_NAME_CHARS => {}
+        _ => return Err(bad(kind, &format!("{name}.source"), source_must, source)),
+    }
+    let position = object.get("position").unwrap_or(&Value::Null);
+    check_text(
+        kind,
+        &format!("{name}.position"),
+        position,
+        MAX_TEXT_CHARS,
+        false,
+        true,
+    )
+}
+
+fn check_usage(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let must = "`{\"input_tokens\": N, \"output_tokens\": N}` with whole numbers";
+    let Value::Object(object) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    nested_keys(kind, name, object, &["input_tokens", "output_tokens"])?;
+    for key in ["input_tokens", "output_tokens"] {
+        let field = object.get(key).unwrap_or(&Value::Null);
+        if field.as_u64().is_none() {
+            return Err(bad(
+                kind,
+                &format!("{name}.{key}"),
+                "a whole number, 0 or more",
+                field,
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,481 @@
+//! The rules of each kind that look across the task's records: references, the
+//! consultation, disagreement and conclusion refusals of SPEC §4, and the computed review.
+
+use super::fields::{a, listed};
+use super::{refuse, ReasonCode, Refusal};
+use crate::core::policy;
+use crate::core::records::{
+    Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Kind, Plan,
+    Record, Resolution, TaskName, EXECUTOR, NEITHER,
+};
+
+/// The task's records, with the lookups the rules need. Lookups scan: a write happens
+/// once per record, and a scan of even ten thousand records is far below an fsync.
+pub(super) struct Task<'a> {
+    records: &'a [Record],
+    name: &'a TaskName,
+}
+
+impl<'a> Task<'a> {
+    pub(super) fn new(records: &'a [Record], name: &'a TaskName) -> Task<'a> {
+        Task { records, name }
+    }
+
+    pub(super) fn records(&self) -> &'a [Record] {
+        self.records
+    }
+
+    /// The record `id` as the kind `want`, picked out by `pick`; `field` of `of` is the
+    /// reference being followed, named in the refusal.
+    fn find<T>(
+        &self,
+        field: &str,
+        of: Kind,
+        id: &str,
+        want: Kind,
+        pick: fn(&'a Body) -> Option<&'a T>,
+    ) -> Result<(&'a Record, &'a T), Refusal> {
+        // Newer records are referenced more often, so look from the end.
+        let found = self.records.iter().rev().find(|r| r.id() == id);
+        match found {
+            Some(record) => match pick(&record.body) {
+                Some(body) => Ok((record, body)),
+                None => Err(refuse(
+                    ReasonCode::UnknownReference,
+                    format!(
+                        "field `{field}` of {} names `{id}`, which is {}, not {}; name the id \
+                         of {} of task `{}`",
+                        a(of),
+                        a(record.kind()),
+                        a(want),
+                        a(want),
+                        self.name
+                    ),
+                )),
+            },
+            None => Err(refuse(
+                ReasonCode::UnknownReference,
+                format!(
+                    "field `{field}` of {} names `{}`, which is no record of task `{}`; name \
+                     the id of {} of this task",
+                    a(of),
+                    id.escape_debug(),
+                    self.name,
+                    a(want)
+                ),
+            )),
+        }
+    }
+
+    pub(super) fn assessment(
+        &self,
+        field: &str,
+        of: Kind,
+        id: &str,
+    ) -> Result<(&'a Record, &'a Assessment), Refusal> {
+        self.find(field, of, id, Kind::Assessment, |b| match b {
+            Body::Assessment(x) => Some(x),
+            _ => None,
+        })
+    }
+
+    fn plan(&self, field: &str, of: Kind, id: &str) -> Result<(&'a Record, &'a Plan), Refusal> {
+        self.find(field, of, id, Kind::Plan, |b| match b {
+            Body::Plan(x) => Some(x),
+            _ => None,
+        })
+    }
+
+    fn consultation(
+        &self,
+        field: &str,
+        of: Kind,
+        id: &str,
+    ) -> Result<(&'a Record, &'a Consultation), Refusal> {
+        self.find(field, of, id, Kind::Consultation, |b| match b {
+            Body::Consultation(x) => Some(x),
+            _ => None,
+        })
+    }
+
+    fn disagreement(
+        &self,
+        field: &str,
+        of: Kind,
+        id: &str,
+    ) -> Result<(&'a Record, &'a Disagreement), Refusal> {
+        self.find(field, of, id, Kind::Disagreement, |b| match b {
+            Body::Disagreement(x) => Some(x),
+            _ => None,
+        })
+    }
+
+    fn conclusion(
+        &self,
+        field: &str,
+        of: Kind,
+        id: &str,
+    ) -> Result<(&'a Record, &'a Conclusion), Refusal> {
+        self.find(field, of, id, Kind::Conclusion, |b| match b {
+            Body::Conclusion(x) => Some(x),
+            _ => None,
+        })
+    }
+
+    /// The assessment whose plan `plan_id` is, if that plan is recorded.
+    fn assessment_of_plan(&self, plan_id: &str) -> Option<&'a str> {
+        self.records.iter().find_map(|r| match &r.body {
+            Body::Plan(p) if r.id() == plan_id => Some(p.assessment.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Every consultation recorded under any plan of `assessment`, in record order.
+    fn consultations_of(&self, assessment: &str) -> Vec<(&'a Record, &'a Consultation)> {
+        let plans: Vec<&str> = self
+            .records
+            .iter()
+            .filter_map(|r| match &r.body {
+                Body::Plan(p) if p.assessment == assessment => Some(r.id()),
+                _ => None,
+            })
+            .collect();
+        self.records
+            .iter()
+            .filter_map(|r| match &r.body {
+                Body::Consultation(c) if plans.contains(&c.plan.as_str()) => Some((r, c)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every disagreement recorded on `assessment`.
+    fn disagreements_of(&self, assessment: &str) -> Vec<&'a Record> {
+        self.records
+            .iter()
+            .filter(|r| matches!(&r.body, Body::Disagreement(d) if d.assessment == assessment))
+            .collect()
+    }
+
+    /// Whether a resolution of disagreement `id` is recorded.
+    fn is_resolved(&self, id: &str) -> bool {
+        self.records
+            .iter()
+            .any(|r| matches!(&r.body, Body::Resolution(res) if res.disagreement == id))
+    }
+}
+
+/// Apply the cross-record rules of `body`'s kind, filling its computed fields.
+pub(super) fn check(task: &Task, body: &mut Body) -> Result<(), Refusal> {
+    match body {
+        Body::Assessment(x) => assessment(x),
+        // Plans are admitted by `admit_plan`; a body of this kind never reaches here.
+        Body::Plan(_) => Ok(()),
+        Body::Consultation(x) => consultation(task, x),
+        Body::Disagreement(x) => disagreement(task, x),
+        Body::Resolution(x) => resolution(task, x),
+        Body::Conclusion(x) => conclusion(task, x),
+        Body::Validation(x) => task
+            .conclusion("conclusion", Kind::Validation, &x.conclusion)
+            .map(|_| ()),
+        Body::Attempt(x) => task
+            .assessment("assessment", Kind::Attempt, &x.assessment)
+            .map(|_| ()),
+    }
+}
+
+fn assessment(x: &Assessment) -> Result<(), Refusal> {
+    if x.materiality.needs_evidence() && x.evidence.is_empty() {
+        return Err(refuse(
+            ReasonCode::MaterialWithoutEvidence,
+            format!(
+                "an assessment of `{}` materiality needs at least one evidence reference \
+                 (a file, test, commit, command or observation that shows the doubt)",
+                x.materiality.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn consultation(task: &Task, x: &Consultation) -> Result<(), Refusal> {
+    let (_, plan) = task.plan("plan", Kind::Consultation, &x.plan)?;
+    if !plan.selected.iter().any(|s| s.advisor == x.advisor) {
+        let selected: Vec<&str> = plan.selected.iter().map(|s| s.advisor.as_str()).collect();
+        let who = if selected.is_empty() {
+            "nobody".to_string()
+        } else {
+            listed(&selected)
+        };
+        return Err(refuse(
+            ReasonCode::AdvisorNotSelected,
+            format!(
+                "advisor `{}` was not selected by plan `{}` (it selected {who}); record \
+                 consultations only of the advisors a plan selected",
+                x.advisor.escape_debug(),
+                x.plan
+            ),
+        ));
+    }
+    let earlier = task.records.iter().find(
+        |r| matches!(&r.body, Body::Consultation(c) if c.plan == x.plan && c.advisor == x.advisor),
+    );
+    if let Some(earlier) = earlier {
+        return Err(refuse(
+            ReasonCode::DuplicateConsultation,
+            format!(
+                "plan `{}` already has consultation `{}` of advisor `{}`; an advisor is \
+                 consulted once per plan",
+                x.plan,
+                earlier.id(),
+                x.advisor
+            ),
+        ));
+    }
+    let has_conclusion = x
+        .conclusion
+        .as_deref()
+        .is_some_and(|c| !c.trim().is_empty());
+    match x.status {
+        ConsultationStatus::Completed if !has_conclusion => Err(refuse(
+            ReasonCode::CompletedWithoutConclusion,
+            "a completed consultation needs the advisor's `conclusion`; record one without \
+             an answer as `failed` with its `failure`"
+                .to_string(),
+        )),
+        ConsultationStatus::Completed if x.failure.is_some() => Err(refuse(
+            ReasonCode::InvalidField,
+            "a completed consultation carries no `failure`; remove it or record the \
+             consultation as `failed`"
+                .to_string(),
+        )),
+        ConsultationStatus::Failed if x.conclusion.is_some() => Err(refuse(
+            ReasonCode::FailedWithConclusion,
+            "a failed consultation carries no `conclusion`; record an answer as `completed`"
+                .to_string(),
+        )),
+        ConsultationStatus::Failed if x.failure.is_none() => Err(refuse(
+            ReasonCode::InvalidField,
+            "a failed consultation needs `failure`, one of `timeout`, `rate_limited`, \
+             `auth_failed`, `malformed`, `empty`, `unavailable`, `cancelled`, `error`"
+                .to_string(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn disagreement(task: &Task, x: &Disagreement) -> Result<(), Refusal> {
+    task.assessment("assessment", Kind::Disagreement, &x.assessment)?;
+    if x.positions.len() < 2 {
+        return Err(refuse(
+            ReasonCode::TooFewPositions,
+            format!(
+                "a disagreement needs at least two positions; it has {}",
+                x.positions.len()
+            ),
+        ));
+    }
+    for (i, position) in x.positions.iter().enumerate() {
+        if x.positions[..i].iter().any(|p| p.source == position.source) {
+            return Err(refuse(
+                ReasonCode::InvalidField,
+                format!(
+                    "`positions` names source `{}` twice; each source holds one position",
+                    position.source
+                ),
+            ));
+        }
+        if position.source == EXECUTOR {
+            continue;
+        }
+        let field = format!("positions[{i}].source");
+        let (record, consultation) =
+            task.consultation(&field, Kind::Disagreement, &position.source)?;
+        if task.assessment_of_plan(&consultation.plan) != Some(x.assessment.as_str()) {
+            return Err(refuse(
+                ReasonCode::UnknownReference,
+                format!(
+                    "field `{field}` names consultation `{}`, which is not of assessment `{}`; \
+                     a position comes from the executor or a consultation of the assessment",
+                    record.id(),
+                    x.assessment
+                ),
+            ));
+        }
+        if consultation.status != ConsultationStatus::Completed {
+            return Err(refuse(
+                ReasonCode::PositionNotCompleted,
+                format!(
+                    "position {i} comes from consultation `{}`, which did not complete; a \
+                     position is the executor's or a completed consultation's",
+                    record.id()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn resolution(task: &Task, x: &Resolution) -> Result<(), Refusal> {
+    let (_, disagreement) = task.disagreement("disagreement", Kind::Resolution, &x.disagreement)?;
+    if x.evidence.is_empty() {
+        return Err(refuse(
+            ReasonCode::ResolutionWithoutEvidence,
+            "a resolution needs evidence from its experiment: at least one evidence reference"
+                .to_string(),
+        ));
+    }
+    let sources: Vec<&str> = disagreement
+        .positions
+        .iter()
+        .map(|p| p.source.as_str())
+        .collect();
+    if x.favours != NEITHER && !sources.contains(&x.favours.as_str()) {
+        return Err(refuse(
+            ReasonCode::UnknownReference,
+            format!(
+                "field `favours` of a resolution names `{}`, which is no position of \
+                 disagreement `{}`; accepted: {} or `{NEITHER}`",
+                x.favours.escape_debug(),
+                x.disagreement,
+                listed(&sources)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
+    let (_, assessment) = task.assessment("assessment", Kind::Conclusion, &x.assessment)?;
+    let mut cited = Vec::with_capacity(x.consultations.len());
+    for (i, id) in x.consultations.iter().enumerate() {
+        let field = format!("consultations[{i}]");
+        if x.consultations[..i].contains(id) {
+            return Err(refuse(
+                ReasonCode::InvalidField,
+                format!("`consultations` cites `{id}` twice; cite each consultation once"),
+            ));
+        }
+        let (record, consultation) = task.consultation(&field, Kind::Conclusion, id)?;
+        if task.assessment_of_plan(&consultation.plan) != Some(x.assessment.as_str()) {
+            return Err(refuse(
+                ReasonCode::UnknownReference,
+                format!(
+                    "field `{field}` names consultation `{id}`, which is not of assessment \
+                     `{}`; a conclusion weighs the consultations of its own assessment",
+                    x.assessment
+                ),
+            ));
+        }
+        cited.push((record, consultation));
+    }
+    if let Some(old) = &x.supersedes {
+        task.conclusion("supersedes", Kind::Conclusion, old)?;
+    }
+    let material = assessment.materiality.needs_evidence();
+    if material && x.evidence.is_empty() {
+        return Err(refuse(
+            ReasonCode::MaterialWithoutEvidence,
+            format!(
+                "a conclusion on `{}` doubt needs at least one evidence reference",
+                assessment.materiality.as_str()
+            ),
+        ));
+    }
+    let has_plan = x
+        .validation_plan
+        .as_deref()
+        .is_some_and(|p| !p.trim().is_empty());
+    if material && !has_plan {
+        return Err(refuse(
+            ReasonCode::MaterialWithoutValidationPlan,
+            format!(
+                "a conclusion on `{}` doubt needs a `validation_plan`: how the decision will \
+                 be checked",
+                assessment.materiality.as_str()
+            ),
+        ));
+    }
+    unresolved_disagreement(task, &x.assessment)?;
+    let of_assessment = task.consultations_of(&x.assessment);
+    let unweighed = of_assessment.iter().find(|(record, c)| {
+        c.status == ConsultationStatus::Completed
+            && !x.consultations.iter().any(|id| id == record.id())
+    });
+    if let Some((record, c)) = unweighed {
+        return Err(refuse(
+            ReasonCode::AnswerNotWeighed,
+            format!(
+                "completed consultation `{}` of advisor `{}` on assessment `{}` is not cited \
+                 in `consultations`; a conclusion weighs every answer received",
+                record.id(),
+                c.advisor,
+                x.assessment
+            ),
+        ));
+    }
+    if assessment.new_evidence {
+        if let Some(standing) = policy::standing_conclusion(task.records, &assessment.subject) {
+            if x.supersedes.as_deref() != Some(standing.id()) {
+                return Err(refuse(
+                    ReasonCode::SupersedesMissing,
+                    format!(
+                        "assessment `{}` declares new evidence against standing conclusion \
+                         `{}`; name it in `supersedes`",
+                        x.assessment,
+                        standing.id()
+                    ),
+                ));
+            }
+        }
+    }
+    let mut reviewed_by: Vec<String> = Vec::new();
+    for (_, c) in cited {
+        if c.status == ConsultationStatus::Completed && !reviewed_by.contains(&c.advisor) {
+            reviewed_by.push(c.advisor.clone());
+        }
+    }
+    x.independent_review_count = u32::try_from(reviewed_by.len()).unwrap_or(u32::MAX);
+    x.reviewed_by = reviewed_by;
+    Ok(())
+}
+
+/// Refuse a conclusion while its assessment has a divergent answer with no disagreement
+/// recorded, or a disagreement with no resolution: however the consultations came to be
+/// recorded, divergence is settled by an experiment, never by a count.
+fn unresolved_disagreement(task: &Task, assessment: &str) -> Result<(), Refusal> {
+    let disagreements = task.disagreements_of(assessment);
+    if let Some(open) = disagreements.iter().find(|d| !task.is_resolved(d.id())) {
+        return Err(refuse(
+            ReasonCode::UnresolvedDisagreement,
+            format!(
+                "disagreement `{}` on assessment `{assessment}` has no resolution; settle it \
+                 with an experiment and record the resolution first",
+                open.id()
+            ),
+        ));
+    }
+    if !disagreements.is_empty() {
+        return Ok(());
+    }
+    let divergent = task
+        .consultations_of(assessment)
+        .into_iter()
+        .find(|(_, c)| {
+            c.status == ConsultationStatus::Completed && c.stance.is_some_and(|s| s.diverges())
+        });
+    match divergent {
+        None => Ok(()),
+        Some((record, c)) => Err(refuse(
+            ReasonCode::UnresolvedDisagreement,
+            format!(
+                "consultation `{}` of advisor `{}` diverges (stance `{}`) and no disagreement \
+                 on assessment `{assessment}` is recorded; record the disagreement and resolve \
+                 it first",
+                record.id(),
+                c.advisor,
+                c.stance.map_or("", |s| s.as_str())
+            ),
+        )),
+    }
+}

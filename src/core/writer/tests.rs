@@ -1,0 +1,1125 @@
+//! The writer's rules, table-driven: every reason code through one `check`, and the
+//! computed fields.
+
+use super::*;
+use crate::core::records::{
+    AdvisorAvailability, Assessment, Conclusion, Consultation, LeftOut, Materiality, Mode, Plan,
+    Selected, Status,
+};
+use serde_json::json;
+use time::macros::datetime;
+
+const NOW: time::OffsetDateTime = datetime!(2026-03-01 12:00:00.250 UTC);
+
+/// A task's records built up through the writer itself (plans are built directly: they
+/// are the policy's to compute, and these tests are about the writer's rules).
+struct Fixture {
+    task: TaskName,
+    records: Vec<Record>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            task: TaskName::new("t").expect("valid task"),
+            records: Vec::new(),
+        }
+    }
+
+    fn admit(&self, input: &Value) -> Result<Record, Refusal> {
+        let env = WriteEnv {
+            task: &self.task,
+            now: NOW,
+            id: format!("R{:03}", self.records.len() + 1),
+            sequence: self.records.len() as u64 + 1,
+            plan_env: None,
+        };
+        admit(&self.records, input, &env)
+    }
+
+    fn add(&mut self, input: Value) -> String {
+        let record = self
+            .admit(&input)
+            .unwrap_or_else(|r| panic!("fixture {input} refused: {}", r.message));
+        let id = record.id().to_string();
+        self.records.push(record);
+        id
+    }
+
+    fn plan(&mut self, assessment: &str, advisors: &[&str]) -> String {
+        let id = format!("R{:03}", self.records.len() + 1);
+        let selected = advisors
+            .iter()
+            .map(|a| Selected {
+                advisor: a.to_string(),
+                adapter: format!("{a}-adapter"),
+                covers: vec!["independent_reasoning".into()],
+                why: "covers the request".into(),
+            })
+            .collect();
+        self.records.push(Record {
+            envelope: Envelope {
+                id: id.clone(),
+                task: "t".into(),
+                sequence: self.records.len() as u64 + 1,
+                created_at: timestamp(NOW),
+                schema: SCHEMA_VERSION,
+                redacted: vec![],
+            },
+            body: Body::Plan(Plan {
+                assessment: assessment.into(),
+                mode: Mode::Standard,
+                budget: 2,
+                capabilities: vec!["independent_reasoning".into()],
+                selected,
+                left_out: vec![LeftOut {
+                    advisor: "gamma".into(),
+                    reason: "over budget".into(),
+                }],
+                availability: vec![AdvisorAvailability {
+                    advisor: "alpha".into(),
+                    status: Status::Available,
+                    reason: "present".into(),
+                    recovering: false,
+                    until: None,
+                }],
+                reuse: None,
+                local_review: vec![],
+            }),
+        });
+        id
+    }
+
+    fn consult(&mut self, plan: &str, advisor: &str, stance: &str) -> String {
+        self.add(
+            json!({"kind": "consultation", "plan": plan, "advisor": advisor,
+            "status": "completed", "conclusion": format!("{advisor} thinks so"), "stance": stance}),
+        )
+    }
+}
+
+fn evidence() -> Value {
+    json!([{"kind": "file", "ref": "src/lib.rs:1-20", "showed": "the loop"}])
+}
+
+fn assessment(subject: &str, materiality: &str) -> Value {
+    json!({"kind": "assessment", "subject": subject, "materiality": materiality,
+        "hypothesis": "it holds", "evidence": evidence()})
+}
+
+/// The ids of a task holding one of each situation the rules distinguish.
+struct World {
+    f: Fixture,
+    a_low: String,
+    a_mat: String,
+    p_mat: String,
+    c_alpha: String,
+    c_beta_failed: String,
+    a_div: String,
+    c_div_alpha: String,
+    c_div_beta: String,
+    d_div: String,
+    a_quiet: String,
+    a_res: String,
+    c_res_alpha: String,
+    d_res: String,
+    k_low: String,
+    a_new: String,
+}
+
+fn world() -> World {
+    let mut f = Fixture::new();
+    let a_low = f.add(
+        json!({"kind": "assessment", "subject": "Which cache to use",
+        "materiality": "low", "hypothesis": "the small one"}),
+    );
+    let a_mat = f.add(assessment("Retry policy for the uploader", "material"));
+    let p_mat = f.plan(&a_mat, &["alpha", "beta"]);
+    let c_alpha = f.consult(&p_mat, "alpha", "supports");
+    let c_beta_failed = f.add(
+        json!({"kind": "consultation", "plan": p_mat, "advisor": "beta",
+        "status": "failed", "failure": "timeout", "diagnostic": "deadline passed"}),
+    );
+    let a_div = f.add(assessment("Lock strategy", "high"));
+    let p_div = f.plan(&a_div, &["alpha", "beta"]);
+    let c_div_alpha = f.consult(&p_div, "alpha", "opposes");
+    let c_div_beta = f.consult(&p_div, "beta", "supports");
+    let d_div = f.add(json!({"kind": "disagreement", "assessment": a_div,
+        "positions": [{"source": "executor", "position": "flock"},
+                      {"source": c_div_alpha, "position": "a lease"}],
+        "discriminating_question": "does the lock survive a crash?"}));
+    let a_quiet = f.add(assessment("Serialisation format", "material"));
+    let p_quiet = f.plan(&a_quiet, &["alpha"]);
+    f.consult(&p_quiet, "alpha", "alternative");
+    let a_res = f.add(json!({"kind": "assessment", "subject": "Log format",
+        "materiality": "low", "hypothesis": "lines"}));
+    let p_res = f.plan(&a_res, &["alpha", "beta"]);
+    let c_res_alpha = f.consult(&p_res, "alpha", "opposes");
+    let d_res = f.add(json!({"kind": "disagreement", "assessment": a_res,
+        "positions": [{"source": "executor", "position": "lines"},
+                      {"source": c_res_alpha, "position": "json"}],
+        "discriminating_question": "can the shipper parse lines?"}));
+    f.add(
+        json!({"kind": "resolution", "disagreement": d_res, "experiment": "ship both",
+        "observed": "json parsed, lines did not", "favours": c_res_alpha,
+        "evidence": [{"kind": "command", "ref": "shipper --dry-run"}]}),
+    );
+    let k_low = f.add(json!({"kind": "conclusion", "assessment": a_low,
+        "decision": "the small one", "rationale": "enough"}));
+    let a_new = f.add(
+        json!({"kind": "assessment", "subject": "  which CACHE to   use ",
+        "materiality": "low", "hypothesis": "the big one after all", "new_evidence": true}),
+    );
+    World {
+        f,
+        a_low,
+        a_mat,
+        p_mat,
+        c_alpha,
+        c_beta_failed,
+        a_div,
+        c_div_alpha,
+        c_div_beta,
+        d_div,
+        a_quiet,
+        a_res,
+        c_res_alpha,
+        d_res,
+        k_low,
+        a_new,
+    }
+}
+
+/// Admit `input` into `fixture` and expect the refusal `expected`.
+fn check(fixture: &Fixture, label: &str, input: Value, expected: ReasonCode) {
+    match fixture.admit(&input) {
+        Ok(record) => panic!("{label}: admitted {record:?}, expected {expected:?}"),
+        Err(refusal) => {
+            assert_eq!(
+                refusal.reason, expected,
+                "{label}: refused as {:?} ({}), expected {expected:?}",
+                refusal.reason, refusal.message
+            );
+            let message = &refusal.message;
+            assert!(
+                !message.is_empty() && !message.contains('\n') && message.len() < 600,
+                "{label}: the message is one plain sentence: {message}"
+            );
+            assert!(
+                !message.contains("invalid type") && !message.contains("expected"),
+                "{label}: the message is ours, not the parser's: {message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_reason_code() {
+    use ReasonCode::*;
+    let w = world();
+    let long = |n: usize| "x".repeat(n);
+    let many = |n: usize| Value::from(vec!["item"; n]);
+    let conclusion = |extra: Value| {
+        let mut base = json!({"kind": "conclusion", "decision": "d", "rationale": "r",
+            "evidence": evidence(), "validation_plan": "run the suite"});
+        for (k, v) in extra.as_object().expect("object").iter() {
+            base[k] = v.clone();
+        }
+        base
+    };
+    let cases: Vec<(&str, Value, ReasonCode)> = vec![
+        // The object and its kind.
+        ("not an object", json!(["kind", "assessment"]), InvalidField),
+        ("a string", json!("assessment"), InvalidField),
+        ("kind missing", json!({"subject": "s"}), InvalidField),
+        ("kind unknown", json!({"kind": "opinion"}), InvalidField),
+        ("kind not a string", json!({"kind": 3}), InvalidField),
+        // Envelope and computed fields.
+        (
+            "id supplied",
+            json!({"kind": "attempt", "id": "X"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "task supplied",
+            json!({"kind": "assessment", "task": "t"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "sequence supplied",
+            json!({"kind": "attempt", "sequence": 9}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "created_at supplied",
+            json!({"kind": "attempt", "created_at": "x"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "schema supplied",
+            json!({"kind": "attempt", "schema": 1}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "redacted supplied",
+            json!({"kind": "attempt", "redacted": []}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "reviewed_by supplied",
+            conclusion(json!({"assessment": w.a_low, "reviewed_by": ["alpha"]})),
+            ComputedFieldSupplied,
+        ),
+        (
+            "review count supplied",
+            conclusion(json!({"assessment": w.a_low, "independent_review_count": 2})),
+            ComputedFieldSupplied,
+        ),
+        (
+            "finished_at supplied",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "alpha",
+                "status": "completed", "conclusion": "c", "finished_at": "2026-01-01T00:00:00Z"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "envelope on a plan",
+            json!({"kind": "plan", "assessment": w.a_mat, "id": "X"}),
+            ComputedFieldSupplied,
+        ),
+        // Plans are computed.
+        (
+            "plan with mode",
+            json!({"kind": "plan", "assessment": w.a_mat, "mode": "strict"}),
+            PlanIsComputed,
+        ),
+        (
+            "plan with selected",
+            json!({"kind": "plan", "assessment": w.a_mat, "selected": []}),
+            PlanIsComputed,
+        ),
+        (
+            "plan without a policy env",
+            json!({"kind": "plan", "assessment": w.a_mat}),
+            PlanIsComputed,
+        ),
+        (
+            "plan of no assessment",
+            json!({"kind": "plan", "assessment": "NOPE"}),
+            UnknownReference,
+        ),
+        (
+            "plan of a plan",
+            json!({"kind": "plan", "assessment": w.p_mat}),
+            UnknownReference,
+        ),
+        (
+            "plan without assessment",
+            json!({"kind": "plan"}),
+            InvalidField,
+        ),
+        // Fields: unknown, missing, types, enums, sizes.
+        (
+            "unknown field",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "subjet": "x"}),
+            InvalidField,
+        ),
+        (
+            "missing subject",
+            json!({"kind": "assessment", "materiality": "low", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "bad materiality",
+            json!({"kind": "assessment", "subject": "s", "materiality": "huge", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "bad confidence",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "confidence": "total", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "hypothesis a number",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": 4}),
+            InvalidField,
+        ),
+        (
+            "empty subject",
+            json!({"kind": "assessment", "subject": "  ", "materiality": "low", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "multi-line subject",
+            json!({"kind": "assessment", "subject": "a\nb", "materiality": "low", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "carriage return subject",
+            json!({"kind": "assessment", "subject": "a\rb", "materiality": "low", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "subject too long",
+            json!({"kind": "assessment", "subject": long(201), "materiality": "low", "hypothesis": "h"}),
+            InvalidField,
+        ),
+        (
+            "hypothesis too long",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": long(4001)}),
+            InvalidField,
+        ),
+        (
+            "too many facts",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "facts": many(101)}),
+            InvalidField,
+        ),
+        (
+            "facts not a list",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "facts": "one"}),
+            InvalidField,
+        ),
+        (
+            "a fact not a string",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "facts": [1]}),
+            InvalidField,
+        ),
+        (
+            "new_evidence a string",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "new_evidence": "yes"}),
+            InvalidField,
+        ),
+        (
+            "capability typo",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "capabilities": ["code_reveiw"]}),
+            InvalidField,
+        ),
+        (
+            "showed too long",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "evidence": [{"kind": "file", "ref": "a", "showed": long(501)}]}),
+            InvalidField,
+        ),
+        (
+            "bad evidence kind",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "evidence": [{"kind": "rumour", "ref": "a"}]}),
+            InvalidField,
+        ),
+        (
+            "evidence without ref",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "evidence": [{"kind": "file"}]}),
+            InvalidField,
+        ),
+        (
+            "evidence with a copy",
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "evidence": [{"kind": "file", "ref": "a", "content": "..."}]}),
+            InvalidField,
+        ),
+        (
+            "validation output too long",
+            json!({"kind": "validation", "conclusion": w.k_low, "check": "c", "passed": true, "output": long(2001)}),
+            InvalidField,
+        ),
+        (
+            "passed not a bool",
+            json!({"kind": "validation", "conclusion": w.k_low, "check": "c", "passed": "yes"}),
+            InvalidField,
+        ),
+        (
+            "confidence above 1",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c", "confidence": 1.5}),
+            InvalidField,
+        ),
+        (
+            "bad stance",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c", "stance": "maybe"}),
+            InvalidField,
+        ),
+        (
+            "bad status",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "done"}),
+            InvalidField,
+        ),
+        (
+            "negative duration",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c", "duration_ms": -1}),
+            InvalidField,
+        ),
+        (
+            "usage with a stray key",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c",
+                "usage": {"input_tokens": 1, "output_tokens": 2, "cost": 3}}),
+            InvalidField,
+        ),
+        (
+            "diagnostic too long",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "failed", "failure": "error", "diagnostic": long(301)}),
+            InvalidField,
+        ),
+        // Assessments.
+        (
+            "material without evidence",
+            json!({"kind": "assessment", "subject": "s", "materiality": "material", "hypothesis": "h"}),
+            MaterialWithoutEvidence,
+        ),
+        (
+            "critical with no evidence",
+            json!({"kind": "assessment", "subject": "s", "materiality": "critical", "hypothesis": "h", "evidence": []}),
+            MaterialWithoutEvidence,
+        ),
+        (
+            "high with null evidence",
+            json!({"kind": "assessment", "subject": "s", "materiality": "high", "hypothesis": "h", "evidence": null}),
+            MaterialWithoutEvidence,
+        ),
+        // Consultations.
+        (
+            "plan unknown",
+            json!({"kind": "consultation", "plan": "NOPE", "advisor": "alpha", "status": "completed", "conclusion": "c"}),
+            UnknownReference,
+        ),
+        (
+            "plan is an assessment",
+            json!({"kind": "consultation", "plan": w.a_mat, "advisor": "alpha", "status": "completed", "conclusion": "c"}),
+            UnknownReference,
+        ),
+        (
+            "advisor not selected",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c"}),
+            AdvisorNotSelected,
+        ),
+        (
+            "second consultation",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "alpha", "status": "completed", "conclusion": "c"}),
+            DuplicateConsultation,
+        ),
+        (
+            "second, failed this time",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "beta", "status": "failed", "failure": "error"}),
+            DuplicateConsultation,
+        ),
+        (
+            "completed without conclusion",
+            completed_on_fresh_plan(&w, json!({})),
+            CompletedWithoutConclusion,
+        ),
+        (
+            "completed with a blank conclusion",
+            completed_on_fresh_plan(&w, json!({"conclusion": " "})),
+            CompletedWithoutConclusion,
+        ),
+        (
+            "completed with a failure",
+            completed_on_fresh_plan(&w, json!({"conclusion": "c", "failure": "error"})),
+            InvalidField,
+        ),
+        (
+            "failed with conclusion",
+            failed_on_fresh_plan(&w, json!({"failure": "error", "conclusion": "c"})),
+            FailedWithConclusion,
+        ),
+        (
+            "failed without failure",
+            failed_on_fresh_plan(&w, json!({})),
+            InvalidField,
+        ),
+        // Disagreements.
+        (
+            "one position",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"}], "discriminating_question": "q"}),
+            TooFewPositions,
+        ),
+        (
+            "no positions",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [], "discriminating_question": "q"}),
+            TooFewPositions,
+        ),
+        (
+            "a failed consultation's position",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
+                {"source": w.c_beta_failed, "position": "none"}], "discriminating_question": "q"}),
+            PositionNotCompleted,
+        ),
+        (
+            "a position from nowhere",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
+                {"source": "NOPE", "position": "x"}], "discriminating_question": "q"}),
+            UnknownReference,
+        ),
+        (
+            "a position of another assessment",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
+                {"source": w.c_div_alpha, "position": "x"}], "discriminating_question": "q"}),
+            UnknownReference,
+        ),
+        (
+            "the same source twice",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
+                {"source": "executor", "position": "q"}], "discriminating_question": "q"}),
+            InvalidField,
+        ),
+        (
+            "a position without text",
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor"},
+                {"source": w.c_alpha, "position": "q"}], "discriminating_question": "q"}),
+            InvalidField,
+        ),
+        (
+            "disagreement on no assessment",
+            json!({"kind": "disagreement", "assessment": "NOPE", "positions": [], "discriminating_question": "q"}),
+            UnknownReference,
+        ),
+        // Resolutions.
+        (
+            "resolution with empty evidence",
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e", "observed": "o", "favours": "executor", "evidence": []}),
+            ResolutionWithoutEvidence,
+        ),
+        (
+            "resolution with no evidence field",
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e", "observed": "o", "favours": "neither"}),
+            ResolutionWithoutEvidence,
+        ),
+        (
+            "favours a stranger",
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e", "observed": "o", "favours": w.c_alpha, "evidence": evidence()}),
+            UnknownReference,
+        ),
+        (
+            "favours a position of another disagreement",
+            json!({"kind": "resolution", "disagreement": w.d_res, "experiment": "e", "observed": "o",
+                "favours": w.c_div_alpha, "evidence": evidence()}),
+            UnknownReference,
+        ),
+        (
+            "resolves an assessment",
+            json!({"kind": "resolution", "disagreement": w.a_div, "experiment": "e", "observed": "o", "favours": "neither", "evidence": evidence()}),
+            UnknownReference,
+        ),
+        // Conclusions.
+        (
+            "conclusion on no assessment",
+            conclusion(json!({"assessment": "NOPE"})),
+            UnknownReference,
+        ),
+        (
+            "cites no consultation",
+            conclusion(json!({"assessment": w.a_mat, "consultations": ["NOPE"]})),
+            UnknownReference,
+        ),
+        (
+            "cites a plan",
+            conclusion(json!({"assessment": w.a_mat, "consultations": [w.p_mat]})),
+            UnknownReference,
+        ),
+        (
+            "cites another assessment's",
+            conclusion(json!({"assessment": w.a_mat, "consultations": [w.c_alpha, w.c_div_alpha]})),
+            UnknownReference,
+        ),
+        (
+            "cites twice",
+            conclusion(json!({"assessment": w.a_mat, "consultations": [w.c_alpha, w.c_alpha]})),
+            InvalidField,
+        ),
+        (
+            "supersedes an assessment",
+            conclusion(json!({"assessment": w.a_low, "supersedes": w.a_low})),
+            UnknownReference,
+        ),
+        (
+            "material conclusion without evidence",
+            json!({"kind": "conclusion", "assessment": w.a_mat, "decision": "d", "rationale": "r",
+                "consultations": [w.c_alpha], "validation_plan": "v"}),
+            MaterialWithoutEvidence,
+        ),
+        (
+            "material conclusion without validation plan",
+            json!({"kind": "conclusion", "assessment": w.a_mat, "decision": "d", "rationale": "r",
+                "consultations": [w.c_alpha], "evidence": evidence()}),
+            MaterialWithoutValidationPlan,
+        ),
+        (
+            "material conclusion with a blank validation plan",
+            conclusion(
+                json!({"assessment": w.a_mat, "consultations": [w.c_alpha], "validation_plan": "  "}),
+            ),
+            MaterialWithoutValidationPlan,
+        ),
+        (
+            "answer not weighed",
+            conclusion(json!({"assessment": w.a_mat})),
+            AnswerNotWeighed,
+        ),
+        (
+            "only the failed one weighed",
+            conclusion(json!({"assessment": w.a_mat, "consultations": [w.c_beta_failed]})),
+            AnswerNotWeighed,
+        ),
+        (
+            "open disagreement",
+            conclusion(json!({"assessment": w.a_div, "consultations": [w.c_div_alpha]})),
+            UnresolvedDisagreement,
+        ),
+        (
+            "divergence never recorded as a disagreement",
+            conclusion(json!({"assessment": w.a_quiet})),
+            UnresolvedDisagreement,
+        ),
+        // Supersession (the standing conclusion on the same subject is `k_low`).
+        (
+            "new evidence, nothing superseded",
+            conclusion(json!({"assessment": w.a_new})),
+            SupersedesMissing,
+        ),
+        (
+            "new evidence, a stranger superseded",
+            conclusion(json!({"assessment": w.a_new, "supersedes": "NOPE"})),
+            UnknownReference,
+        ),
+        // Validations and attempts.
+        (
+            "validation of an assessment",
+            json!({"kind": "validation", "conclusion": w.a_low, "check": "c", "passed": true}),
+            UnknownReference,
+        ),
+        (
+            "attempt of nothing",
+            json!({"kind": "attempt", "assessment": "NOPE", "tried": "t", "failure_observed": "f"}),
+            UnknownReference,
+        ),
+        (
+            "attempt missing what failed",
+            json!({"kind": "attempt", "assessment": w.a_low, "tried": "t"}),
+            InvalidField,
+        ),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for (label, input, expected) in cases {
+        check(&w.f, label, input, expected);
+        seen.insert(expected.as_str());
+    }
+    // `invalid_task` is the only code the writer cannot give: a `TaskName` is valid by
+    // construction, and the edges that build one (CLI, daemon) refuse bad names.
+    let missing: Vec<&str> = ReasonCode::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|c| !seen.contains(c) && *c != "invalid_task")
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "reason codes without a case: {missing:?}"
+    );
+}
+
+#[test]
+fn reason_codes_serialise_as_their_names() {
+    for code in ReasonCode::ALL {
+        assert_eq!(
+            serde_json::to_value(code).expect("serialises"),
+            json!(code.as_str())
+        );
+    }
+}
+
+#[test]
+fn a_plan_is_computed_by_the_policy() {
+    use crate::core::catalogue::Catalogue;
+    use crate::core::policy::PlanEnv;
+    let w = world();
+    let catalogue = Catalogue::embedded();
+    let availability = catalogue
+        .advisors
+        .iter()
+        .map(|a| AdvisorAvailability {
+            advisor: a.id.clone(),
+            status: Status::Available,
+            reason: "present".into(),
+            recovering: false,
+            until: None,
+        })
+        .collect();
+    let plan_env = PlanEnv {
+        catalogue: &catalogue,
+        mode: Mode::Standard,
+        availability,
+    };
+    let env = WriteEnv {
+        task: &w.f.task,
+        now: NOW,
+        id: "PLAN".into(),
+        sequence: 99,
+        plan_env: Some(&plan_env),
+    };
+    let record = admit(
+        &w.f.records,
+        &json!({"kind": "plan", "assessment": w.a_div}),
+        &env,
+    )
+    .expect("a plan is computed");
+    let Body::Plan(plan) = &record.body else {
+        panic!("a plan")
+    };
+    assert_eq!(plan.assessment, w.a_div);
+    assert_eq!(plan.mode, Mode::Standard);
+    // High doubt in standard mode: two advisors, everyone else left out with a reason.
+    assert_eq!(plan.budget, 2);
+    assert_eq!(plan.selected.len(), 2);
+    assert_eq!(
+        plan.selected.len() + plan.left_out.len(),
+        catalogue.advisors.len()
+    );
+    assert_eq!(record.envelope.id, "PLAN");
+    assert_eq!(record.envelope.sequence, 99);
+}
+
+/// A completed consultation of `alpha` on a plan that has none yet, with `extra` fields.
+fn completed_on_fresh_plan(w: &World, extra: Value) -> Value {
+    consultation_on_free_plan(w, "completed", extra)
+}
+
+fn failed_on_fresh_plan(w: &World, extra: Value) -> Value {
+    consultation_on_free_plan(w, "failed", extra)
+}
+
+fn consultation_on_free_plan(w: &World, status: &str, extra: Value) -> Value {
+    // `p_mat` already has both advisors; the world's plan for `a_res` still has `beta` free.
+    let plan =
+        w.f.records
+            .iter()
+            .find(|r| matches!(&r.body, Body::Plan(p) if p.assessment == w.a_res))
+            .map(|r| r.id().to_string())
+            .expect("the plan of a_res");
+    let mut input =
+        json!({"kind": "consultation", "plan": plan, "advisor": "beta", "status": status});
+    for (k, v) in extra.as_object().expect("object") {
+        input[k] = v.clone();
+    }
+    input
+}
+
+#[test]
+fn supersession_is_required_for_new_evidence() {
+    let mut w = world();
+    let a_new = w.a_new.clone();
+    let base = json!({"kind": "conclusion", "assessment": a_new, "decision": "big",
+        "rationale": "measured"});
+    check(
+        &w.f,
+        "names nothing",
+        base.clone(),
+        ReasonCode::SupersedesMissing,
+    );
+    let mut wrong = base.clone();
+    let other = w.f.add(
+        json!({"kind": "conclusion", "assessment": w.a_res, "decision": "json",
+        "rationale": "the experiment", "consultations": [w.c_res_alpha]}),
+    );
+    wrong["supersedes"] = json!(other);
+    check(&w.f, "names another", wrong, ReasonCode::SupersedesMissing);
+    let mut right = base;
+    right["supersedes"] = json!(w.k_low);
+    let record =
+        w.f.admit(&right)
+            .expect("naming the standing conclusion is accepted");
+    let Body::Conclusion(c) = record.body else {
+        panic!("a conclusion")
+    };
+    assert_eq!(c.supersedes.as_deref(), Some(w.k_low.as_str()));
+}
+
+#[test]
+fn a_repeat_without_new_evidence_needs_no_supersedes() {
+    let mut w = world();
+    let again = w.f.add(
+        json!({"kind": "assessment", "subject": "Which cache to use",
+        "materiality": "low", "hypothesis": "still the small one"}),
+    );
+    let input = json!({"kind": "conclusion", "assessment": again, "decision": "small",
+        "rationale": "nothing new"});
+    assert!(w.f.admit(&input).is_ok());
+}
+
+fn conclusion_of(record: Record) -> Conclusion {
+    match record.body {
+        Body::Conclusion(c) => c,
+        other => panic!("expected a conclusion, got {other:?}"),
+    }
+}
+
+#[test]
+fn review_is_computed_from_the_completed_consultations_cited() {
+    let mut w = world();
+    // A resolved disagreement lets the conclusion through; its cited answer is the review.
+    let resolved =
+        w.f.admit(&json!({"kind": "conclusion", "assessment": w.a_res,
+        "decision": "json logs", "rationale": "the experiment", "consultations": [w.c_res_alpha]}));
+    let c = conclusion_of(resolved.expect("resolved disagreement admits the conclusion"));
+    assert_eq!(c.reviewed_by, ["alpha"]);
+    assert_eq!(c.independent_review_count, 1);
+
+    // A failed consultation cited is weighed but reviews nothing.
+    let c = conclusion_of(
+        w.f.admit(
+            &json!({"kind": "conclusion", "assessment": w.a_mat, "decision": "d",
+            "rationale": "r", "evidence": evidence(), "validation_plan": "v",
+            "consultations": [w.c_beta_failed, w.c_alpha]}),
+        )
+        .expect("every answer weighed"),
+    );
+    assert_eq!(c.reviewed_by, ["alpha"]);
+    assert_eq!(c.independent_review_count, 1);
+
+    // Two advisors, in citation order.
+    let a =
+        w.f.add(json!({"kind": "assessment", "subject": "Two reviewers",
+        "materiality": "low", "hypothesis": "h"}));
+    let p = w.f.plan(&a, &["alpha", "beta"]);
+    let ca = w.f.consult(&p, "alpha", "supports");
+    let cb = w.f.consult(&p, "beta", "inconclusive");
+    let c = conclusion_of(
+        w.f.admit(
+            &json!({"kind": "conclusion", "assessment": a, "decision": "d",
+            "rationale": "r", "consultations": [cb, ca]}),
+        )
+        .expect("both weighed"),
+    );
+    assert_eq!(c.reviewed_by, ["beta", "alpha"]);
+    assert_eq!(c.independent_review_count, 2);
+
+    // Nothing cited, nothing reviewed.
+    let c = conclusion_of(
+        w.f.admit(
+            &json!({"kind": "conclusion", "assessment": w.a_low, "decision": "d",
+            "rationale": "r"}),
+        )
+        .expect("a low conclusion needs no review"),
+    );
+    assert!(c.reviewed_by.is_empty());
+    assert_eq!(c.independent_review_count, 0);
+}
+
+#[test]
+fn a_resolved_disagreement_releases_the_conclusion() {
+    let mut w = world();
+    let input = json!({"kind": "conclusion", "assessment": w.a_div, "decision": "lease",
+        "rationale": "crash test", "evidence": evidence(), "validation_plan": "kill loop",
+        "consultations": [w.c_div_alpha, w.c_div_beta]});
+    check(
+        &w.f,
+        "before the resolution",
+        input.clone(),
+        ReasonCode::UnresolvedDisagreement,
+    );
+    w.f.add(
+        json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "kill -9",
+        "observed": "the lease expired", "favours": w.c_div_alpha,
+        "evidence": [{"kind": "test", "ref": "store::kill_loop"}]}),
+    );
+    assert!(w.f.admit(&input).is_ok(), "resolved, every answer weighed");
+
+    // A second, unresolved disagreement on the same assessment closes it again.
+    w.f.add(json!({"kind": "disagreement", "assessment": w.a_div,
+        "positions": [{"source": "executor", "position": "lease"},
+                      {"source": w.c_div_alpha, "position": "fencing tokens too"}],
+        "discriminating_question": "does a paused writer corrupt?"}));
+    check(
+        &w.f,
+        "a second open disagreement",
+        input,
+        ReasonCode::UnresolvedDisagreement,
+    );
+}
+
+#[test]
+fn computed_fields_and_envelope() {
+    let w = world();
+    let input = json!({"kind": "consultation", "plan": consultation_plan_with_beta_free(&w),
+        "advisor": "beta", "status": "completed", "conclusion": "fine", "stance": "supports",
+        "confidence": 0.5, "duration_ms": 1200, "usage": {"input_tokens": 10, "output_tokens": 5}});
+    let record = w.f.admit(&input).expect("admitted");
+    assert_eq!(record.envelope.id, format!("R{:03}", w.f.records.len() + 1));
+    assert_eq!(record.envelope.task, "t");
+    assert_eq!(record.envelope.sequence, w.f.records.len() as u64 + 1);
+    assert_eq!(record.envelope.created_at, "2026-03-01T12:00:00.250Z");
+    assert_eq!(record.envelope.schema, SCHEMA_VERSION);
+    assert!(record.envelope.redacted.is_empty());
+    let Body::Consultation(Consultation { finished_at, .. }) = &record.body else {
+        panic!("a consultation")
+    };
+    assert_eq!(finished_at, "2026-03-01T12:00:00.250Z");
+    let json = serde_json::to_value(&record).expect("serialises");
+    assert_eq!(json["kind"], "consultation");
+    assert_eq!(json["finished_at"], "2026-03-01T12:00:00.250Z");
+}
+
+fn consultation_plan_with_beta_free(w: &World) -> String {
+    consultation_on_free_plan(w, "completed", json!({}))["plan"]
+        .as_str()
+        .expect("plan id")
+        .to_string()
+}
+
+#[test]
+fn timestamps_are_utc_with_milliseconds() {
+    let offset = datetime!(2026-03-01 13:00:00 +01:00);
+    assert_eq!(timestamp(offset), "2026-03-01T12:00:00.000Z");
+    assert_eq!(
+        timestamp(datetime!(2026-12-31 23:59:59.999999 UTC)),
+        "2026-12-31T23:59:59.999Z"
+    );
+}
+
+#[test]
+fn strings_are_scrubbed_and_shapes_named() {
+    let f = Fixture::new();
+    let input = json!({"kind": "assessment",
+        "subject": "Token \u{1b}[31mleak\u{1b}[0m in logs",
+        "materiality": "material",
+        "hypothesis": "the header Authorization: Bearer abcDEF123456ghiJKL789 is logged",
+        "facts": ["found sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD", "and AKIAIOSFODNN7EXAMPLE"],
+        "evidence": [{"kind": "observation", "ref": "log line 3",
+            "showed": "key AKIAIOSFODNN7EXAMPLE\u{7}"}]});
+    let record = f.admit(&input).expect("admitted");
+    assert_eq!(
+        record.envelope.redacted,
+        ["api_key_sk", "bearer_token", "cloud_access_key"]
+    );
+    let Body::Assessment(Assessment {
+        subject,
+        hypothesis,
+        facts,
+        evidence,
+        ..
+    }) = &record.body
+    else {
+        panic!("an assessment")
+    };
+    assert_eq!(subject, "Token leak in logs");
+    assert_eq!(
+        hypothesis,
+        "the header Authorization: Bearer [redacted:bearer_token] is logged"
+    );
+    assert_eq!(
+        facts,
+        &[
+            "found [redacted:api_key_sk]",
+            "and [redacted:cloud_access_key]"
+        ]
+    );
+    assert_eq!(
+        evidence[0].showed.as_deref(),
+        Some("key [redacted:cloud_access_key]")
+    );
+    let text = serde_json::to_string(&record).expect("serialises");
+    assert!(!text.contains("AKIA") && !text.contains('\u{1b}'), "{text}");
+}
+
+#[test]
+fn every_accepted_value_reads() {
+    let mut f = Fixture::new();
+    for materiality in Materiality::ALL {
+        let input = assessment(&format!("m {}", materiality.as_str()), materiality.as_str());
+        assert!(f.admit(&input).is_ok(), "{}", materiality.as_str());
+    }
+    let a = f.add(assessment("stances", "low"));
+    let advisors: Vec<String> = (0..12).map(|i| format!("adv{i}")).collect();
+    let names: Vec<&str> = advisors.iter().map(String::as_str).collect();
+    let p = f.plan(&a, &names);
+    for (i, stance) in ["supports", "opposes", "alternative", "inconclusive"]
+        .iter()
+        .enumerate()
+    {
+        let input = json!({"kind": "consultation", "plan": p, "advisor": names[i],
+            "status": "completed", "conclusion": "c", "stance": stance});
+        assert!(f.admit(&input).is_ok(), "{stance}");
+    }
+    for (i, failure) in crate::core::records::FailureKind::ALL.iter().enumerate() {
+        let input = json!({"kind": "consultation", "plan": p, "advisor": names[4 + i],
+            "status": "failed", "failure": failure.as_str(), "retry_after_s": 30});
+        assert!(f.admit(&input).is_ok(), "{}", failure.as_str());
+    }
+    for confidence in ["low", "medium", "high"] {
+        let mut input = assessment("c", "low");
+        input["confidence"] = json!(confidence);
+        assert!(f.admit(&input).is_ok(), "{confidence}");
+    }
+    for kind in [
+        "file",
+        "test",
+        "adr",
+        "rule",
+        "commit",
+        "command",
+        "observation",
+        "record",
+    ] {
+        let mut input = assessment("e", "low");
+        input["evidence"] = json!([{"kind": kind, "ref": "x"}]);
+        assert!(f.admit(&input).is_ok(), "{kind}");
+    }
+    let mut input = assessment("caps", "low");
+    input["capabilities"] = json!(crate::core::catalogue::CAPABILITIES);
+    assert!(f.admit(&input).is_ok());
+}
+
+#[test]
+fn optional_nulls_read_as_absent() {
+    let w = world();
+    let input = json!({"kind": "attempt", "assessment": w.a_low, "tried": "t",
+        "failure_observed": "f", "invalidated_assumption": null, "updated_hypothesis": null});
+    let record =
+        w.f.admit(&input)
+            .expect("nulls accepted for optional fields");
+    let json = serde_json::to_value(&record).expect("serialises");
+    assert!(json.get("invalidated_assumption").is_none());
+}
+
+#[test]
+fn a_refusal_names_the_field_and_what_is_accepted() {
+    let f = Fixture::new();
+    let refusal = f
+        .admit(
+            &json!({"kind": "assessment", "subject": "s", "materiality": "huge",
+            "hypothesis": "h"}),
+        )
+        .expect_err("refused");
+    assert!(
+        refusal.message.contains("`materiality`"),
+        "{}",
+        refusal.message
+    );
+    assert!(
+        refusal.message.contains("`critical`"),
+        "{}",
+        refusal.message
+    );
+    assert!(refusal.message.contains("huge"), "{}", refusal.message);
+    let refusal = f
+        .admit(&json!({"kind": "assessment", "subjet": "s"}))
+        .expect_err("refused");
+    assert!(refusal.message.contains("`subjet`"), "{}", refusal.message);
+    assert!(
+        refusal.message.contains("did you mean `subject`"),
+        "{}",
+        refusal.message
+    );
+    let refusal = f.admit(&json!({"kind": "opinion"})).expect_err("refused");
+    assert!(refusal.message.contains("`attempt`"), "{}", refusal.message);
+}
+
+#[test]
+fn plan_fields_other_than_assessment_are_named() {
+    let f = Fixture::new();
+    let refusal = f
+        .admit(&json!({"kind": "plan", "assessment": "A", "budget": 3, "mode": "fast"}))
+        .expect_err("refused");
+    assert_eq!(refusal.reason, ReasonCode::PlanIsComputed);
+    assert!(
+        refusal.message.contains("`budget`, `mode`"),
+        "{}",
+        refusal.message
+    );
+}
