@@ -289,10 +289,8 @@ mod parse {
                 return Err(top.error(
                     None,
                     format!(
-                        "unknown top-level key `{}`; {hint}accepted: {}",
-                        key.as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| format!("{key:?}")),
+                        "unknown top-level key {}; {hint}accepted: {}",
+                        scalar_text(key),
                         quoted_list(TOP_LEVEL_KEYS)
                     ),
                 ));
@@ -826,6 +824,12 @@ mod tests {
                 "mode: fast\n".into(),
                 "",
                 vec!["no `advisors:` list"],
+            ),
+            (
+                "top-level key that is not a name",
+                format!("advisors:{GOOD}7: x\n"),
+                "",
+                vec!["unknown top-level key `7`; accepted: `advisors`, `mode`"],
             ),
             (
                 "advisors not a list",
