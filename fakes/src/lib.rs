@@ -1,2 +1,6 @@
-//! Fakes.
+//! Scripted stand-ins for every advisord transport, usable by integration tests,
+//! benchmarks and anyone writing an adapter: the fake advisor executable (`fake-advisor`),
+//! the fake LLM HTTP server ([`llm_server`], `fake-llm-server`) and the in-process
+//! [`scripted::ScriptedAdapter`].
 pub mod llm_server;
+pub mod scripted;
