@@ -1,5 +1,7 @@
 //! advisord: consult independent advisors concurrently, under one deadline, and keep a
 //! typed record of every outcome. See `docs/ARCHITECTURE.md` for the map.
 
+pub mod check;
 pub mod core;
+pub mod render;
 pub mod store;

@@ -67,7 +67,7 @@ pub fn tree(records: &[Record], depth: Option<usize>, show_superseded: bool) -> 
     };
     let mut nodes = Vec::new();
     for &record in &index.ordered {
-        let is_root = parent_id(record).is_none_or(|p| !index.by_id.contains_key(p));
+        let is_root = !parent_id(record).is_some_and(|p| index.by_id.contains_key(p));
         if is_root {
             if let Some(node) = builder.node(record, 1) {
                 nodes.push(node);

@@ -1,0 +1,89 @@
+//! Plain and table text of `advisors`.
+
+use super::text::{Out, Table};
+use super::Render;
+use crate::core::views::advisors::{AdvisorRow, AdvisorsView};
+
+impl Render for AdvisorsView {
+    fn plain(&self) -> String {
+        let mut out = Out::new();
+        out.line(&format!("mode {}", self.mode.as_str()));
+        for row in &self.advisors {
+            out.blank();
+            out.line(&format!("{}: {}", row.id, status(row)));
+            out.para(
+                2,
+                2,
+                &format!(
+                    "{} ({} via {}{})",
+                    row.title,
+                    transport(row),
+                    row.adapter,
+                    if row.local { ", local" } else { "" }
+                ),
+            );
+            out.para(2, 2, &row.reason);
+            out.field(2, "capabilities", &row.capabilities.join(", "));
+        }
+        out.blank();
+        out.line("capacity (available advisors per capability)");
+        for (capability, n) in &self.capacity {
+            out.line(&format!("  {capability}: {n}"));
+        }
+        if self
+            .capacity
+            .get(crate::core::catalogue::DEFAULT_CAPABILITY)
+            == Some(&0)
+        {
+            out.para(
+                0,
+                2,
+                "no advisor is available: plans select nobody and material doubt gets a \
+                 structured local review",
+            );
+        }
+        out.finish()
+    }
+
+    fn table(&self) -> String {
+        let mut advisors = Table::new(&["id", "status", "transport", "adapter", "reason"]);
+        for row in &self.advisors {
+            advisors.row(&[
+                row.id.clone(),
+                status(row),
+                transport(row).to_string(),
+                row.adapter.clone(),
+                row.reason.clone(),
+            ]);
+        }
+        let mut capacity = Table::new(&["capability", "available"]);
+        for (capability, n) in &self.capacity {
+            capacity.row(&[capability.clone(), n.to_string()]);
+        }
+        format!(
+            "mode {}\n\n{}\n{}",
+            self.mode.as_str(),
+            advisors.render(),
+            capacity.render()
+        )
+    }
+}
+
+fn status(row: &AdvisorRow) -> String {
+    let mut status = row.status.as_str().to_string();
+    if row.recovering {
+        status.push_str(", recovering");
+    }
+    if let Some(until) = &row.until {
+        status.push_str(&format!(" until {until}"));
+    }
+    status
+}
+
+fn transport(row: &AdvisorRow) -> &'static str {
+    match row.transport {
+        crate::core::catalogue::Transport::Process => "process",
+        crate::core::catalogue::Transport::Http => "http",
+        crate::core::catalogue::Transport::Mesh => "mesh",
+    }
+}

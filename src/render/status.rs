@@ -1,0 +1,254 @@
+//! Plain and table text of `status`.
+
+use super::text::{Out, Table};
+use super::Render;
+use crate::core::records::ConsultationStatus;
+use crate::core::views::status::{AssessmentStatus, ConsultationLine, StatusView, TokenTotals};
+
+impl Render for StatusView {
+    fn plain(&self) -> String {
+        let mut out = Out::new();
+        let Some(task) = &self.task else {
+            out.line("no records in this task yet: record an assessment with `record --file`");
+            return out.finish();
+        };
+        out.line(&format!(
+            "task {task}: {} assessment{}, {} record{}",
+            self.assessments.len(),
+            plural(self.assessments.len()),
+            self.records,
+            plural(self.records),
+        ));
+        for assessment in &self.assessments {
+            out.blank();
+            assessment_plain(&mut out, assessment);
+        }
+        out.blank();
+        out.line("timeline");
+        for entry in &self.timeline {
+            out.line(&format!(
+                "  #{:<4} {}  {:<12}  {}",
+                entry.sequence, entry.created_at, entry.kind, entry.id
+            ));
+            out.para(8, 0, &entry.summary);
+        }
+        out.blank();
+        tokens_plain(&mut out, &self.tokens);
+        out.finish()
+    }
+
+    fn table(&self) -> String {
+        let mut assessments = Table::new(&["id", "state", "materiality", "subject"]);
+        for a in &self.assessments {
+            assessments.row(&[
+                a.id.as_str(),
+                a.state.as_str(),
+                a.materiality.as_str(),
+                &a.subject,
+            ]);
+        }
+        let mut timeline = Table::new(&["seq", "created_at", "kind", "id", "summary"]);
+        for e in &self.timeline {
+            timeline.row(&[
+                e.sequence.to_string(),
+                e.created_at.clone(),
+                e.kind.to_string(),
+                e.id.clone(),
+                e.summary.clone(),
+            ]);
+        }
+        let mut tokens = Table::new(&["advisor", "consultations", "input", "output"]);
+        let total = ("total".to_string(), &self.tokens.total);
+        for (advisor, t) in self
+            .tokens
+            .advisors
+            .iter()
+            .map(|(a, t)| (a.clone(), t))
+            .chain([total])
+        {
+            tokens.row(&[
+                advisor,
+                t.consultations.to_string(),
+                t.input_tokens.to_string(),
+                t.output_tokens.to_string(),
+            ]);
+        }
+        [assessments.render(), timeline.render(), tokens.render()].join("\n")
+    }
+}
+
+fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
+    out.line(&format!(
+        "{} assessment {} (#{})",
+        a.state.as_str(),
+        a.id,
+        a.sequence
+    ));
+    out.para(
+        2,
+        2,
+        &format!(
+            "[{}, confidence {}] {}",
+            a.materiality.as_str(),
+            a.confidence.as_str(),
+            a.subject
+        ),
+    );
+    if let Some(by) = &a.superseded_by {
+        out.line(&format!("  superseded by conclusion {by}"));
+    }
+    for plan in &a.plans {
+        let who = match (&plan.reuse, plan.selected.is_empty(), plan.local_review) {
+            (Some(reuse), _, _) => format!("reuses conclusion {reuse}"),
+            (None, true, true) => "nobody selected: local review".to_string(),
+            (None, true, false) => "nobody selected".to_string(),
+            (None, false, _) => plan.selected.join(", "),
+        };
+        out.para(
+            2,
+            4,
+            &format!(
+                "plan {} (#{}): {}, budget {}: {who}",
+                plan.id,
+                plan.sequence,
+                plan.mode.as_str(),
+                plan.budget
+            ),
+        );
+    }
+    for c in &a.consultations {
+        out.para(4, 4, &consultation_line(c));
+    }
+    for d in &a.disagreements {
+        let verdict = match d.resolutions.last() {
+            Some(r) => format!("resolved (#{}), favours {}", r.sequence, r.favours),
+            None => "not resolved".to_string(),
+        };
+        out.para(
+            2,
+            4,
+            &format!(
+                "disagreement {} (#{}): {} between {}; {verdict}",
+                d.id,
+                d.sequence,
+                d.discriminating_question,
+                d.positions.join(", ")
+            ),
+        );
+    }
+    for c in &a.conclusions {
+        out.para(
+            2,
+            4,
+            &format!("conclusion {} (#{}): {}", c.id, c.sequence, c.decision),
+        );
+        let reviewers = if c.reviewed_by.is_empty() {
+            "decided locally".to_string()
+        } else {
+            format!(
+                "reviewed by {} ({})",
+                c.independent_review_count,
+                c.reviewed_by.join(", ")
+            )
+        };
+        out.para(
+            4,
+            2,
+            &format!(
+                "{reviewers}; validation {} ({} run)",
+                c.validation.as_str(),
+                c.validations
+            ),
+        );
+        if let Some(old) = &c.supersedes {
+            out.line(&format!("    supersedes {old}"));
+        }
+        if let Some(by) = &c.superseded_by {
+            out.line(&format!("    superseded by {by}"));
+        }
+    }
+    for attempt in &a.attempts {
+        out.para(
+            2,
+            4,
+            &format!(
+                "attempt {} (#{}): {}",
+                attempt.id, attempt.sequence, attempt.tried
+            ),
+        );
+    }
+}
+
+fn consultation_line(c: &ConsultationLine) -> String {
+    let mut line = format!("{} (#{}) ", c.advisor, c.sequence);
+    match c.status {
+        ConsultationStatus::Completed => {
+            line.push_str("completed");
+            if let Some(stance) = c.stance {
+                line.push_str(&format!(", {}", stance.as_str()));
+            }
+        }
+        ConsultationStatus::Failed => {
+            line.push_str("failed");
+            if let Some(failure) = c.failure {
+                line.push_str(&format!(": {}", failure.as_str()));
+            }
+        }
+    }
+    if let Some(ms) = c.duration_ms {
+        line.push_str(&format!(", {}", duration(ms)));
+    }
+    if let Some(u) = c.usage {
+        line.push_str(&format!(
+            ", {} in / {} out tokens",
+            u.input_tokens, u.output_tokens
+        ));
+    }
+    if let Some(d) = &c.diagnostic {
+        line.push_str(&format!(" ({d})"));
+    }
+    line
+}
+
+fn tokens_plain(out: &mut Out, tokens: &TokenTotals) {
+    out.line("tokens");
+    if tokens.advisors.is_empty() {
+        out.line("  no advisor was consulted");
+        return;
+    }
+    for (advisor, t) in &tokens.advisors {
+        out.line(&format!(
+            "  {advisor}: {} consultation{}, {} in, {} out",
+            t.consultations,
+            plural(t.consultations as usize),
+            t.input_tokens,
+            t.output_tokens
+        ));
+    }
+    let t = &tokens.total;
+    out.line(&format!(
+        "  total: {} consultation{}, {} in, {} out",
+        t.consultations,
+        plural(t.consultations as usize),
+        t.input_tokens,
+        t.output_tokens
+    ));
+}
+
+/// Milliseconds as a reader says them.
+pub(super) fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// `s` unless there is exactly one.
+pub(super) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}

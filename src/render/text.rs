@@ -1,0 +1,255 @@
+//! Small text helpers for plain and table output: cut or wrap to a width, aligned tables.
+//! Widths count characters, which is what a terminal shows for the text we write.
+
+use super::WIDTH;
+
+/// `text` on one line, cut to `width` characters with an ellipsis when longer.
+pub fn truncate(text: &str, width: usize) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.chars().count() <= width {
+        return text;
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let kept: String = text.chars().take(width - 1).collect();
+    format!("{kept}…")
+}
+
+/// `text` (whitespace collapsed) broken into lines of at most `width` characters; a word
+/// longer than the width is split. Never empty: an empty text is one empty line.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    wrap_hanging(text, width, width)
+}
+
+/// Like [`wrap`], with the first line `first` characters wide and the others `rest`.
+pub fn wrap_hanging(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let (first, rest) = (first.max(1), rest.max(1));
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut len = 0;
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        while !word.is_empty() {
+            let width = if lines.is_empty() { first } else { rest };
+            let room = if len == 0 {
+                width
+            } else {
+                width.saturating_sub(len + 1)
+            };
+            if word.len() <= room {
+                if len > 0 {
+                    line.push(' ');
+                    len += 1;
+                }
+                len += word.len();
+                line.extend(word.drain(..));
+            } else if len > 0 && word.len() <= rest {
+                // It fits on a line of its own: start one.
+                lines.push(std::mem::take(&mut line));
+                len = 0;
+            } else if len == 0 {
+                // Longer than a whole line: split it.
+                line.extend(word.drain(..width));
+                lines.push(std::mem::take(&mut line));
+            } else {
+                lines.push(std::mem::take(&mut line));
+                len = 0;
+            }
+        }
+    }
+    if len > 0 || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Plain output under construction: every line fits [`WIDTH`].
+#[derive(Debug, Default)]
+pub struct Out {
+    text: String,
+}
+
+impl Out {
+    /// An empty output.
+    pub fn new() -> Out {
+        Out::default()
+    }
+
+    /// One line, cut to the width.
+    pub fn line(&mut self, line: &str) {
+        self.text.push_str(&truncate(line, WIDTH));
+        self.text.push('\n');
+    }
+
+    /// An empty line.
+    pub fn blank(&mut self) {
+        self.text.push('\n');
+    }
+
+    /// `text` wrapped under `indent` spaces, continuation lines indented `hang` more.
+    pub fn para(&mut self, indent: usize, hang: usize, text: &str) {
+        let first = WIDTH.saturating_sub(indent).max(20);
+        let rest = WIDTH.saturating_sub(indent + hang).max(20);
+        for (i, line) in wrap_hanging(text, first, rest).iter().enumerate() {
+            let pad = if i == 0 { indent } else { indent + hang };
+            self.line(&format!("{}{line}", " ".repeat(pad)));
+        }
+    }
+
+    /// `label: value` wrapped under `indent`; nothing when `value` is empty.
+    pub fn field(&mut self, indent: usize, label: &str, value: &str) {
+        if !value.trim().is_empty() {
+            self.para(indent, 2, &format!("{label}: {value}"));
+        }
+    }
+
+    /// `label:` and each item as a `- ` bullet; nothing when there are no items.
+    pub fn list<S: AsRef<str>>(&mut self, indent: usize, label: &str, items: &[S]) {
+        if items.is_empty() {
+            return;
+        }
+        self.line(&format!("{}{label}:", " ".repeat(indent)));
+        for item in items {
+            self.para(indent + 2, 2, &format!("- {}", item.as_ref()));
+        }
+    }
+
+    /// The text.
+    pub fn finish(self) -> String {
+        self.text
+    }
+}
+
+/// A table of aligned columns; the last column is cut so lines fit [`WIDTH`] when they can.
+#[derive(Debug)]
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new(headers: &[&str]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.to_uppercase()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Add a row (missing cells are empty, extra ones dropped).
+    pub fn row<S: AsRef<str>>(&mut self, cells: &[S]) {
+        let mut row: Vec<String> = cells
+            .iter()
+            .take(self.headers.len())
+            .map(|c| truncate(c.as_ref(), usize::MAX))
+            .collect();
+        row.resize(self.headers.len(), String::new());
+        self.rows.push(row);
+    }
+
+    /// The aligned text, one line per row under the headers.
+    pub fn render(&self) -> String {
+        let columns = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let before: usize = widths[..columns.saturating_sub(1)]
+            .iter()
+            .map(|w| w + 2)
+            .sum();
+        if let Some(last) = widths.last_mut() {
+            *last = (*last).min(WIDTH.saturating_sub(before).max(12));
+        }
+        let mut out = String::new();
+        for row in std::iter::once(&self.headers).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
+                let cell = truncate(cell, *width);
+                if i + 1 == columns {
+                    line.push_str(&cell);
+                } else {
+                    let pad = width - cell.chars().count();
+                    line.push_str(&cell);
+                    line.push_str(&" ".repeat(pad + 2));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_truncate(text: &str, width: usize, expected: &str) {
+        assert_eq!(truncate(text, width), expected);
+    }
+
+    #[test]
+    fn truncation() {
+        check_truncate("short", 10, "short");
+        check_truncate("exactly10!", 10, "exactly10!");
+        check_truncate("a longer text", 8, "a longe…");
+        check_truncate("ééééé", 3, "éé…");
+        check_truncate("tab\there", 20, "tab here");
+        check_truncate("x", 0, "");
+    }
+
+    fn check_wrap(text: &str, width: usize, expected: &[&str]) {
+        assert_eq!(wrap(text, width), expected);
+    }
+
+    #[test]
+    fn wrapping() {
+        check_wrap("one two three", 7, &["one two", "three"]);
+        check_wrap("one two three", 80, &["one two three"]);
+        check_wrap("", 10, &[""]);
+        check_wrap("  spaced\n\nout  ", 20, &["spaced out"]);
+        check_wrap("abcdefghij", 4, &["abcd", "efgh", "ij"]);
+        check_wrap("ab abcdefghij", 4, &["ab", "abcd", "efgh", "ij"]);
+        check_wrap("ab cd", 2, &["ab", "cd"]);
+        assert_eq!(wrap_hanging("aa bb cc dd", 5, 2), ["aa bb", "cc", "dd"]);
+        assert_eq!(wrap_hanging("abcdefg", 3, 2), ["abc", "de", "fg"]);
+    }
+
+    #[test]
+    fn out_keeps_every_line_within_the_width() {
+        let mut out = Out::new();
+        let long = "word ".repeat(60);
+        out.line(&long);
+        out.para(4, 2, &long);
+        out.field(2, "label", &long);
+        out.list(2, "items", &[long.as_str(), "short"]);
+        out.field(2, "empty", "  ");
+        let text = out.finish();
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line:?}");
+        }
+        assert!(text.contains("\n  items:\n    - word"));
+        assert!(!text.contains("empty"));
+    }
+
+    #[test]
+    fn tables_align_and_fit() {
+        let mut table = Table::new(&["id", "status", "why"]);
+        table.row(&["a", "available", "short"]);
+        table.row(&["bbbb", "x", &"long ".repeat(30)]);
+        let text = table.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "ID    STATUS     WHY");
+        assert_eq!(lines[1], "a     available  short");
+        assert!(lines[2].starts_with("bbbb  x          long"));
+        assert!(lines[2].ends_with('…'));
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH));
+    }
+}
