@@ -1,11 +1,43 @@
 //! The store: one JSON file per record under `<state>/<task>/`, written atomically and
 //! serialised per task by a lock, so concurrent writers in many processes never lose,
 //! duplicate or tear a record.
+//!
+//! Layout: `<state>/<task>/<sequence, 10 digits>-<id>.json`, so a directory listing sorts
+//! in sequence order. `<state>/<task>/.lock` is the task's lock; `.<name>.<pid>.tmp` files
+//! are writes in flight. Names starting with `.` are never read as records.
+//!
+//! Guarantees:
+//! - **Atomic**: a record is written to a temporary file in the task's directory, flushed
+//!   to disk, renamed into place, and the directory is flushed; a reader sees the whole
+//!   record or none of it, even if the writer is killed at any point.
+//! - **Serialised**: a writer holds an exclusive `flock` on the task's `.lock` while it
+//!   reads the task, admits the record and writes it, so sequences are unique and
+//!   contiguous (`next = highest + 1`) across every process sharing the state directory.
+//!   The kernel drops the lock when a writer dies; the temporary files a dead writer left
+//!   are removed by the next writer, which holds the lock and so knows none is in flight.
+//! - **Nothing on refusal**: a refused record writes nothing, and a refused first record
+//!   of a task does not even create the task's directory.
+//!
+//! Each [`Store`] keeps the records it has read, per task, and on every access lists the
+//! directory and parses only the files it has not seen: records never change once
+//! written, so a write into a task of ten thousand records costs one directory listing,
+//! not ten thousand parses.
 
 use crate::core::policy::PlanEnv;
-use crate::core::records::{Record, TaskName};
-use crate::core::writer::Refusal;
+use crate::core::records::{Body, Record, TaskName};
+use crate::core::writer::{self, Refusal, WriteEnv};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The name of a task's lock file, inside the task's directory.
+pub const LOCK_FILE: &str = ".lock";
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +63,53 @@ pub enum StoreError {
     },
 }
 
+/// What a [`Store`] has read of one task.
+#[derive(Default)]
+struct TaskCache {
+    /// Record files already parsed.
+    seen: HashSet<OsString>,
+    /// Their records, in sequence order.
+    records: Vec<Record>,
+}
+
 /// The records of one state directory.
 pub struct Store {
     state_dir: PathBuf,
+    tasks: Mutex<HashMap<TaskName, Arc<Mutex<TaskCache>>>>,
+}
+
+/// The file name a record is stored under: its sequence (ten digits, so names sort in
+/// sequence order) and its id.
+pub fn file_name(record: &Record) -> String {
+    format!(
+        "{:010}-{}.json",
+        record.envelope.sequence, record.envelope.id
+    )
+}
+
+/// Whether a directory entry is a record file: temporary files and the lock start with a
+/// dot and are never records.
+fn is_record_file(name: &OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"))
+}
+
+/// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
+fn is_temp_file(name: &OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+}
+
+/// Lock `mutex` even if a thread panicked while holding it: every update of the cache
+/// leaves it consistent before anything that can panic.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
+    move |source| StoreError::Io { context, source }
 }
 
 impl Store {
@@ -41,6 +117,7 @@ impl Store {
     pub fn open(state_dir: &Path) -> Store {
         Store {
             state_dir: state_dir.to_path_buf(),
+            tasks: Mutex::new(HashMap::new()),
         }
     }
 
@@ -49,15 +126,66 @@ impl Store {
         &self.state_dir
     }
 
-    /// Every record of `task`, in sequence order (empty when the task has none).
-    pub fn records(&self, task: &TaskName) -> Result<Vec<Record>, StoreError> {
-        let _ = task;
-        todo!("store: records")
+    /// The directory holding `task`'s records.
+    pub fn task_dir(&self, task: &TaskName) -> PathBuf {
+        self.state_dir.join(task.as_str())
     }
 
-    /// Every consultation record of every task, for availability.
+    /// Every record of `task`, in sequence order (empty when the task has none).
+    pub fn records(&self, task: &TaskName) -> Result<Vec<Record>, StoreError> {
+        self.with_records(task, <[Record]>::to_vec)
+    }
+
+    /// Call `f` with every record of `task`, in sequence order, without copying them.
+    pub fn with_records<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&[Record]) -> R,
+    ) -> Result<R, StoreError> {
+        let cache = self.cache(task);
+        let mut cache = lock(&cache);
+        self.refresh(task, &mut cache)?;
+        Ok(f(&cache.records))
+    }
+
+    /// Every consultation record of every task, for availability. Directories whose name
+    /// is not a valid task are not tasks and are skipped.
     pub fn consultations_all_tasks(&self) -> Result<Vec<Record>, StoreError> {
-        todo!("store: consultations_all_tasks")
+        let entries = match fs::read_dir(&self.state_dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            other => other.map_err(io_error(format!(
+                "cannot list the state directory `{}`; check that it is readable",
+                self.state_dir.display()
+            )))?,
+        };
+        let mut tasks = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the state directory `{}`",
+                self.state_dir.display()
+            )))?;
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let task = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| TaskName::new(n).ok());
+            if let (true, Some(task)) = (is_dir, task) {
+                tasks.push(task);
+            }
+        }
+        tasks.sort();
+        let mut consultations = Vec::new();
+        for task in tasks {
+            self.with_records(&task, |records| {
+                consultations.extend(
+                    records
+                        .iter()
+                        .filter(|r| matches!(r.body, Body::Consultation(_)))
+                        .cloned(),
+                );
+            })?;
+        }
+        Ok(consultations)
     }
 
     /// Admit `input` through the writer under the task's lock and store it durably.
@@ -67,7 +195,422 @@ impl Store {
         input: &serde_json::Value,
         plan_env: Option<&PlanEnv>,
     ) -> Result<Record, StoreError> {
-        let _ = (task, input, plan_env);
-        todo!("store: write")
+        let dir = self.task_dir(task);
+        let fresh = !dir.exists();
+        if fresh {
+            // Judge the first record against the empty task before creating anything, so
+            // a refusal leaves no trace at all.
+            writer::admit(&[], input, &self.write_env(task, 1, plan_env))?;
+            self.create_task_dir(&dir)?;
+        }
+        let _held = self.lock_task(&dir)?;
+        let cache = self.cache(task);
+        let mut cache = lock(&cache);
+        let stale = self.refresh(task, &mut cache)?;
+        for name in stale {
+            // Under the lock no write is in flight: these are left by a killed writer.
+            let _ = fs::remove_file(dir.join(name));
+        }
+        let sequence = cache
+            .records
+            .iter()
+            .map(|r| r.envelope.sequence)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        let env = self.write_env(task, sequence, plan_env);
+        let record = writer::admit(&cache.records, input, &env)?;
+        let name = file_name(&record);
+        let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
+            context: format!("cannot serialise record `{}`", record.id()),
+            source: io::Error::other(e),
+        })?;
+        bytes.push(b'\n');
+        write_atomically(&dir, &name, &bytes)?;
+        cache.seen.insert(OsString::from(name));
+        cache.records.push(record.clone());
+        Ok(record)
+    }
+
+    fn write_env<'a>(
+        &self,
+        task: &'a TaskName,
+        sequence: u64,
+        plan_env: Option<&'a PlanEnv<'a>>,
+    ) -> WriteEnv<'a> {
+        WriteEnv {
+            task,
+            now: time::OffsetDateTime::now_utc(),
+            id: ulid::Ulid::new().to_string(),
+            sequence,
+            plan_env,
+        }
+    }
+
+    /// The cache of `task`, created empty on first use.
+    fn cache(&self, task: &TaskName) -> Arc<Mutex<TaskCache>> {
+        lock(&self.tasks).entry(task.clone()).or_default().clone()
+    }
+
+    /// Parse the record files of `task` not yet in `cache`; return the temporary files
+    /// seen (for a writer holding the lock to remove).
+    fn refresh(&self, task: &TaskName, cache: &mut TaskCache) -> Result<Vec<OsString>, StoreError> {
+        let dir = self.task_dir(task);
+        let entries = match fs::read_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            other => other.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`; check that it is readable",
+                dir.display()
+            )))?,
+        };
+        let mut new = Vec::new();
+        let mut temps = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`",
+                dir.display()
+            )))?;
+            let name = entry.file_name();
+            if is_record_file(&name) && !cache.seen.contains(&name) {
+                new.push(name);
+            } else if is_temp_file(&name) {
+                temps.push(name);
+            }
+        }
+        if new.is_empty() {
+            return Ok(temps);
+        }
+        let before = cache.records.len();
+        for name in new {
+            let path = dir.join(&name);
+            let bytes = fs::read(&path).map_err(io_error(format!(
+                "cannot read record `{}`; check its permissions",
+                path.display()
+            )))?;
+            let record: Record =
+                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
+                    message: format!(
+                        "{e}; records are never edited by hand: move the file out of `{}`",
+                        dir.display()
+                    ),
+                    path: path.clone(),
+                })?;
+            cache.seen.insert(name);
+            cache.records.push(record);
+        }
+        let appended_in_order = cache.records[before.saturating_sub(1)..]
+            .windows(2)
+            .all(|w| w[0].envelope.sequence <= w[1].envelope.sequence);
+        if !appended_in_order {
+            cache.records.sort_by_key(|r| r.envelope.sequence);
+        }
+        Ok(temps)
+    }
+
+    /// Create a task's directory (and the state directory), private to the user.
+    fn create_task_dir(&self, dir: &Path) -> Result<(), StoreError> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_error(format!(
+                "cannot create `{}`; check that the state directory `{}` is writable or \
+                 choose another with --state-dir",
+                dir.display(),
+                self.state_dir.display()
+            )))?;
+        // Make the new directory's entry durable before records go into it.
+        sync_dir(&self.state_dir)
+    }
+
+    /// Take the task's exclusive lock, waiting for any other writer to finish.
+    fn lock_task(&self, dir: &Path) -> Result<Flock<File>, StoreError> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_error(format!(
+                "cannot open the task lock `{}`; check that the directory is writable",
+                path.display()
+            )))?;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusive) {
+                Ok(held) => return Ok(held),
+                Err((back, Errno::EINTR)) => file = back,
+                Err((_, errno)) => {
+                    return Err(StoreError::Io {
+                        context: format!(
+                            "cannot lock `{}`; the file system must support `flock`",
+                            path.display()
+                        ),
+                        source: io::Error::from(errno),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// Write `bytes` to `dir/name` so that it appears whole or not at all: a temporary file
+/// in the same directory, flushed, renamed into place, and the directory flushed.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let target = dir.join(name);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temp, &target)
+    })();
+    if let Err(source) = result {
+        let _ = fs::remove_file(&temp);
+        return Err(StoreError::Io {
+            context: format!(
+                "cannot write record `{}`; nothing was stored (check free space and \
+                 permissions)",
+                target.display()
+            ),
+            source,
+        });
+    }
+    sync_dir(dir)
+}
+
+/// Flush a directory so that the entries created or renamed in it survive a crash.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(format!(
+            "cannot flush directory `{}`",
+            dir.display()
+        )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn task(name: &str) -> TaskName {
+        TaskName::new(name).expect("valid task")
+    }
+
+    fn assessment(subject: &str) -> serde_json::Value {
+        json!({"kind": "assessment", "subject": subject, "materiality": "low",
+            "hypothesis": "h"})
+    }
+
+    #[test]
+    fn records_round_trip_in_sequence_order() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        assert!(store.records(&t).expect("empty task").is_empty());
+        for i in 0..5 {
+            let record = store
+                .write(&t, &assessment(&format!("s{i}")), None)
+                .expect("written");
+            assert_eq!(record.envelope.sequence, i + 1);
+            assert_eq!(record.envelope.task, "t");
+            assert_eq!(record.id().len(), 26, "a ULID");
+            assert!(record.envelope.created_at.ends_with('Z'));
+        }
+        // A second store reads the same records from disk.
+        let again = Store::open(dir.path()).records(&t).expect("read back");
+        let sequences: Vec<u64> = again.iter().map(|r| r.envelope.sequence).collect();
+        assert_eq!(sequences, [1, 2, 3, 4, 5]);
+        assert_eq!(again, store.records(&t).expect("cached"));
+        let mut names: Vec<String> = fs::read_dir(store.task_dir(&t))
+            .expect("listed")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        assert_eq!(names[0], file_name(&again[0]));
+        assert!(names[0].starts_with("0000000001-"), "{}", names[0]);
+    }
+
+    #[test]
+    fn directories_are_private() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        let store = Store::open(&state);
+        let t = task("t");
+        store.write(&t, &assessment("s"), None).expect("written");
+        for path in [state.clone(), store.task_dir(&t)] {
+            let mode = fs::metadata(&path).expect("exists").permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", path.display());
+        }
+        let record = fs::read_dir(store.task_dir(&t))
+            .expect("listed")
+            .map(|e| e.expect("entry").path())
+            .find(|p| p.extension().is_some_and(|e| e == "json"))
+            .expect("a record file");
+        let mode = fs::metadata(record).expect("exists").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn a_refusal_writes_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        let store = Store::open(&state);
+        let t = task("t");
+        let refused = store.write(&t, &json!({"kind": "assessment"}), None);
+        assert!(
+            matches!(refused, Err(StoreError::Refused(_))),
+            "{refused:?}"
+        );
+        assert!(!state.exists(), "a refused first record creates nothing");
+        store.write(&t, &assessment("s"), None).expect("written");
+        let before: Vec<_> = fs::read_dir(store.task_dir(&t)).expect("listed").collect();
+        let refused = store.write(
+            &t,
+            &json!({"kind": "attempt", "assessment": "NOPE",
+            "tried": "t", "failure_observed": "f"}),
+            None,
+        );
+        assert!(
+            matches!(refused, Err(StoreError::Refused(_))),
+            "{refused:?}"
+        );
+        let after: Vec<_> = fs::read_dir(store.task_dir(&t)).expect("listed").collect();
+        assert_eq!(before.len(), after.len());
+        assert_eq!(store.records(&t).expect("read").len(), 1);
+    }
+
+    #[test]
+    fn references_are_checked_within_the_task() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let a = store
+            .write(&task("one"), &assessment("s"), None)
+            .expect("written");
+        let attempt = json!({"kind": "attempt", "assessment": a.id(), "tried": "t",
+            "failure_observed": "f"});
+        let other = store.write(&task("two"), &attempt, None);
+        assert!(
+            matches!(&other, Err(StoreError::Refused(r)) if r.reason.as_str() == "unknown_reference"),
+            "{other:?}"
+        );
+        store
+            .write(&task("one"), &attempt, None)
+            .expect("same task");
+    }
+
+    #[test]
+    fn temp_files_and_strays_are_not_records_and_stale_temps_are_removed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        store.write(&t, &assessment("s"), None).expect("written");
+        let task_dir = store.task_dir(&t);
+        let stale = task_dir.join(".0000000002-X.json.999.tmp");
+        fs::write(&stale, b"{\"half").expect("a torn temp file");
+        fs::write(task_dir.join(".hidden.json"), b"not json").expect("a dot file");
+        assert_eq!(Store::open(dir.path()).records(&t).expect("read").len(), 1);
+        let second = store.write(&t, &assessment("s2"), None).expect("written");
+        assert_eq!(second.envelope.sequence, 2);
+        assert!(
+            !stale.exists(),
+            "the next writer removes a dead writer's temp file"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_record_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        store.write(&t, &assessment("s"), None).expect("written");
+        let bad = store.task_dir(&t).join("0000000002-BAD.json");
+        fs::write(&bad, b"{}").expect("a hand-made file");
+        match Store::open(dir.path()).records(&t) {
+            Err(StoreError::Corrupt { path, message }) => {
+                assert_eq!(path, bad);
+                assert!(message.contains("move the file"), "{message}");
+            }
+            other => panic!("expected a corrupt record, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn consultations_of_every_task() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        assert!(store
+            .consultations_all_tasks()
+            .expect("no state yet")
+            .is_empty());
+        store
+            .write(&task("a"), &assessment("s"), None)
+            .expect("written");
+        fs::create_dir(dir.path().join("not a task")).expect("a stray directory");
+        fs::write(dir.path().join("stray-file"), b"x").expect("a stray file");
+        assert!(store.consultations_all_tasks().expect("scanned").is_empty());
+        // Consultations need a plan, which needs the policy: write the files as the store
+        // would, from records built by hand, and read them through a fresh store.
+        for (t, advisor) in [("a", "alpha"), ("b", "beta")] {
+            let record: Record = serde_json::from_value(json!({
+                "id": format!("C{advisor}"), "task": t, "sequence": 7,
+                "created_at": "2026-01-01T00:00:00.000Z", "schema": 1, "redacted": [],
+                "kind": "consultation", "plan": "P", "advisor": advisor,
+                "status": "failed", "failure": "timeout",
+                "finished_at": "2026-01-01T00:00:00.000Z"}))
+            .expect("a consultation");
+            let task_dir = dir.path().join(t);
+            fs::create_dir_all(&task_dir).expect("task dir");
+            fs::write(
+                task_dir.join(file_name(&record)),
+                serde_json::to_vec(&record).unwrap(),
+            )
+            .expect("written");
+        }
+        let found = Store::open(dir.path())
+            .consultations_all_tasks()
+            .expect("scanned");
+        let advisors: Vec<&str> = found
+            .iter()
+            .map(|r| match &r.body {
+                Body::Consultation(c) => c.advisor.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(advisors, ["alpha", "beta"]);
+    }
+
+    #[test]
+    fn threads_writing_one_task_get_unique_contiguous_sequences() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(Store::open(dir.path()));
+        let t = task("t");
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                let t = t.clone();
+                std::thread::spawn(move || {
+                    for j in 0..5 {
+                        store
+                            .write(&t, &assessment(&format!("{i}-{j}")), None)
+                            .expect("written");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().expect("writer thread");
+        }
+        let records = Store::open(dir.path()).records(&t).expect("read");
+        let sequences: Vec<u64> = records.iter().map(|r| r.envelope.sequence).collect();
+        assert_eq!(sequences, (1..=40).collect::<Vec<u64>>());
     }
 }
