@@ -7,5 +7,6 @@
 pub mod contract;
 pub mod http;
 pub mod normalise;
+pub mod process;
 pub mod question;
 pub mod registry;

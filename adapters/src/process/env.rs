@@ -1,0 +1,146 @@
+//! The executable's path and its minimal, explicit environment.
+//!
+//! A process advisor never inherits the daemon's environment: it gets
+//!
+//! 1. the asking process's `PATH` (the daemon's own when the request carried none);
+//! 2. these variables when set, from the asking process, else from the daemon (which runs as
+//!    the same user): [`BASE_VARS`] — `HOME`, `USER`, `LOGNAME`, `LANG`, `LC_ALL`, `TMPDIR`,
+//!    the XDG base directories, the proxy variables and the TLS trust-store variables a CLI
+//!    needs to reach its service;
+//! 3. `TERM=dumb` and `NO_COLOR=1`, so that CLIs do not paint their output;
+//! 4. the advisor's `credential` variable and each of its `pass_env` variables, from the
+//!    asking process only (a credential is never taken from the daemon's environment);
+//! 5. the advisor's `env` map, which wins over everything above.
+//!
+//! Anything else — the daemon's own secrets, `ADVISORD_*`, a shell's functions — is absent.
+
+use super::settings::ProcessSettings;
+use crate::contract::{AdvisorSpec, Io};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Variables passed through when set (asking process first, then the daemon's own).
+pub const BASE_VARS: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_DIRS",
+    "XDG_DATA_DIRS",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// Variables always set to these values (before the advisor's `env`).
+pub const FIXED_VARS: &[(&str, &str)] = &[("TERM", "dumb"), ("NO_COLOR", "1")];
+
+/// The `PATH` the advisor is looked up on and runs with.
+pub fn search_path(io: &Io) -> Option<String> {
+    (io.env)("PATH")
+        .filter(|p| !p.is_empty())
+        .or_else(|| std::env::var("PATH").ok())
+}
+
+/// The environment the advisor's process gets (see the module documentation).
+pub fn environment(
+    advisor: &AdvisorSpec,
+    settings: &ProcessSettings,
+    io: &Io,
+) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    if let Some(path) = search_path(io) {
+        vars.insert("PATH".to_string(), path);
+    }
+    for name in BASE_VARS {
+        let value = (io.env)(name).or_else(|| std::env::var(name).ok());
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            vars.insert((*name).to_string(), value);
+        }
+    }
+    for (name, value) in FIXED_VARS {
+        vars.insert((*name).to_string(), (*value).to_string());
+    }
+    let asked = advisor.credential.iter().chain(settings.pass_env.iter());
+    for name in asked {
+        if let Some(value) = (io.env)(name).filter(|v| !v.is_empty()) {
+            vars.insert(name.clone(), value);
+        }
+    }
+    for (name, value) in &settings.env {
+        vars.insert(name.clone(), value.clone());
+    }
+    vars
+}
+
+/// Whether the asking process set one of the advisor's `pass_env` variables.
+pub fn has_passed_credential(settings: &ProcessSettings, io: &Io) -> bool {
+    settings
+        .pass_env
+        .iter()
+        .any(|name| (io.env)(name).is_some_and(|v| !v.is_empty()))
+}
+
+/// The working directory of the advisor's process: the asking process's `PWD` when it is
+/// an existing absolute directory (so the advisor sees the project), else the daemon's.
+pub fn working_dir(io: &Io) -> Option<PathBuf> {
+    (io.env)("PWD")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+}
+
+/// Why the executable could not be found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Not on the asking process's `PATH`.
+    #[error("executable `{0}` was not found on `PATH`; install it or put its directory on `PATH`")]
+    NotOnPath(String),
+    /// An absolute path that does not name an executable file.
+    #[error("executable `{0}` does not exist or is not an executable file")]
+    NotExecutable(String),
+}
+
+/// The executable's full path: an absolute path as is, a name looked up on `path` (relative
+/// `PATH` entries are taken from `cwd`, else the daemon's working directory).
+pub fn resolve(
+    executable: &str,
+    path: Option<&str>,
+    cwd: Option<&Path>,
+) -> Result<PathBuf, ResolveError> {
+    if executable.starts_with('/') {
+        let candidate = Path::new(executable);
+        return if is_executable_file(candidate) {
+            Ok(candidate.to_path_buf())
+        } else {
+            Err(ResolveError::NotExecutable(executable.to_string()))
+        };
+    }
+    let cwd = match cwd {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+    };
+    which::which_in(executable, Some(path.unwrap_or("")), cwd)
+        .map_err(|_| ResolveError::NotOnPath(executable.to_string()))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

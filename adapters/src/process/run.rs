@@ -1,0 +1,241 @@
+//! Running one command in its own process group, with bounded output and a clean stop.
+//!
+//! The stop is the same on the deadline and on a cancellation: SIGTERM to the whole group,
+//! a short grace, SIGKILL to the group, reap the leader. After the leader has ended (by
+//! itself or not) the group gets a final SIGKILL, so no grandchild outlives the exchange.
+//! If the future is dropped part-way (the contract layer drops it at the caller's
+//! deadline), [`GroupGuard`] kills the group in `Drop` and the runtime reaps the leader.
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStdin, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// The resolved executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its whole environment (nothing else is inherited).
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (the caller's when `None`).
+    pub cwd: Option<PathBuf>,
+    /// Bytes written to standard input before it is closed; `None` closes it empty.
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// The bounds a run lives within.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// When the group is stopped.
+    pub deadline: Instant,
+    /// Stops the group when cancelled.
+    pub cancel: CancellationToken,
+    /// Time between SIGTERM and SIGKILL.
+    pub term_grace: Duration,
+    /// Bytes kept of each of standard output and standard error; the rest is read and
+    /// discarded so the process never blocks on a full pipe.
+    pub output_cap: usize,
+    /// How long the pipes may stay open once the group is gone (a descendant that left
+    /// the group may hold them).
+    pub drain: Duration,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The process exited by itself with this status code.
+    Exited(i32),
+    /// A signal we did not send ended it.
+    Signalled(i32),
+    /// We stopped it at the deadline.
+    Deadline,
+    /// We stopped it on a cancellation.
+    Cancelled,
+}
+
+/// One stream's captured bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The first `output_cap` bytes.
+    pub bytes: Vec<u8>,
+    /// Bytes read beyond the cap and discarded.
+    pub discarded: u64,
+}
+
+impl Captured {
+    /// The bytes as text, invalid UTF-8 replaced.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// How it ended.
+    pub ended: Ended,
+    /// Standard output, capped.
+    pub stdout: Captured,
+    /// Standard error, capped.
+    pub stderr: Captured,
+}
+
+/// Kills a process group with SIGKILL when dropped, unless disarmed after a clean stop.
+#[derive(Debug)]
+pub struct GroupGuard {
+    group: Option<Pid>,
+}
+
+impl GroupGuard {
+    /// Guard the group led by `leader` (its pid is the group id: `process_group(0)`).
+    pub fn new(leader: u32) -> GroupGuard {
+        GroupGuard {
+            group: i32::try_from(leader).ok().map(Pid::from_raw),
+        }
+    }
+
+    /// Send `signal` to every process of the group (gone already is fine).
+    pub fn signal(&self, signal: Signal) {
+        if let Some(group) = self.group {
+            let _ = killpg(group, signal);
+        }
+    }
+
+    /// Stop guarding: the group is dead and its leader reaped, and the id may be reused.
+    pub fn disarm(&mut self) {
+        self.group = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+/// Run `invocation` within `limits`. Fails only when the process cannot be started.
+pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Finished> {
+    let mut command = Command::new(&invocation.program);
+    command
+        .args(&invocation.args)
+        .env_clear()
+        .envs(&invocation.env)
+        .stdin(if invocation.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = &invocation.cwd {
+        command.current_dir(dir);
+    }
+    let mut child = command.spawn()?;
+    let mut guard = GroupGuard::new(child.id().unwrap_or(0));
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let stdin = child.stdin.take();
+
+    let mut out = Captured::default();
+    let mut err = Captured::default();
+    let ended = {
+        let pipes = async {
+            tokio::join!(
+                read_capped(stdout, &mut out, limits.output_cap),
+                read_capped(stderr, &mut err, limits.output_cap),
+                feed(stdin, invocation.stdin.as_deref()),
+            )
+        };
+        tokio::pin!(pipes);
+        let mut pipes_done = false;
+
+        let stopped_for = loop {
+            tokio::select! {
+                _ = &mut pipes, if !pipes_done => pipes_done = true,
+                status = child.wait() => break Err(status),
+                () = tokio::time::sleep_until(limits.deadline) => break Ok(Ended::Deadline),
+                () = limits.cancel.cancelled() => break Ok(Ended::Cancelled),
+            }
+        };
+        let ended = match stopped_for {
+            Err(status) => exit_of(status),
+            Ok(ours) => {
+                guard.signal(Signal::SIGTERM);
+                let grace_end = Instant::now() + limits.term_grace;
+                let exited = loop {
+                    tokio::select! {
+                        _ = &mut pipes, if !pipes_done => pipes_done = true,
+                        _ = child.wait() => break true,
+                        () = tokio::time::sleep_until(grace_end) => break false,
+                    }
+                };
+                if !exited {
+                    guard.signal(Signal::SIGKILL);
+                    let _ = child.wait().await;
+                }
+                ours
+            }
+        };
+        // The leader is reaped; whatever is left of its group goes now.
+        guard.signal(Signal::SIGKILL);
+        if !pipes_done {
+            let _ = tokio::time::timeout(limits.drain, &mut pipes).await;
+        }
+        ended
+    };
+    guard.disarm();
+    Ok(Finished {
+        ended,
+        stdout: out,
+        stderr: err,
+    })
+}
+
+fn exit_of(status: std::io::Result<ExitStatus>) -> Ended {
+    match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => Ended::Exited(code),
+            (None, Some(signal)) => Ended::Signalled(signal),
+            (None, None) => Ended::Exited(-1),
+        },
+        Err(_) => Ended::Exited(-1),
+    }
+}
+
+/// Read `reader` to its end, keeping at most `cap` bytes.
+async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, into: &mut Captured, cap: usize) {
+    let Some(mut reader) = reader else { return };
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let room = cap.saturating_sub(into.bytes.len()).min(n);
+                into.bytes.extend_from_slice(&buffer[..room]);
+                into.discarded += (n - room) as u64;
+            }
+        }
+    }
+}
+
+/// Write `input` to standard input, then close it. A process that does not read it is not
+/// an error.
+async fn feed(stdin: Option<ChildStdin>, input: Option<&[u8]>) {
+    let (Some(mut stdin), Some(input)) = (stdin, input) else {
+        return;
+    };
+    let _ = stdin.write_all(input).await;
+    let _ = stdin.shutdown().await;
+}

@@ -1,0 +1,432 @@
+//! The process adapter's own catalogue settings, read and checked once per catalogue entry.
+//!
+//! | key | shape | meaning |
+//! | --- | --- | --- |
+//! | `args` | list of strings | arguments; an element containing `{prompt}` gets the prompt substituted (standard input is then closed empty), otherwise the prompt goes to standard input |
+//! | `env` | map of strings | extra variables set for the process |
+//! | `pass_env` | list of variable names | variables passed through from the asking process when set (the CLI's own credential variables); when one is set the `preflight` is skipped: the key is the login |
+//! | `preflight` | non-empty list of strings | a cheap command run (bounded, cached) before the exchange; failing means not logged in |
+//! | `failure_patterns` | map from failure kind to a list of regular expressions | matched case-insensitively, line by line, on standard error and standard output |
+//! | `output` | map | how to read the answer from standard output (default: all of it, as text) |
+//!
+//! `output` for CLIs that print one JSON object per line:
+//! `{format: json_lines, select: {FIELD: VALUE, ...}, text: PATH, error: PATH,
+//! input_tokens: PATH, output_tokens: PATH}` — the last line whose fields equal `select`
+//! holds the answer at `text` (a dotted path), a true `error` flag turns it into a failure,
+//! and the token counts are read when present.
+
+use crate::contract::{AdvisorSpec, FailureKind};
+use regex::{Regex, RegexBuilder};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The placeholder an `args` element carries to receive the prompt.
+pub const PROMPT_SLOT: &str = "{prompt}";
+
+/// Every settings key the process adapter reads; any other key is refused.
+pub const KEYS: &[&str] = &[
+    "args",
+    "env",
+    "pass_env",
+    "preflight",
+    "failure_patterns",
+    "output",
+];
+
+/// The kinds `failure_patterns` may name, in the order they win when several match.
+///
+/// `cancelled` is left out: only the caller cancels.
+pub const PATTERN_KINDS: [FailureKind; 7] = [
+    FailureKind::AuthFailed,
+    FailureKind::RateLimited,
+    FailureKind::Unavailable,
+    FailureKind::Timeout,
+    FailureKind::Malformed,
+    FailureKind::Empty,
+    FailureKind::Error,
+];
+
+/// A process advisor's settings, validated.
+#[derive(Debug, Clone)]
+pub struct ProcessSettings {
+    /// The arguments, `{prompt}` not yet substituted.
+    pub args: Vec<String>,
+    /// Extra variables for the process.
+    pub env: BTreeMap<String, String>,
+    /// Variables passed through from the asking process when set.
+    pub pass_env: Vec<String>,
+    /// The preflight command (program first), if any.
+    pub preflight: Option<Vec<String>>,
+    /// Patterns per failure kind, in [`PATTERN_KINDS`] order.
+    pub failure_patterns: Vec<(FailureKind, Vec<Regex>)>,
+    /// How the answer is read from standard output.
+    pub output: Output,
+}
+
+/// How the answer is read from standard output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// All of standard output is the answer.
+    Text,
+    /// One JSON object per line; the answer is in one of them.
+    JsonLines(JsonLines),
+}
+
+/// Where the answer sits in a JSON-lines output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonLines {
+    /// Field values the answer line has (e.g. `type: result`).
+    pub select: Map<String, Value>,
+    /// Dotted path of the answer text.
+    pub text: String,
+    /// Dotted path of a flag that, when true, marks the line as an error report.
+    pub error: Option<String>,
+    /// Dotted path of the input token count.
+    pub input_tokens: Option<String>,
+    /// Dotted path of the output token count.
+    pub output_tokens: Option<String>,
+}
+
+/// A setting that is wrong: the key and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: {message}")]
+pub struct SettingsError {
+    /// The offending settings key (or `executable`).
+    pub field: String,
+    /// What is wrong and what is accepted.
+    pub message: String,
+}
+
+fn refuse(field: &str, message: impl Into<String>) -> SettingsError {
+    SettingsError {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+impl ProcessSettings {
+    /// Read and check `advisor`'s settings (and that it names an executable).
+    pub fn parse(advisor: &AdvisorSpec) -> Result<ProcessSettings, SettingsError> {
+        match advisor.executable.as_deref() {
+            None | Some("") => {
+                return Err(refuse(
+                    "executable",
+                    "a process advisor needs `executable`: a name looked up on `PATH` or an \
+                     absolute path",
+                ))
+            }
+            Some(exe) if exe.contains('/') && !exe.starts_with('/') => {
+                return Err(refuse(
+                    "executable",
+                    format!(
+                        "`{exe}` is a relative path; give a name looked up on `PATH` or an \
+                         absolute path"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+        let settings = &advisor.settings;
+        if let Some(key) = settings.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            return Err(refuse(
+                key,
+                format!(
+                    "unknown setting `{key}` for the process adapter; accepted: {}",
+                    KEYS.join(", ")
+                ),
+            ));
+        }
+        let args = match settings.get("args") {
+            None => Vec::new(),
+            Some(value) => string_list("args", value, "a list of strings")?,
+        };
+        let env = match settings.get("env") {
+            None => BTreeMap::new(),
+            Some(value) => string_map("env", value)?,
+        };
+        let pass_env = match settings.get("pass_env") {
+            None => Vec::new(),
+            Some(value) => {
+                let names = string_list("pass_env", value, "a list of variable names")?;
+                if let Some(bad) = names.iter().find(|n| !valid_var_name(n)) {
+                    return Err(refuse(
+                        "pass_env",
+                        format!("`{bad}` is not a variable name; use letters, digits and `_`"),
+                    ));
+                }
+                names
+            }
+        };
+        let preflight = match settings.get("preflight") {
+            None => None,
+            Some(value) => {
+                let command = string_list("preflight", value, "a command as a list of strings")?;
+                if command.first().map_or(true, String::is_empty) {
+                    return Err(refuse(
+                        "preflight",
+                        "the command is empty; give the program and its arguments, e.g. \
+                         `[tool, auth, status]`",
+                    ));
+                }
+                Some(command)
+            }
+        };
+        let failure_patterns = match settings.get("failure_patterns") {
+            None => Vec::new(),
+            Some(value) => patterns(value)?,
+        };
+        let output = match settings.get("output") {
+            None => Output::Text,
+            Some(value) => output(value)?,
+        };
+        Ok(ProcessSettings {
+            args,
+            env,
+            pass_env,
+            preflight,
+            failure_patterns,
+            output,
+        })
+    }
+
+    /// Whether the prompt goes into the arguments (standard input is then closed empty).
+    pub fn prompt_in_args(&self) -> bool {
+        self.args.iter().any(|a| a.contains(PROMPT_SLOT))
+    }
+
+    /// The arguments with the prompt substituted.
+    pub fn args_with(&self, prompt: &str) -> Vec<String> {
+        self.args
+            .iter()
+            .map(|a| a.replace(PROMPT_SLOT, prompt))
+            .collect()
+    }
+}
+
+/// A name a process environment can carry: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn valid_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
+fn string_list(field: &str, value: &Value, accepted: &str) -> Result<Vec<String>, SettingsError> {
+    let Value::Array(items) = value else {
+        return Err(refuse(
+            field,
+            format!("expected {accepted}, found {}", shape(value)),
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::String(s) => Ok(s.clone()),
+            other => Err(refuse(
+                field,
+                format!(
+                    "element {i} is {}; expected {accepted} (quote numbers and flags)",
+                    shape(other)
+                ),
+            )),
+        })
+        .collect()
+}
+
+fn string_map(field: &str, value: &Value) -> Result<BTreeMap<String, String>, SettingsError> {
+    let Value::Object(map) = value else {
+        return Err(refuse(
+            field,
+            format!(
+                "expected a map of variable names to strings, found {}",
+                shape(value)
+            ),
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (name, value) in map {
+        if !valid_var_name(name) {
+            return Err(refuse(
+                field,
+                format!("`{name}` is not a variable name; use letters, digits and `_`"),
+            ));
+        }
+        let Value::String(text) = value else {
+            return Err(refuse(
+                field,
+                format!(
+                    "`{name}` is {}; values are strings (quote `true` and numbers)",
+                    shape(value)
+                ),
+            ));
+        };
+        if text.contains('\0') {
+            return Err(refuse(field, format!("`{name}` contains a NUL character")));
+        }
+        out.insert(name.clone(), text.clone());
+    }
+    Ok(out)
+}
+
+fn patterns(value: &Value) -> Result<Vec<(FailureKind, Vec<Regex>)>, SettingsError> {
+    const FIELD: &str = "failure_patterns";
+    let accepted = || {
+        PATTERN_KINDS
+            .iter()
+            .map(|k| k.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let Value::Object(map) = value else {
+        return Err(refuse(
+            FIELD,
+            format!(
+                "expected a map from failure kind ({}) to a list of regular expressions, \
+                 found {}",
+                accepted(),
+                shape(value)
+            ),
+        ));
+    };
+    let mut by_kind: Vec<(FailureKind, Vec<Regex>)> = Vec::new();
+    for (name, list) in map {
+        let Some(kind) = PATTERN_KINDS.iter().copied().find(|k| k.as_str() == name) else {
+            return Err(refuse(
+                FIELD,
+                format!("unknown failure kind `{name}`; accepted: {}", accepted()),
+            ));
+        };
+        let sources = string_list(
+            &format!("{FIELD}.{name}"),
+            list,
+            "a list of regular expressions",
+        )
+        .map_err(|e| refuse(FIELD, format!("`{}`: {}", e.field, e.message)))?;
+        let mut compiled = Vec::with_capacity(sources.len());
+        for (i, source) in sources.iter().enumerate() {
+            let regex = RegexBuilder::new(source)
+                .case_insensitive(true)
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| {
+                    refuse(
+                        FIELD,
+                        format!(
+                            "`{name}[{i}]` (`{source}`) is not a valid regular expression \
+                             ({}); use the syntax of the Rust `regex` crate",
+                            last_line(&e.to_string())
+                        ),
+                    )
+                })?;
+            compiled.push(regex);
+        }
+        by_kind.push((kind, compiled));
+    }
+    by_kind.sort_by_key(|(kind, _)| PATTERN_KINDS.iter().position(|k| k == kind));
+    Ok(by_kind)
+}
+
+fn output(value: &Value) -> Result<Output, SettingsError> {
+    const FIELD: &str = "output";
+    const KEYS: &[&str] = &[
+        "format",
+        "select",
+        "text",
+        "error",
+        "input_tokens",
+        "output_tokens",
+    ];
+    let Value::Object(map) = value else {
+        return Err(refuse(
+            FIELD,
+            format!(
+                "expected a map (`{{format: text}}` or `{{format: json_lines, select: ..., \
+                 text: ...}}`), found {}",
+                shape(value)
+            ),
+        ));
+    };
+    if let Some(key) = map.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(refuse(
+            FIELD,
+            format!("unknown key `{key}`; accepted: {}", KEYS.join(", ")),
+        ));
+    }
+    let path = |key: &str| -> Result<Option<String>, SettingsError> {
+        match map.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+            Some(other) => Err(refuse(
+                FIELD,
+                format!(
+                    "`{key}` is {}; expected a dotted field path such as `usage.input_tokens`",
+                    shape(other)
+                ),
+            )),
+        }
+    };
+    match map.get("format").and_then(Value::as_str) {
+        None | Some("text") => {
+            if map.len() > usize::from(map.contains_key("format")) {
+                return Err(refuse(
+                    FIELD,
+                    "`select`, `text` and the token paths apply to `format: json_lines` only",
+                ));
+            }
+            Ok(Output::Text)
+        }
+        Some("json_lines") => {
+            let select = match map.get("select") {
+                None => Map::new(),
+                Some(Value::Object(select)) => select.clone(),
+                Some(other) => {
+                    return Err(refuse(
+                        FIELD,
+                        format!(
+                            "`select` is {}; expected a map of field values such as \
+                             `{{type: result}}`",
+                            shape(other)
+                        ),
+                    ))
+                }
+            };
+            let Some(text) = path("text")? else {
+                return Err(refuse(
+                    FIELD,
+                    "`format: json_lines` needs `text`: the field path of the answer text",
+                ));
+            };
+            Ok(Output::JsonLines(JsonLines {
+                select,
+                text,
+                error: path("error")?,
+                input_tokens: path("input_tokens")?,
+                output_tokens: path("output_tokens")?,
+            }))
+        }
+        Some(other) => Err(refuse(
+            FIELD,
+            format!("unknown format `{other}`; accepted: text, json_lines"),
+        )),
+    }
+}
+
+fn shape(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map",
+    }
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .last()
+        .unwrap_or_default()
+        .to_string()
+}
