@@ -2,6 +2,9 @@
 //! typed record of every outcome. See `docs/ARCHITECTURE.md` for the map.
 
 pub mod check;
+pub mod cli;
+pub mod context;
 pub mod core;
 pub mod render;
+pub mod service;
 pub mod store;
