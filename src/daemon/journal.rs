@@ -1,0 +1,162 @@
+//! The durable job journal: one JSON file per job under `<data-dir>/jobs/`, replaced
+//! atomically (temporary file, fsync, rename, fsync of the directory), so a job accepted
+//! is never lost and a crash leaves either the old or the new state of a job, never a torn
+//! one. Credential values are never written here.
+
+use crate::context::RequestContext;
+use crate::protocol::Job;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The version of the journal entry's shape.
+pub const JOURNAL_SCHEMA: u32 = 1;
+
+/// What the journal keeps of a job: enough to run or resume it after a restart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// [`JOURNAL_SCHEMA`].
+    pub schema: u32,
+    /// The job as last journaled.
+    pub job: Job,
+    /// The asking process's context, without credential values, its task pinned.
+    pub context: RequestContext,
+    /// The extra question, if any.
+    #[serde(default)]
+    pub question: Option<String>,
+    /// The prior opinion, if any.
+    #[serde(default)]
+    pub prior_opinion: Option<String>,
+    /// The deadline of every exchange, in seconds.
+    pub timeout_s: f64,
+}
+
+/// Why the journal could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("job journal: {context}: {source}")]
+pub struct JournalError {
+    /// What was being done, naming the path.
+    pub context: String,
+    /// The underlying error.
+    pub source: io::Error,
+}
+
+/// The journal directory of a data directory.
+pub struct Journal {
+    dir: PathBuf,
+}
+
+impl Journal {
+    /// The journal under `data_dir` (its `jobs/` directory is created, `0700`).
+    pub fn open(data_dir: &Path) -> Result<Journal, JournalError> {
+        let dir = data_dir.join("jobs");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .create(&dir)
+            .map_err(|source| JournalError {
+                context: format!("cannot create `{}`", dir.display()),
+                source,
+            })?;
+        Ok(Journal { dir })
+    }
+
+    /// The journal over an existing directory (see [`Journal::open`]).
+    pub fn at(dir: PathBuf) -> Journal {
+        Journal { dir }
+    }
+
+    /// The journal's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where a job's entry lives.
+    fn path_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Write `entry` durably, replacing the job's previous entry.
+    pub fn save(&self, entry: &JournalEntry) -> Result<(), JournalError> {
+        debug_assert!(
+            entry.context.credentials.is_empty(),
+            "credential values are never journaled"
+        );
+        let final_path = self.path_of(&entry.job.id);
+        let tmp_path = self.dir.join(format!(".{}.json.tmp", entry.job.id));
+        let fail = |what: &str, path: &Path| {
+            let context = format!("cannot {what} `{}`", path.display());
+            move |source| JournalError { context, source }
+        };
+        let bytes = serde_json::to_vec_pretty(entry).map_err(|e| JournalError {
+            context: format!("cannot encode job `{}`", entry.job.id),
+            source: io::Error::other(e),
+        })?;
+        let mut file = File::create(&tmp_path).map_err(fail("create", &tmp_path))?;
+        file.write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(fail("write", &tmp_path))
+            .inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp_path);
+            })?;
+        drop(file);
+        std::fs::rename(&tmp_path, &final_path).map_err(fail("rename into", &final_path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(fail("sync", &self.dir))
+    }
+
+    /// Forget a pruned job.
+    pub fn remove(&self, id: &str) -> Result<(), JournalError> {
+        let path = self.path_of(id);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(JournalError {
+                context: format!("cannot remove `{}`", path.display()),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every readable entry, oldest job first. An entry that does not parse is moved
+    /// aside (`*.corrupt`) and reported, so one bad file never stops the daemon.
+    pub fn load_all(&self) -> Result<Vec<JournalEntry>, JournalError> {
+        let read_dir = std::fs::read_dir(&self.dir).map_err(|source| JournalError {
+            context: format!("cannot read `{}`", self.dir.display()),
+            source,
+        })?;
+        let mut entries = Vec::new();
+        for item in read_dir.flatten() {
+            let path = item.path();
+            let name = item.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                // A save interrupted before its rename: the previous entry stands.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let parsed = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    serde_json::from_slice::<JournalEntry>(&bytes).map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok(entry) => entries.push(entry),
+                Err(message) => {
+                    let aside = path.with_extension("corrupt");
+                    tracing::error!(
+                        path = %path.display(),
+                        moved_to = %aside.display(),
+                        %message,
+                        "unreadable job journal entry moved aside"
+                    );
+                    let _ = std::fs::rename(&path, &aside);
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.job.id.cmp(&b.job.id));
+        Ok(entries)
+    }
+}

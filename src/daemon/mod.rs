@@ -1,0 +1,400 @@
+//! `advisord`: the long-running daemon behind the socket (SPEC §9).
+//!
+//! [`run`] takes a bound listener, a shutdown future and a [`Config`], so the binary runs
+//! it on the socket of SPEC §3 and tests run it in-process on a temporary socket. Inside:
+//! one dispatch point ([`dispatch`]) routes each request to a small handler; network-free
+//! verbs go to `crate::service` on the blocking pool; consultation jobs are journaled
+//! ([`journal`]), kept in a table ([`jobs`]), started by a scheduler under a bound, and
+//! run by [`runner`].
+//!
+//! Cancellation flows down a tree of tokens: the daemon's token → each job's → each
+//! exchange's. Shutdown stops accepting, lets in-flight work run for the grace period,
+//! then cancels the daemon's token; jobs not finished stay journaled and resume at the
+//! next start.
+
+pub mod dispatch;
+mod draft;
+pub mod paths;
+pub mod probe;
+pub mod error;
+mod handlers;
+mod job_handlers;
+pub mod jobs;
+pub mod journal;
+pub mod runner;
+pub mod socket;
+
+use crate::daemon::jobs::{JobEntry, JobRequest, JobTable, Retention};
+use crate::daemon::journal::{Journal, JournalEntry, JournalError, JOURNAL_SCHEMA};
+use crate::protocol::{Event, JobState};
+use advisord_adapters::registry::Registry;
+use nix::fcntl::{Flock, FlockArg};
+use std::collections::HashMap;
+use std::fs::File;
+use std::future::{Future, IntoFuture};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::net::UnixListener;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How long in-flight exchanges get at shutdown before they are cancelled, by default.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// How long cancelled work gets to wind down before the daemon stops waiting for it.
+const WIND_DOWN: Duration = Duration::from_secs(3);
+
+/// What the daemon runs with.
+pub struct Config {
+    /// Where the job journal, the pid file and the log live.
+    pub data_dir: PathBuf,
+    /// How long in-flight exchanges get at shutdown.
+    pub grace: Duration,
+    /// The adapters advisors are reached through, by name.
+    pub registry: Registry,
+    /// How long finished jobs are kept.
+    pub retention: Retention,
+    /// How often finished jobs are pruned.
+    pub prune_every: Duration,
+    /// How many jobs run at once; the rest wait `queued`.
+    pub max_running_jobs: usize,
+}
+
+impl Config {
+    /// The defaults, with the built-in adapters, over `data_dir`.
+    pub fn new(data_dir: PathBuf) -> Config {
+        Config {
+            data_dir,
+            grace: DEFAULT_GRACE,
+            registry: Registry::builtin(),
+            retention: Retention::default(),
+            prune_every: Duration::from_secs(60),
+            max_running_jobs: 64,
+        }
+    }
+}
+
+/// Why the daemon could not start or went down.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Another daemon holds the data directory.
+    #[error(
+        "another `advisord` is using the data directory `{}` (pid file `{}`); stop it or pass \
+         another `--data-dir`",
+        dir.display(),
+        dir.join(PID_FILE).display()
+    )]
+    DataDirBusy {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// The data directory could not be prepared.
+    #[error("data directory: {context}: {source}")]
+    DataDir {
+        /// What was being done, naming the path.
+        context: String,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The journal could not be read at start.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The HTTP server stopped on its own.
+    #[error("the server stopped: {0}")]
+    Server(String),
+}
+
+/// The pid file's name in the data directory.
+pub const PID_FILE: &str = "advisord.pid";
+/// The data directory's lock file.
+pub const LOCK_FILE: &str = "advisord.lock";
+/// The log of a detached daemon, in the data directory.
+pub const LOG_FILE: &str = "advisord.log";
+
+/// What every handler and job shares.
+pub(crate) struct Shared {
+    pub(crate) jobs: JobTable,
+    pub(crate) journal: Journal,
+    pub(crate) registry: Registry,
+    pub(crate) http: reqwest::Client,
+    /// Cancelled after the grace period at shutdown: every job and exchange stops.
+    pub(crate) token: CancellationToken,
+    /// Cancelled when shutdown begins: no new job or exchange starts.
+    pub(crate) drain: CancellationToken,
+    /// Every running job and exchange.
+    pub(crate) tracker: TaskTracker,
+    queue: mpsc::UnboundedSender<Arc<JobEntry>>,
+    /// One semaphore per advisor id, bounding its exchanges across all jobs.
+    semaphores: Mutex<HashMap<String, Arc<Semaphore>>>,
+    pub(crate) started: Instant,
+    /// Held by a resumed job while it looks for the plan it may have recorded before the
+    /// daemon stopped, so two resumed jobs never take the same one.
+    pub(crate) plan_claims: tokio::sync::Mutex<()>,
+}
+
+impl Shared {
+    /// The semaphore bounding `advisor`'s exchanges (created with `max_concurrent`
+    /// permits the first time the advisor is consulted).
+    pub(crate) fn advisor_slots(&self, advisor: &str, max_concurrent: u32) -> Arc<Semaphore> {
+        let mut map = self.semaphores.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(advisor.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(max_concurrent.max(1) as usize)))
+            .clone()
+    }
+
+    /// Hand a queued job to the scheduler.
+    pub(crate) fn enqueue(&self, entry: Arc<JobEntry>) {
+        // The receiver lives as long as the daemon; after shutdown the job stays journaled.
+        let _ = self.queue.send(entry);
+    }
+
+    /// Journal the job as it stands now, after any save already under way.
+    pub(crate) async fn persist(&self, entry: &Arc<JobEntry>) -> Result<(), JournalError> {
+        let _turn = entry.journal_turn.lock().await;
+        let mut context = entry.request.context.clone();
+        context.credentials.clear();
+        let saved = JournalEntry {
+            schema: JOURNAL_SCHEMA,
+            job: entry.snapshot(),
+            context,
+            question: entry.request.question.clone(),
+            prior_opinion: entry.request.prior_opinion.clone(),
+            timeout_s: entry.request.timeout.as_secs_f64(),
+        };
+        let dir = self.journal.dir().to_path_buf();
+        tokio::task::spawn_blocking(move || Journal::at(dir).save(&saved))
+            .await
+            .unwrap_or_else(|e| {
+                Err(JournalError {
+                    context: "the journal writer panicked".into(),
+                    source: io::Error::other(e.to_string()),
+                })
+            })
+    }
+}
+
+/// The data directory, held for the daemon's life: its lock, and the pid file removed at
+/// a clean exit.
+struct DataDir {
+    pid_file: PathBuf,
+    _lock: Flock<File>,
+}
+
+impl DataDir {
+    fn take(dir: &Path) -> Result<DataDir, DaemonError> {
+        let fail = |what: String| move |source| DaemonError::DataDir { context: what, source };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(fail(format!("cannot create `{}`", dir.display())))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(fail(format!("cannot make `{}` private (0700)", dir.display())))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(fail(format!("cannot open `{}`", lock_path.display())))?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
+            DaemonError::DataDirBusy {
+                dir: dir.to_path_buf(),
+            }
+        })?;
+        let pid_file = dir.join(PID_FILE);
+        std::fs::write(&pid_file, format!("{}\n", std::process::id()))
+            .map_err(fail(format!("cannot write `{}`", pid_file.display())))?;
+        Ok(DataDir {
+            pid_file,
+            _lock: lock,
+        })
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.pid_file);
+    }
+}
+
+/// Serve on `listener` until `shutdown` resolves, then stop as SPEC §9 says: stop
+/// accepting, give in-flight exchanges `config.grace`, cancel the rest, and leave
+/// unfinished jobs journaled to resume. Jobs journaled by an earlier run resume at once.
+pub async fn run(
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    config: Config,
+) -> Result<(), DaemonError> {
+    let data_dir = DataDir::take(&config.data_dir)?;
+    let journal = Journal::open(&config.data_dir)?;
+    let saved = journal.load_all()?;
+    let (queue, queue_rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        jobs: JobTable::default(),
+        journal,
+        registry: config.registry,
+        http: reqwest::Client::new(),
+        token: CancellationToken::new(),
+        drain: CancellationToken::new(),
+        tracker: TaskTracker::new(),
+        queue,
+        semaphores: Mutex::new(HashMap::new()),
+        started: Instant::now(),
+        plan_claims: tokio::sync::Mutex::new(()),
+    });
+    resume(&shared, saved);
+
+    let mut workers: JoinSet<&'static str> = JoinSet::new();
+    workers.spawn(scheduler(shared.clone(), queue_rx, config.max_running_jobs));
+    workers.spawn(pruner(shared.clone(), config.retention, config.prune_every));
+
+    let uid = nix::unistd::geteuid().as_raw();
+    let app = dispatch::router(shared.clone());
+    let stop_accepting = shared.drain.clone();
+    let server = axum::serve(socket::PeerChecked::new(listener, uid), app)
+        .with_graceful_shutdown(async move { stop_accepting.cancelled().await });
+    let mut server = tokio::spawn(server.into_future());
+    tracing::info!(
+        pid = std::process::id(),
+        data_dir = %config.data_dir.display(),
+        "advisord serving"
+    );
+
+    let server_result = tokio::select! {
+        () = shutdown => None,
+        ended = &mut server => Some(ended),
+    };
+    tracing::info!("shutting down: no new jobs or exchanges start");
+    shared.drain.cancel();
+    shared.tracker.close();
+    if tokio::time::timeout(config.grace, shared.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::info!(grace_s = config.grace.as_secs_f64(), "grace over: cancelling the rest");
+    }
+    shared.token.cancel();
+    if tokio::time::timeout(WIND_DOWN, shared.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("some jobs did not wind down in time; they resume at the next start");
+    }
+    workers.shutdown().await;
+    let server_result = match server_result {
+        Some(ended) => Some(ended),
+        None => match tokio::time::timeout(WIND_DOWN, &mut server).await {
+            Ok(ended) => Some(ended),
+            Err(_) => {
+                server.abort();
+                None
+            }
+        },
+    };
+    drop(data_dir);
+    tracing::info!("advisord stopped");
+    match server_result {
+        Some(Ok(Err(e))) => Err(DaemonError::Server(e.to_string())),
+        Some(Err(e)) if e.is_panic() => Err(DaemonError::Server(e.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// Take back the journaled jobs: finished ones are listed until pruned, unfinished ones
+/// are queued again (in the order they were accepted).
+fn resume(shared: &Arc<Shared>, saved: Vec<JournalEntry>) {
+    for saved in saved {
+        let mut job = saved.job;
+        let unfinished = !job.state.is_finished();
+        if unfinished {
+            job.state = JobState::Queued;
+        }
+        let timeout = Duration::try_from_secs_f64(saved.timeout_s)
+            .unwrap_or(Duration::from_secs_f64(crate::protocol::DEFAULT_TIMEOUT_S));
+        let request = JobRequest {
+            context: saved.context,
+            question: saved.question,
+            prior_opinion: saved.prior_opinion,
+            timeout,
+            resumed: true,
+        };
+        let entry = Arc::new(JobEntry::new(job, request, &shared.token));
+        if unfinished {
+            tracing::info!(job = %entry.id(), "resuming a journaled job");
+            shared.jobs.insert(entry.clone());
+            shared.enqueue(entry);
+        } else {
+            entry.emit(Event::Done {
+                job: entry.id(),
+                result: Box::new(entry.snapshot()),
+            });
+            shared.jobs.insert(entry);
+        }
+    }
+}
+
+/// Start queued jobs in order, at most `max_running` at once, until shutdown begins.
+async fn scheduler(
+    shared: Arc<Shared>,
+    mut queue: mpsc::UnboundedReceiver<Arc<JobEntry>>,
+    max_running: usize,
+) -> &'static str {
+    let slots = Arc::new(Semaphore::new(max_running.max(1)));
+    loop {
+        let entry = tokio::select! {
+            () = shared.drain.cancelled() => break,
+            next = queue.recv() => match next {
+                Some(entry) => entry,
+                None => break,
+            },
+        };
+        let slot = tokio::select! {
+            () = shared.drain.cancelled() => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
+        if entry.state() != JobState::Queued {
+            continue; // cancelled while it waited
+        }
+        let shared_for_job = shared.clone();
+        shared.tracker.spawn(async move {
+            runner::run_job(shared_for_job, entry).await;
+            drop(slot);
+        });
+    }
+    "scheduler"
+}
+
+/// Drop finished jobs past the retention, from memory and from the journal.
+async fn pruner(shared: Arc<Shared>, retention: Retention, every: Duration) -> &'static str {
+    let mut ticks = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            () = shared.drain.cancelled() => break,
+            _ = ticks.tick() => {}
+        }
+        let dropped = shared.jobs.prune(retention, SystemTime::now());
+        if dropped.is_empty() {
+            continue;
+        }
+        tracing::debug!(count = dropped.len(), "pruning finished jobs");
+        let dir = shared.journal.dir().to_path_buf();
+        let removed = tokio::task::spawn_blocking(move || {
+            let journal = Journal::at(dir);
+            dropped.iter().try_for_each(|id| journal.remove(id))
+        })
+        .await;
+        if let Ok(Err(e)) = removed {
+            tracing::warn!(error = %e, "could not prune a journaled job");
+        }
+    }
+    "pruner"
+}

@@ -1,0 +1,620 @@
+//! One consultation job, start to end: record (or find) the plan, ask every selected
+//! advisor at once under one deadline, record each outcome in plan order as soon as it and
+//! every earlier one are in, then record the disagreement if an answer diverges.
+//!
+//! Exactly once: the store is the truth about which advisors of a plan are recorded, so a
+//! resumed job asks only the others, and the writer refuses a second consultation for the
+//! same advisor and plan anyway (such a refusal is taken as "already recorded").
+
+use crate::context::{RequestContext, Resolved};
+use crate::core::catalogue::AdvisorEntry;
+use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
+use crate::core::writer::ReasonCode;
+use crate::daemon::dispatch::fill_credentials_from_daemon;
+use crate::daemon::draft;
+use crate::daemon::job_handlers::now_rfc3339;
+use crate::daemon::jobs::JobEntry;
+use crate::daemon::Shared;
+use crate::protocol::{Event, ExchangeStatus, JobConsultation, JobState};
+use crate::service;
+use crate::store::{Store, StoreError};
+use advisord_adapters::contract::{
+    self, Adapter, AdvisorSpec, EnvLookup, Failure, FailureKind, Io, Outcome,
+};
+use advisord_adapters::question;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::{oneshot, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Variables of the daemon's own environment an advisor process may still see: they
+/// say who the user is and where their files are, never a credential.
+const PASSED_THROUGH: &[&str] = &[
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "XDG_CONFIG_HOME",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+];
+
+/// How a job's run ended.
+enum Ending {
+    /// It reached a final state.
+    Finished(JobState, Option<String>),
+    /// The daemon is stopping: the job stays journaled and resumes at the next start.
+    Interrupted,
+}
+
+/// What became of one selected advisor's exchange.
+enum Exchange {
+    /// It never started (the job was cancelled, or the daemon is stopping).
+    NotStarted,
+    /// It ran (or timed out waiting for its turn).
+    Ran(Outcome),
+}
+
+/// Run `entry` to its end (or until the daemon stops), journaling its state and emitting
+/// its events. Never panics on a store or journal failure: the job fails with the reason.
+pub(crate) async fn run_job(shared: Arc<Shared>, entry: Arc<JobEntry>) {
+    if entry.transition(JobState::Queued, JobState::Running).is_none() {
+        return; // cancelled while queued
+    }
+    if let Err(e) = shared.persist(&entry).await {
+        // Still journaled as queued, which resumes the same way: go on.
+        tracing::warn!(job = %entry.id(), error = %e, "could not journal the job as running");
+    }
+    tracing::info!(job = %entry.id(), "job running");
+    let ending = drive(&shared, &entry).await;
+    let (state, reason) = match ending {
+        Ending::Interrupted => {
+            tracing::info!(job = %entry.id(), "job interrupted by shutdown; it resumes at the next start");
+            return;
+        }
+        Ending::Finished(state, reason) => (state, reason),
+    };
+    let job = entry.update(|job| {
+        job.state = state;
+        job.finished_at = Some(now_rfc3339());
+        job.reason = reason;
+    });
+    if let Err(e) = shared.persist(&entry).await {
+        tracing::error!(job = %job.id, error = %e, "could not journal the end of a job");
+    }
+    tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
+    entry.emit(Event::Done {
+        job: job.id.clone(),
+        result: Box::new(job),
+    });
+}
+
+/// Everything the fan-out needs, read from the store on the blocking pool.
+struct Prepared {
+    resolved: Resolved,
+    assessment: Assessment,
+    plan_record: Record,
+    plan: Plan,
+    /// The consultation already recorded for each selected advisor, in plan order.
+    recorded: Vec<Option<Record>>,
+}
+
+fn failed(reason: impl Into<String>) -> Ending {
+    Ending::Finished(JobState::Failed, Some(reason.into()))
+}
+
+async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
+    let job = entry.snapshot();
+    let mut context = entry.request.context.clone();
+    let resumed = entry.request.resumed;
+    let claimed = shared.jobs.claimed_plans(&job.id);
+    // Two resumed jobs of one assessment must not both take the same unclaimed plan.
+    let claim_turn = if resumed {
+        Some(shared.plan_claims.lock().await)
+    } else {
+        None
+    };
+    let prepared = tokio::task::spawn_blocking(move || {
+        if resumed {
+            // Credentials are never journaled: a resumed job uses the daemon's own.
+            fill_credentials_from_daemon(&mut context);
+        }
+        prepare(context, &job, resumed, &claimed)
+    })
+    .await;
+    let prepared = match prepared {
+        Ok(Ok(prepared)) => prepared,
+        Ok(Err(reason)) => return failed(reason),
+        Err(e) => return failed(format!("preparing the job failed: {e}")),
+    };
+    let plan_id = prepared.plan_record.id().to_string();
+    entry.update(|job| {
+        job.plan = Some(plan_id.clone());
+        job.consultations = prepared
+            .plan
+            .selected
+            .iter()
+            .zip(&prepared.recorded)
+            .map(|(selected, recorded)| JobConsultation {
+                advisor: selected.advisor.clone(),
+                record: recorded.as_ref().map(|r| r.id().to_string()),
+                status: match recorded.as_ref().map(|r| &r.body) {
+                    Some(Body::Consultation(c)) => c.status.into(),
+                    _ => ExchangeStatus::Pending,
+                },
+                failure: recorded.as_ref().and_then(|r| match &r.body {
+                    Body::Consultation(c) => c.failure,
+                    _ => None,
+                }),
+            })
+            .collect();
+    });
+    if let Err(e) = shared.persist(entry).await {
+        return failed(format!("the plan was recorded but the job could not be journaled: {e}"));
+    }
+    drop(claim_turn);
+    entry.emit(Event::Plan {
+        job: entry.id(),
+        record: Box::new(prepared.plan_record.clone()),
+    });
+    for (selected, recorded) in prepared.plan.selected.iter().zip(&prepared.recorded) {
+        if let Some(record) = recorded {
+            entry.emit(Event::Recorded {
+                job: entry.id(),
+                advisor: selected.advisor.clone(),
+                record: Box::new(record.clone()),
+            });
+        }
+    }
+    let mut recorded = prepared.recorded.clone();
+    let pending: Vec<usize> = (0..recorded.len()).filter(|&i| recorded[i].is_none()).collect();
+    if !pending.is_empty() {
+        match consult_and_record(shared, entry, &prepared, &plan_id, &pending, &mut recorded).await
+        {
+            Some(ending) => return ending,
+            None => {}
+        }
+    }
+    if let Err(reason) = record_disagreement(entry, &prepared, &recorded).await {
+        return failed(reason);
+    }
+    if entry.cancel_requested() {
+        Ending::Finished(JobState::Cancelled, Some("cancelled by request".into()))
+    } else {
+        Ending::Finished(JobState::Done, None)
+    }
+}
+
+/// Resolve the context, read the task, and find or record the plan.
+fn prepare(
+    context: RequestContext,
+    job: &crate::protocol::Job,
+    resumed: bool,
+    claimed: &[String],
+) -> Result<Prepared, String> {
+    let resolved = Resolved::resolve(&context).map_err(|e| e.to_string())?;
+    let store = Store::open(&resolved.state_dir);
+    let records = store.records(&resolved.task).map_err(|e| e.to_string())?;
+    let assessment = records
+        .iter()
+        .find_map(|r| match &r.body {
+            Body::Assessment(a) if r.id() == job.assessment => Some(a.clone()),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            format!(
+                "assessment `{}` is no longer a record of task `{}`",
+                job.assessment, resolved.task
+            )
+        })?;
+    let plan_record = match &job.plan {
+        Some(id) => records
+            .iter()
+            .find(|r| r.id() == id && r.kind() == Kind::Plan)
+            .cloned()
+            .ok_or_else(|| format!("the job's plan `{id}` is no longer a record of the task"))?,
+        None => match resumed.then(|| unclaimed_plan(&records, job, claimed)).flatten() {
+            Some(plan) => plan,
+            None => {
+                let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
+                    .map_err(|e| e.to_string())?;
+                let input = serde_json::json!({"kind": "plan", "assessment": job.assessment});
+                store
+                    .write(&resolved.task, &input, Some(&env))
+                    .map_err(|e| format!("the plan could not be recorded: {e}"))?
+            }
+        },
+    };
+    let Body::Plan(plan) = &plan_record.body else {
+        return Err(format!("`{}` is not a plan", plan_record.id()));
+    };
+    let plan = plan.clone();
+    let recorded = plan
+        .selected
+        .iter()
+        .map(|s| consultation_of(&records, plan_record.id(), &s.advisor))
+        .collect();
+    Ok(Prepared {
+        resolved,
+        assessment,
+        plan_record,
+        plan,
+        recorded,
+    })
+}
+
+/// A plan of the job's assessment recorded after the job was accepted that no other job
+/// claims: the plan this job recorded just before the daemon stopped, before it could
+/// journal the plan's id.
+fn unclaimed_plan(records: &[Record], job: &crate::protocol::Job, claimed: &[String]) -> Option<Record> {
+    let accepted_ms = ulid::Ulid::from_string(&job.id).ok()?.timestamp_ms();
+    records
+        .iter()
+        .filter(|r| matches!(&r.body, Body::Plan(p) if p.assessment == job.assessment))
+        .filter(|r| !claimed.iter().any(|c| c == r.id()))
+        .find(|r| {
+            ulid::Ulid::from_string(r.id()).is_ok_and(|id| id.timestamp_ms() >= accepted_ms)
+        })
+        .cloned()
+}
+
+/// The consultation recorded for `advisor` under `plan`, if any.
+fn consultation_of(records: &[Record], plan: &str, advisor: &str) -> Option<Record> {
+    records
+        .iter()
+        .find(|r| matches!(&r.body, Body::Consultation(c) if c.plan == plan && c.advisor == advisor))
+        .cloned()
+}
+
+/// Ask every pending advisor at once and record the outcomes in plan order. `None` when
+/// the job goes on to its disagreement; `Some(ending)` when it stops here.
+async fn consult_and_record(
+    shared: &Arc<Shared>,
+    entry: &Arc<JobEntry>,
+    prepared: &Prepared,
+    plan_id: &str,
+    pending: &[usize],
+    recorded: &mut [Option<Record>],
+) -> Option<Ending> {
+    let prompt: Arc<str> = Arc::from(build_prompt(
+        &prepared.assessment,
+        entry.request.question.as_deref(),
+        entry.request.prior_opinion.as_deref(),
+    ));
+    let deadline = Instant::now() + entry.request.timeout;
+    let env = env_lookup(&entry.request.context, &prepared.resolved);
+    let mut waiting = Vec::new();
+    for &index in pending {
+        let advisor = &prepared.plan.selected[index];
+        let (tx, rx) = oneshot::channel();
+        waiting.push((index, advisor.advisor.clone(), rx));
+        let catalogue_entry = prepared
+            .resolved
+            .catalogue
+            .advisors
+            .iter()
+            .find(|a| a.id == advisor.advisor)
+            .cloned();
+        let io = Io {
+            deadline,
+            cancel: entry.cancel.child_token(),
+            env: env.clone(),
+            http: shared.http.clone(),
+        };
+        let turn = Turn {
+            entry: entry.clone(),
+            index,
+            advisor: advisor.advisor.clone(),
+            prompt: prompt.clone(),
+            io,
+            drain: shared.drain.clone(),
+        };
+        let slots = catalogue_entry
+            .as_ref()
+            .map(|e| shared.advisor_slots(&e.id, e.max_concurrent));
+        let adapter = catalogue_entry
+            .as_ref()
+            .and_then(|e| shared.registry.get(&e.adapter));
+        shared.tracker.spawn(async move {
+            let exchange = match (catalogue_entry, adapter, slots) {
+                (Some(catalogue_entry), Some(adapter), Some(slots)) => {
+                    turn.run(adapter, spec_of(&catalogue_entry), slots).await
+                }
+                (None, _, _) => Exchange::Ran(unreachable_outcome(format!(
+                    "advisor `{}` is no longer in the catalogue; add it back or plan again",
+                    turn.advisor
+                ))),
+                (Some(e), _, _) => Exchange::Ran(unreachable_outcome(format!(
+                    "no adapter named `{}` for advisor `{}`; fix its `adapter` in the catalogue",
+                    e.adapter, e.id
+                ))),
+            };
+            let _ = tx.send(exchange);
+        });
+    }
+
+    let task = prepared.resolved.task.clone();
+    let state_dir = prepared.resolved.state_dir.clone();
+    let mut interrupted = false;
+    let mut failure: Option<String> = None;
+    for (index, advisor, rx) in waiting {
+        let exchange = rx.await.unwrap_or(Exchange::NotStarted);
+        if interrupted || failure.is_some() {
+            continue; // later outcomes wait for the resume, in plan order
+        }
+        let outcome = match exchange {
+            Exchange::NotStarted if entry.cancel_requested() => continue,
+            Exchange::NotStarted => {
+                interrupted = true;
+                continue;
+            }
+            Exchange::Ran(outcome) => outcome,
+        };
+        let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
+            && !entry.cancel_requested();
+        if stopped_by_shutdown {
+            // Not the advisor's fault and not the client's wish: ask it again on resume.
+            interrupted = true;
+            continue;
+        }
+        let input = draft::consultation_input(plan_id, &advisor, &outcome);
+        match write_consultation(&state_dir, &task, plan_id, &advisor, input).await {
+            Ok(record) => {
+                entry.update(|job| {
+                    if let (Some(c), Body::Consultation(body)) =
+                        (job.consultations.get_mut(index), &record.body)
+                    {
+                        c.record = Some(record.id().to_string());
+                        c.status = body.status.into();
+                        c.failure = body.failure;
+                    }
+                });
+                entry.emit(Event::Recorded {
+                    job: entry.id(),
+                    advisor: advisor.clone(),
+                    record: Box::new(record.clone()),
+                });
+                recorded[index] = Some(record);
+            }
+            Err(reason) => {
+                failure = Some(reason);
+                entry.cancel.cancel(); // stop the other exchanges: nothing more is recorded
+            }
+        }
+    }
+    if let Some(reason) = failure {
+        return Some(failed(reason));
+    }
+    if interrupted {
+        return Some(Ending::Interrupted);
+    }
+    None
+}
+
+/// One advisor's turn within a job.
+struct Turn {
+    entry: Arc<JobEntry>,
+    index: usize,
+    advisor: String,
+    prompt: Arc<str>,
+    io: Io,
+    drain: CancellationToken,
+}
+
+impl Turn {
+    /// Wait for a free slot of the advisor (or the deadline, or a cancellation), then
+    /// consult it through the contract layer.
+    async fn run(self, adapter: Arc<dyn Adapter>, spec: AdvisorSpec, slots: Arc<Semaphore>) -> Exchange {
+        let waited = Instant::now();
+        let permit = tokio::select! {
+            biased;
+            () = self.io.cancel.cancelled() => return Exchange::NotStarted,
+            () = tokio::time::sleep_until(self.io.deadline) => {
+                let failure = Failure::new(
+                    FailureKind::Timeout,
+                    "no free turn before the deadline: the advisor's `max_concurrent` exchanges \
+                     were all busy with other jobs",
+                );
+                return Exchange::Ran(Outcome {
+                    result: Err(failure),
+                    usage: None,
+                    duration_ms: millis(waited.elapsed()),
+                });
+            }
+            permit = slots.acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return Exchange::NotStarted,
+            },
+        };
+        if self.drain.is_cancelled() {
+            return Exchange::NotStarted;
+        }
+        self.entry.set_exchange(self.index, ExchangeStatus::Running);
+        self.entry.emit(Event::Started {
+            job: self.entry.id(),
+            advisor: self.advisor.clone(),
+        });
+        let outcome = contract::consult(adapter.as_ref(), &spec, &self.prompt, &self.io).await;
+        drop(permit);
+        let (status, failure, diagnostic) = match &outcome.result {
+            Ok(_) => (crate::core::records::ConsultationStatus::Completed, None, None),
+            Err(f) => (
+                crate::core::records::ConsultationStatus::Failed,
+                record_failure_kind(f.kind),
+                Some(f.diagnostic.clone()),
+            ),
+        };
+        self.entry.emit(Event::Finished {
+            job: self.entry.id(),
+            advisor: self.advisor.clone(),
+            status,
+            failure,
+            diagnostic,
+            duration_ms: outcome.duration_ms,
+        });
+        Exchange::Ran(outcome)
+    }
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A failure kind of the adapters as the records name it.
+fn record_failure_kind(kind: FailureKind) -> Option<crate::core::records::FailureKind> {
+    crate::core::records::FailureKind::ALL
+        .into_iter()
+        .find(|k| k.as_str() == kind.as_str())
+}
+
+/// An `error` outcome for an advisor that could not be reached at all.
+fn unreachable_outcome(diagnostic: String) -> Outcome {
+    Outcome {
+        result: Err(Failure::new(FailureKind::Error, &diagnostic)),
+        usage: None,
+        duration_ms: 0,
+    }
+}
+
+/// The adapter's view of a catalogue entry.
+pub fn spec_of(entry: &AdvisorEntry) -> AdvisorSpec {
+    AdvisorSpec {
+        id: entry.id.clone(),
+        adapter: entry.adapter.clone(),
+        executable: entry.executable.clone(),
+        credential: entry.credential.clone(),
+        settings: entry.settings.clone(),
+    }
+}
+
+/// The environment an exchange sees: the asking process's `PATH` and credential values,
+/// never a credential of the daemon's own environment, and a few variables that say who
+/// the user is.
+fn env_lookup(context: &RequestContext, resolved: &Resolved) -> EnvLookup {
+    let path = context.path.clone();
+    let credentials = context.credentials.clone();
+    let credential_names: BTreeSet<String> = resolved
+        .catalogue
+        .advisors
+        .iter()
+        .filter_map(|a| a.credential.clone())
+        .collect();
+    Arc::new(move |name: &str| {
+        if name == "PATH" {
+            return path.clone();
+        }
+        if let Some(value) = credentials.get(name) {
+            return Some(value.clone());
+        }
+        if credential_names.contains(name) || !PASSED_THROUGH.contains(&name) {
+            return None;
+        }
+        std::env::var(name).ok()
+    })
+}
+
+/// The question sent to every advisor of the job.
+fn build_prompt(assessment: &Assessment, extra: Option<&str>, prior: Option<&str>) -> String {
+    question::build(&question::Question {
+        subject: assessment.subject.clone(),
+        materiality: assessment.materiality.as_str().to_string(),
+        hypothesis: assessment.hypothesis.clone(),
+        facts: assessment.facts.clone(),
+        assumptions: assessment.assumptions.clone(),
+        questions: assessment.questions.clone(),
+        evidence: assessment
+            .evidence
+            .iter()
+            .map(|e| {
+                (
+                    e.kind.as_str().to_string(),
+                    e.reference.clone(),
+                    e.showed.clone().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        prior_opinion: prior.map(str::to_string),
+        extra_question: extra.map(str::to_string),
+    })
+}
+
+/// Store one consultation; a duplicate (the advisor already recorded for this plan, by a
+/// resumed run or by hand) is taken as recorded.
+async fn write_consultation(
+    state_dir: &std::path::Path,
+    task: &TaskName,
+    plan: &str,
+    advisor: &str,
+    input: serde_json::Value,
+) -> Result<Record, String> {
+    let (state_dir, task, plan, advisor) = (
+        PathBuf::from(state_dir),
+        task.clone(),
+        plan.to_string(),
+        advisor.to_string(),
+    );
+    let written = tokio::task::spawn_blocking(move || {
+        let store = Store::open(&state_dir);
+        match store.write(&task, &input, None) {
+            Ok(record) => Ok(record),
+            Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
+                let records = store.records(&task).map_err(|e| e.to_string())?;
+                consultation_of(&records, &plan, &advisor).ok_or_else(|| r.to_string())
+            }
+            Err(e) => Err(format!(
+                "the consultation of `{advisor}` could not be recorded: {e}"
+            )),
+        }
+    })
+    .await;
+    written.unwrap_or_else(|e| Err(format!("recording failed: {e}")))
+}
+
+/// Record the disagreement when a completed consultation of the plan diverges, once.
+async fn record_disagreement(
+    entry: &Arc<JobEntry>,
+    prepared: &Prepared,
+    recorded: &[Option<Record>],
+) -> Result<(), String> {
+    let consultations: Vec<Record> = recorded.iter().flatten().cloned().collect();
+    let assessment_id = prepared.plan.assessment.clone();
+    let Some(input) =
+        draft::disagreement_input(&assessment_id, &prepared.assessment, &consultations)
+    else {
+        return Ok(());
+    };
+    let state_dir = prepared.resolved.state_dir.clone();
+    let task = prepared.resolved.task.clone();
+    let cited: Vec<String> = consultations.iter().map(|r| r.id().to_string()).collect();
+    let written = tokio::task::spawn_blocking(move || {
+        let store = Store::open(&state_dir);
+        let records = store.records(&task).map_err(|e| e.to_string())?;
+        // Recorded already by an earlier run of this job?
+        let earlier = records.iter().find(|r| match &r.body {
+            Body::Disagreement(d) => {
+                d.assessment == assessment_id
+                    && d.positions.iter().any(|p| cited.contains(&p.source))
+            }
+            _ => false,
+        });
+        if let Some(earlier) = earlier {
+            return Ok(earlier.clone());
+        }
+        store
+            .write(&task, &input, None)
+            .map_err(|e| format!("the disagreement could not be recorded: {e}"))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("recording failed: {e}")))?;
+    entry.update(|job| job.disagreement = Some(written.id().to_string()));
+    entry.emit(Event::Disagreement {
+        job: entry.id(),
+        record: Box::new(written),
+    });
+    Ok(())
+}
