@@ -24,9 +24,9 @@ impl Registry {
     /// Every transport shipped with advisord, under its catalogue name.
     pub fn builtin() -> Registry {
         let mut registry = Registry::empty();
-        // process: added with `crate::process` (the process transport's module).
-        // http: `openai`, `anthropic`, `gemini`, `ollama`.
-        for (name, adapter) in crate::http::adapters() {
+        // One line per transport: `process`; `openai`, `anthropic`, `gemini`, `ollama`.
+        let transports = [crate::process::adapters(), crate::http::adapters()];
+        for (name, adapter) in transports.into_iter().flatten() {
             registry.insert(name, adapter);
         }
         registry
@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn builtin_names_are_the_catalogue_adapter_values() {
         let registry = Registry::builtin();
-        for name in ["openai", "anthropic", "gemini", "ollama"] {
+        for name in ["process", "openai", "anthropic", "gemini", "ollama"] {
             assert!(
                 registry.get(name).is_some(),
                 "`{name}` registered: {registry:?}"
