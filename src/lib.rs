@@ -5,6 +5,8 @@ pub mod check;
 pub mod cli;
 pub mod context;
 pub mod core;
+pub mod daemon;
+pub mod protocol;
 pub mod render;
 pub mod service;
 pub mod store;

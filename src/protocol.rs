@@ -98,9 +98,7 @@ pub enum RouteError {
 impl Route {
     /// The route for `method` and `path` (the path without its query string).
     pub fn parse(method: &str, path: &str) -> Result<Route, RouteError> {
-        let rest = path
-            .strip_prefix(API_PREFIX)
-            .ok_or(RouteError::NotFound)?;
+        let rest = path.strip_prefix(API_PREFIX).ok_or(RouteError::NotFound)?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         let segments: Vec<&str> = rest.split('/').skip(1).collect();
         let (route, allowed): (Route, &'static str) = match segments.as_slice() {
@@ -256,9 +254,7 @@ pub struct ConsultRequest {
 }
 
 /// Where a job is in its life.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Journaled; not started yet.
@@ -299,7 +295,10 @@ impl JobState {
 
     /// Whether the job has ended (done, cancelled or failed).
     pub fn is_finished(self) -> bool {
-        matches!(self, JobState::Done | JobState::Cancelled | JobState::Failed)
+        matches!(
+            self,
+            JobState::Done | JobState::Cancelled | JobState::Failed
+        )
     }
 }
 
@@ -552,7 +551,11 @@ mod tests {
         check("GET", "/api/v1/reasoning/check", Ok(Route::Check));
         check("POST", "/api/v1/consultations", Ok(Route::Consult));
         check("GET", "/api/v1/consultations", Ok(Route::Jobs));
-        check("GET", &format!("/api/v1/consultations/{}", id()), Ok(Route::Job(id())));
+        check(
+            "GET",
+            &format!("/api/v1/consultations/{}", id()),
+            Ok(Route::Job(id())),
+        );
         check(
             "DELETE",
             &format!("/api/v1/consultations/{}", id()),
@@ -564,9 +567,21 @@ mod tests {
             Ok(Route::JobEvents(id())),
         );
         check("POST", "/api/v1/health", Err(MethodNotAllowed("GET")));
-        check("GET", "/api/v1/reasoning/records", Err(MethodNotAllowed("POST")));
-        check("PUT", "/api/v1/consultations", Err(MethodNotAllowed("GET, POST")));
-        check("POST", "/api/v1/consultations/x", Err(MethodNotAllowed("GET, DELETE")));
+        check(
+            "GET",
+            "/api/v1/reasoning/records",
+            Err(MethodNotAllowed("POST")),
+        );
+        check(
+            "PUT",
+            "/api/v1/consultations",
+            Err(MethodNotAllowed("GET, POST")),
+        );
+        check(
+            "POST",
+            "/api/v1/consultations/x",
+            Err(MethodNotAllowed("GET, DELETE")),
+        );
         check("GET", "/api/v1/nothing", Err(NotFound));
         check("GET", "/api/v2/health", Err(NotFound));
         check("GET", "/", Err(NotFound));
@@ -622,7 +637,12 @@ mod tests {
             reason: None,
         };
         let value = serde_json::to_value(&job).unwrap();
-        let keys: Vec<&str> = value.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        let keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|k| k.as_str())
+            .collect();
         assert_eq!(
             keys,
             [

@@ -1,1 +1,213 @@
-fn main() {}
+//! `advisord`: the daemon. Runs in the foreground on the socket of SPEC §3 unless
+//! `--detach`; stops cleanly on SIGTERM or SIGINT.
+//!
+//! Exit status: 0 stopped cleanly; 1 could not start (socket, data directory) or failed;
+//! 2 usage; 4 another `advisord` already serves the socket or holds the data directory.
+
+use advisord::context::socket_path;
+use advisord::daemon::socket::{self, BindError};
+use advisord::daemon::{self, paths, Config, DaemonError, LOG_FILE};
+use anyhow::Context;
+use clap::Parser;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// Exit status when another daemon already serves the socket or holds the data directory.
+const EXIT_ALREADY_RUNNING: u8 = 4;
+
+/// How long `--detach` waits for its child to answer on the socket.
+const DETACH_WAIT: Duration = Duration::from_secs(15);
+
+/// Consult independent advisors concurrently: the daemon behind `advisor-consult`.
+#[derive(Debug, Parser)]
+#[command(name = "advisord", version, about, long_about = None)]
+struct Args {
+    /// The socket to serve [default: $ADVISORD_SOCKET, else
+    /// $XDG_RUNTIME_DIR/advisord/advisord.sock, else /tmp/advisord-<uid>/advisord.sock]
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Where the job journal, the pid file and the log live [default: $ADVISORD_DATA_DIR,
+    /// else $XDG_STATE_HOME/advisord, else ~/.local/state/advisord]
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Seconds in-flight exchanges get at shutdown before they are cancelled (decimals
+    /// allowed)
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds)]
+    grace: Duration,
+    /// Run in the background: start a detached daemon, wait until it answers, and exit
+    #[arg(long)]
+    detach: bool,
+    /// Set by `--detach` on the daemon it starts.
+    #[arg(long, hide = true)]
+    detached_child: bool,
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("`{text}` is not a number of seconds (e.g. `5` or `0.5`)"))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let socket = absolute(socket_path(args.socket.as_deref()));
+    let Some(data_dir) = paths::data_dir(args.data_dir.as_deref()) else {
+        eprintln!(
+            "error: no data directory: pass `--data-dir DIR` or set `{}` (neither \
+             `XDG_STATE_HOME` nor `HOME` is set)",
+            paths::ENV_DATA_DIR
+        );
+        return ExitCode::from(2);
+    };
+    if args.detach {
+        return match detach(&args, &socket, &data_dir) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if args.detached_child {
+        // A session of its own: no terminal's signals reach it.
+        let _ = nix::unistd::setsid();
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut config = Config::new(data_dir);
+    config.grace = args.grace;
+    match runtime.block_on(serve(&socket, config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::AlreadyRunning(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_ALREADY_RUNNING)
+        }
+        Err(Failure::Other(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn absolute(path: PathBuf) -> PathBuf {
+    if path.is_absolute() {
+        return path;
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(&path))
+        .unwrap_or(path)
+}
+
+enum Failure {
+    AlreadyRunning(String),
+    Other(anyhow::Error),
+}
+
+async fn serve(socket_path: &Path, config: Config) -> Result<(), Failure> {
+    let bound = socket::bind(socket_path).await.map_err(|e| match e {
+        BindError::AlreadyRunning { .. } => Failure::AlreadyRunning(e.to_string()),
+        other => Failure::Other(anyhow::Error::new(other)),
+    })?;
+    let (listener, guard) = bound.into_parts();
+    tracing::info!(socket = %guard.path().display(), "listening");
+    let result = daemon::run(listener, shutdown_signal(), config).await;
+    drop(guard);
+    result.map_err(|e| match e {
+        DaemonError::DataDirBusy { .. } => Failure::AlreadyRunning(e.to_string()),
+        other => Failure::Other(anyhow::Error::new(other)),
+    })
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for SIGTERM/SIGINT; stop the daemon with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+/// Start this executable again, detached (its own session, standard streams to the log in
+/// the data directory), and wait until it answers on the socket.
+fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create the data directory `{}`", data_dir.display()))?;
+    let log_path = data_dir.join(LOG_FILE);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open the log `{}`", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find this executable to start it again")?;
+    let mut child = Command::new(exe)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .arg("--grace")
+        .arg(args.grace.as_secs_f64().to_string())
+        .arg("--detached-child")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().context("cannot share the log file")?)
+        .stderr(log)
+        .spawn()
+        .context("cannot start the detached daemon")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let started = Instant::now();
+    while started.elapsed() < DETACH_WAIT {
+        if let Some(status) = child
+            .try_wait()
+            .context("cannot watch the detached daemon")?
+        {
+            let code = status.code().unwrap_or(1);
+            eprintln!(
+                "error: the detached daemon exited with status {code}; see `{}`",
+                log_path.display()
+            );
+            return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        }
+        let health = runtime.block_on(daemon::probe::health(socket, Duration::from_millis(500)));
+        if health.is_some_and(|h| h.pid == child.id()) {
+            println!(
+                "advisord {} running (pid {}) on `{}`; log `{}`",
+                env!("CARGO_PKG_VERSION"),
+                child.id(),
+                socket.display(),
+                log_path.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    anyhow::bail!(
+        "the detached daemon (pid {}) did not answer on `{}` within {} s; see `{}`",
+        child.id(),
+        socket.display(),
+        DETACH_WAIT.as_secs(),
+        log_path.display()
+    )
+}

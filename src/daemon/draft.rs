@@ -80,9 +80,7 @@ pub fn disagreement_input(
     let completed: Vec<(&str, &crate::core::records::Consultation)> = consultations
         .iter()
         .filter_map(|r| match &r.body {
-            Body::Consultation(c) if c.status == ConsultationStatus::Completed => {
-                Some((r.id(), c))
-            }
+            Body::Consultation(c) if c.status == ConsultationStatus::Completed => Some((r.id(), c)),
             _ => None,
         })
         .collect();
@@ -248,7 +246,11 @@ mod tests {
     fn the_question_quotes_diverging_falsifiers_first() {
         let records = [
             consultation("C1", Some(Stance::Supports), &["agreeing falsifier"]),
-            consultation("C2", Some(Stance::Opposes), &["opposing falsifier", "second"]),
+            consultation(
+                "C2",
+                Some(Stance::Opposes),
+                &["opposing falsifier", "second"],
+            ),
         ];
         let drafted = disagreement_input("A", &assessment(), &records).unwrap();
         let question = drafted["discriminating_question"].as_str().unwrap();
@@ -321,7 +323,9 @@ mod tests {
             usage: None,
             duration_ms: 3,
         };
-        assert!(consultation_input("P", "a1", &silent).get("diagnostic").is_none());
+        assert!(consultation_input("P", "a1", &silent)
+            .get("diagnostic")
+            .is_none());
     }
 
     #[test]

@@ -79,7 +79,10 @@ pub(crate) async fn record(incoming: Incoming) -> Answer {
 /// `GET /api/v1/reasoning`.
 pub(crate) async fn status(incoming: Incoming) -> Answer {
     let context = context_of(&incoming)?;
-    ok(StatusCode::OK, blocking(move || service::status(&context)).await?)
+    ok(
+        StatusCode::OK,
+        blocking(move || service::status(&context)).await?,
+    )
 }
 
 /// `GET /api/v1/reasoning/explain?id=ID`.

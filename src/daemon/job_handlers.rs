@@ -128,7 +128,9 @@ pub(crate) async fn consult(shared: &Arc<Shared>, incoming: Incoming) -> Answer 
         &shared.token,
     ));
     shared.persist(&entry).await.map_err(|e| {
-        ApiError::internal(format!("the job was not accepted: {e}; free space or fix the data directory"))
+        ApiError::internal(format!(
+            "the job was not accepted: {e}; free space or fix the data directory"
+        ))
     })?;
     tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
     shared.jobs.insert(entry.clone());

@@ -51,7 +51,9 @@ pub struct JobEntry {
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     // A panic while holding the lock leaves plain data behind: keep serving it.
-    inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    inner
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl JobEntry {
@@ -300,7 +302,10 @@ mod tests {
         let mut dropped = t.prune(keep_two, now);
         dropped.sort();
         assert_eq!(dropped.len(), 1, "one finished job over the limit of two");
-        assert!(t.get("2").is_some() && t.get("4").is_some(), "unfinished jobs stay");
+        assert!(
+            t.get("2").is_some() && t.get("4").is_some(),
+            "unfinished jobs stay"
+        );
         let all_old = Retention {
             keep_for: Duration::ZERO,
             keep_max: 1000,
@@ -312,7 +317,11 @@ mod tests {
 
     #[test]
     fn counts_list_every_state() {
-        let t = table(&[("1", JobState::Done), ("2", JobState::Done), ("3", JobState::Queued)]);
+        let t = table(&[
+            ("1", JobState::Done),
+            ("2", JobState::Done),
+            ("3", JobState::Queued),
+        ]);
         let counts = t.counts();
         assert_eq!(counts[&JobState::Done], 2);
         assert_eq!(counts[&JobState::Queued], 1);
@@ -325,7 +334,9 @@ mod tests {
         let t = table(&[("1", JobState::Queued)]);
         let e = t.get("1").unwrap();
         assert!(e.transition(JobState::Running, JobState::Done).is_none());
-        assert!(e.transition(JobState::Queued, JobState::Cancelled).is_some());
+        assert!(e
+            .transition(JobState::Queued, JobState::Cancelled)
+            .is_some());
         assert!(e.finished_at().is_some());
         assert!(e.transition(JobState::Queued, JobState::Running).is_none());
     }

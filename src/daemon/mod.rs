@@ -14,13 +14,13 @@
 
 pub mod dispatch;
 mod draft;
-pub mod paths;
-pub mod probe;
 pub mod error;
 mod handlers;
 mod job_handlers;
 pub mod jobs;
 pub mod journal;
+pub mod paths;
+pub mod probe;
 pub mod runner;
 pub mod socket;
 
@@ -187,14 +187,20 @@ struct DataDir {
 
 impl DataDir {
     fn take(dir: &Path) -> Result<DataDir, DaemonError> {
-        let fail = |what: String| move |source| DaemonError::DataDir { context: what, source };
+        let fail = |what: String| {
+            move |source| DaemonError::DataDir {
+                context: what,
+                source,
+            }
+        };
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
             .map_err(fail(format!("cannot create `{}`", dir.display())))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(fail(format!("cannot make `{}` private (0700)", dir.display())))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(fail(
+            format!("cannot make `{}` private (0700)", dir.display()),
+        ))?;
         let lock_path = dir.join(LOCK_FILE);
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -277,7 +283,10 @@ pub async fn run(
         .await
         .is_err()
     {
-        tracing::info!(grace_s = config.grace.as_secs_f64(), "grace over: cancelling the rest");
+        tracing::info!(
+            grace_s = config.grace.as_secs_f64(),
+            "grace over: cancelling the rest"
+        );
     }
     shared.token.cancel();
     if tokio::time::timeout(WIND_DOWN, shared.tracker.wait())

@@ -25,7 +25,11 @@ pub fn data_dir_from(
             },
         },
     };
-    Some(if dir.is_absolute() { dir } else { cwd.join(dir) })
+    Some(if dir.is_absolute() {
+        dir
+    } else {
+        cwd.join(dir)
+    })
 }
 
 /// [`data_dir_from`] over this process's environment and working directory.
@@ -63,7 +67,11 @@ mod tests {
         check(None, &all, Some("/d"));
         check(None, &all[1..], Some("/s/advisord"));
         check(None, &all[2..], Some("/h/.local/state/advisord"));
-        check(None, &[("ADVISORD_DATA_DIR", ""), ("HOME", "/h")], Some("/h/.local/state/advisord"));
+        check(
+            None,
+            &[("ADVISORD_DATA_DIR", ""), ("HOME", "/h")],
+            Some("/h/.local/state/advisord"),
+        );
         check(None, &[], None);
     }
 }

@@ -10,7 +10,10 @@ use tokio::net::UnixStream;
 
 /// The daemon's health, if one answers on `socket` within `within`.
 pub async fn health(socket: &Path, within: Duration) -> Option<Health> {
-    tokio::time::timeout(within, ask(socket)).await.ok().flatten()
+    tokio::time::timeout(within, ask(socket))
+        .await
+        .ok()
+        .flatten()
 }
 
 async fn ask(socket: &Path) -> Option<Health> {

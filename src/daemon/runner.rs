@@ -22,7 +22,9 @@ use advisord_adapters::contract::{
     self, Adapter, AdvisorSpec, EnvLookup, Failure, FailureKind, Io, Outcome,
 };
 use advisord_adapters::question;
+use futures::FutureExt;
 use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{oneshot, Semaphore};
@@ -63,7 +65,10 @@ enum Exchange {
 /// Run `entry` to its end (or until the daemon stops), journaling its state and emitting
 /// its events. Never panics on a store or journal failure: the job fails with the reason.
 pub(crate) async fn run_job(shared: Arc<Shared>, entry: Arc<JobEntry>) {
-    if entry.transition(JobState::Queued, JobState::Running).is_none() {
+    if entry
+        .transition(JobState::Queued, JobState::Running)
+        .is_none()
+    {
         return; // cancelled while queued
     }
     if let Err(e) = shared.persist(&entry).await {
@@ -155,7 +160,9 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
             .collect();
     });
     if let Err(e) = shared.persist(entry).await {
-        return failed(format!("the plan was recorded but the job could not be journaled: {e}"));
+        return failed(format!(
+            "the plan was recorded but the job could not be journaled: {e}"
+        ));
     }
     drop(claim_turn);
     entry.emit(Event::Plan {
@@ -172,7 +179,9 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
         }
     }
     let mut recorded = prepared.recorded.clone();
-    let pending: Vec<usize> = (0..recorded.len()).filter(|&i| recorded[i].is_none()).collect();
+    let pending: Vec<usize> = (0..recorded.len())
+        .filter(|&i| recorded[i].is_none())
+        .collect();
     if !pending.is_empty() {
         match consult_and_record(shared, entry, &prepared, &plan_id, &pending, &mut recorded).await
         {
@@ -218,7 +227,10 @@ fn prepare(
             .find(|r| r.id() == id && r.kind() == Kind::Plan)
             .cloned()
             .ok_or_else(|| format!("the job's plan `{id}` is no longer a record of the task"))?,
-        None => match resumed.then(|| unclaimed_plan(&records, job, claimed)).flatten() {
+        None => match resumed
+            .then(|| unclaimed_plan(&records, job, claimed))
+            .flatten()
+        {
             Some(plan) => plan,
             None => {
                 let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
@@ -251,15 +263,17 @@ fn prepare(
 /// A plan of the job's assessment recorded after the job was accepted that no other job
 /// claims: the plan this job recorded just before the daemon stopped, before it could
 /// journal the plan's id.
-fn unclaimed_plan(records: &[Record], job: &crate::protocol::Job, claimed: &[String]) -> Option<Record> {
+fn unclaimed_plan(
+    records: &[Record],
+    job: &crate::protocol::Job,
+    claimed: &[String],
+) -> Option<Record> {
     let accepted_ms = ulid::Ulid::from_string(&job.id).ok()?.timestamp_ms();
     records
         .iter()
         .filter(|r| matches!(&r.body, Body::Plan(p) if p.assessment == job.assessment))
         .filter(|r| !claimed.iter().any(|c| c == r.id()))
-        .find(|r| {
-            ulid::Ulid::from_string(r.id()).is_ok_and(|id| id.timestamp_ms() >= accepted_ms)
-        })
+        .find(|r| ulid::Ulid::from_string(r.id()).is_ok_and(|id| id.timestamp_ms() >= accepted_ms))
         .cloned()
 }
 
@@ -267,7 +281,9 @@ fn unclaimed_plan(records: &[Record], job: &crate::protocol::Job, claimed: &[Str
 fn consultation_of(records: &[Record], plan: &str, advisor: &str) -> Option<Record> {
     records
         .iter()
-        .find(|r| matches!(&r.body, Body::Consultation(c) if c.plan == plan && c.advisor == advisor))
+        .find(
+            |r| matches!(&r.body, Body::Consultation(c) if c.plan == plan && c.advisor == advisor),
+        )
         .cloned()
 }
 
@@ -409,7 +425,12 @@ struct Turn {
 impl Turn {
     /// Wait for a free slot of the advisor (or the deadline, or a cancellation), then
     /// consult it through the contract layer.
-    async fn run(self, adapter: Arc<dyn Adapter>, spec: AdvisorSpec, slots: Arc<Semaphore>) -> Exchange {
+    async fn run(
+        self,
+        adapter: Arc<dyn Adapter>,
+        spec: AdvisorSpec,
+        slots: Arc<Semaphore>,
+    ) -> Exchange {
         let waited = Instant::now();
         let permit = tokio::select! {
             biased;
@@ -439,10 +460,30 @@ impl Turn {
             job: self.entry.id(),
             advisor: self.advisor.clone(),
         });
-        let outcome = contract::consult(adapter.as_ref(), &spec, &self.prompt, &self.io).await;
+        let consulted = AssertUnwindSafe(contract::consult(
+            adapter.as_ref(),
+            &spec,
+            &self.prompt,
+            &self.io,
+        ))
+        .catch_unwind()
+        .await;
         drop(permit);
+        // A panicking adapter is that advisor's failure, not the job's nor the daemon's.
+        let outcome = consulted.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            unreachable_outcome(format!("the adapter failed unexpectedly: {what}"))
+        });
         let (status, failure, diagnostic) = match &outcome.result {
-            Ok(_) => (crate::core::records::ConsultationStatus::Completed, None, None),
+            Ok(_) => (
+                crate::core::records::ConsultationStatus::Completed,
+                None,
+                None,
+            ),
             Err(f) => (
                 crate::core::records::ConsultationStatus::Failed,
                 record_failure_kind(f.kind),

@@ -126,7 +126,10 @@ pub async fn bind(path: &Path) -> Result<BoundSocket, BindError> {
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(io_err(format!("cannot open the lock `{}`", lock_path.display())))?;
+        .map_err(io_err(format!(
+            "cannot open the lock `{}`",
+            lock_path.display()
+        )))?;
     let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|_| {
         BindError::AlreadyRunning {
             socket: path.to_path_buf(),
@@ -140,8 +143,10 @@ pub async fn bind(path: &Path) -> Result<BoundSocket, BindError> {
                 });
             }
             tracing::info!(socket = %path.display(), "replacing a stale socket nobody answers on");
-            std::fs::remove_file(path)
-                .map_err(io_err(format!("cannot remove the stale socket `{}`", path.display())))?;
+            std::fs::remove_file(path).map_err(io_err(format!(
+                "cannot remove the stale socket `{}`",
+                path.display()
+            )))?;
         }
         Ok(_) => {
             return Err(BindError::NotASocket {
@@ -151,10 +156,13 @@ pub async fn bind(path: &Path) -> Result<BoundSocket, BindError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err(format!("cannot inspect `{}`", path.display()))(e)),
     }
-    let listener = UnixListener::bind(path)
-        .map_err(io_err(format!("cannot bind the socket `{}`", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(io_err(format!("cannot make `{}` private (0600)", path.display())))?;
+    let listener = UnixListener::bind(path).map_err(io_err(format!(
+        "cannot bind the socket `{}`",
+        path.display()
+    )))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err(
+        format!("cannot make `{}` private (0600)", path.display()),
+    ))?;
     Ok(BoundSocket {
         listener,
         path: path.to_path_buf(),
@@ -193,7 +201,10 @@ fn private_dir(dir: &Path) -> Result<(), BindError> {
             .mode(0o700)
             .create(dir)
             .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-            .map_err(io_err(format!("cannot create the socket directory `{}`", dir.display()))),
+            .map_err(io_err(format!(
+                "cannot create the socket directory `{}`",
+                dir.display()
+            ))),
         Err(e) => Err(io_err(format!("cannot inspect `{}`", dir.display()))(e)),
     }
 }
