@@ -46,15 +46,17 @@ impl Render for AdvisorsView {
     }
 
     fn table(&self) -> String {
-        let mut advisors = Table::new(&["id", "status", "transport", "adapter", "reason"]);
+        let mut advisors = Table::new(&["id", "status", "adapter", "reason"]);
         for row in &self.advisors {
-            advisors.row(&[
-                row.id.clone(),
-                status(row),
-                transport(row).to_string(),
-                row.adapter.clone(),
-                row.reason.clone(),
-            ]);
+            let mut status = row.status.as_str().to_string();
+            if row.recovering {
+                status.push_str(" (recovering)");
+            }
+            let reason = match &row.until {
+                Some(until) => format!("until {until}: {}", row.reason),
+                None => row.reason.clone(),
+            };
+            advisors.row(&[row.id.clone(), status, row.adapter.clone(), reason]);
         }
         let mut capacity = Table::new(&["capability", "available"]);
         for (capability, n) in &self.capacity {

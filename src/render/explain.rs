@@ -62,15 +62,6 @@ impl Render for ExplainView {
             evidence(&mut out, 2, &f.evidence);
             out.field(2, "capabilities", &f.capabilities.join(", "));
         }
-        for attempt in &self.attempts {
-            out.blank();
-            header(&mut out, 0, Kind::Attempt, attempt);
-            let f = &attempt.fields;
-            out.field(2, "tried", &f.tried);
-            out.field(2, "failure observed", &f.failure_observed);
-            out.field(2, "invalidated assumption", opt(&f.invalidated_assumption));
-            out.field(2, "updated hypothesis", opt(&f.updated_hypothesis));
-        }
         for chain in &self.plans {
             out.blank();
             header(&mut out, 0, Kind::Plan, &chain.plan);
@@ -138,6 +129,15 @@ impl Render for ExplainView {
                 out.field(4, "command", opt(&f.command));
                 out.field(4, "output", opt(&f.output));
             }
+        }
+        for attempt in &self.attempts {
+            out.blank();
+            header(&mut out, 0, Kind::Attempt, attempt);
+            let f = &attempt.fields;
+            out.field(2, "tried", &f.tried);
+            out.field(2, "failure observed", &f.failure_observed);
+            out.field(2, "invalidated assumption", opt(&f.invalidated_assumption));
+            out.field(2, "updated hypothesis", opt(&f.updated_hypothesis));
         }
         for item in &self.detached {
             out.blank();

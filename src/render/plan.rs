@@ -45,12 +45,22 @@ impl Render for Plan {
             .enumerate()
             .map(|(i, step)| format!("local review {}: {step}\n", i + 1))
             .collect();
-        format!(
-            "{head}\n{}\n{}{}{review}",
-            selected.render(),
-            left_out.render(),
-            if review.is_empty() { "" } else { "\n" }
-        )
+        let selected = if self.selected.is_empty() {
+            "selected: nobody\n".to_string()
+        } else {
+            selected.render()
+        };
+        let left_out = if self.left_out.is_empty() {
+            "left out: nobody\n".to_string()
+        } else {
+            left_out.render()
+        };
+        let review = if review.is_empty() {
+            review
+        } else {
+            format!("\n{review}")
+        };
+        format!("{head}\n{selected}\n{left_out}{review}")
     }
 }
 

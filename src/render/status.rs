@@ -4,6 +4,7 @@ use super::text::{Out, Table};
 use super::Render;
 use crate::core::records::ConsultationStatus;
 use crate::core::views::status::{AssessmentStatus, ConsultationLine, StatusView, TokenTotals};
+use crate::core::views::ValidationState;
 
 impl Render for StatusView {
     fn plain(&self) -> String {
@@ -28,7 +29,10 @@ impl Render for StatusView {
         for entry in &self.timeline {
             out.line(&format!(
                 "  #{:<4} {}  {:<12}  {}",
-                entry.sequence, entry.created_at, entry.kind, entry.id
+                entry.sequence,
+                entry.created_at,
+                entry.kind.as_str(),
+                entry.id
             ));
             out.para(8, 0, &entry.summary);
         }
@@ -128,13 +132,13 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
             2,
             4,
             &format!(
-                "disagreement {} (#{}): {} between {}; {verdict}",
+                "disagreement {} (#{}), {}: {verdict}",
                 d.id,
                 d.sequence,
-                d.discriminating_question,
-                d.positions.join(", ")
+                d.positions.join(" vs ")
             ),
         );
+        out.field(4, "question", &d.discriminating_question);
     }
     for c in &a.conclusions {
         out.para(
@@ -151,15 +155,16 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
                 c.reviewed_by.join(", ")
             )
         };
-        out.para(
-            4,
-            2,
-            &format!(
-                "{reviewers}; validation {} ({} run)",
-                c.validation.as_str(),
-                c.validations
+        let validation = match c.validation {
+            ValidationState::NotValidated => "not validated yet".to_string(),
+            state => format!(
+                "newest of {} validation{} {}",
+                c.validations,
+                plural(c.validations),
+                state.as_str()
             ),
-        );
+        };
+        out.para(4, 2, &format!("{reviewers}; {validation}"));
         if let Some(old) = &c.supersedes {
             out.line(&format!("    supersedes {old}"));
         }

@@ -1,7 +1,8 @@
 //! `advisors`: every advisor of the catalogue, its status and why, and the capacity per
 //! capability (SPEC §12 fixes the JSON shape).
 
-use crate::core::catalogue::{Catalogue, Transport, CAPABILITIES};
+use crate::core::availability;
+use crate::core::catalogue::{Catalogue, Transport};
 use crate::core::records::{AdvisorAvailability, Mode, Status};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -13,7 +14,8 @@ pub struct AdvisorsView {
     pub mode: Mode,
     /// Every advisor, in declaration order.
     pub advisors: Vec<AdvisorRow>,
-    /// For every capability, how many available advisors offer it (0 included).
+    /// For every capability, how many available advisors offer it (0 included; see
+    /// [`availability::capacity`]).
     pub capacity: BTreeMap<String, u32>,
 }
 
@@ -78,31 +80,13 @@ impl AdvisorsView {
                 }
             })
             .collect();
-        let capacity = capacity(catalogue, &advisors);
+        let capacity = availability::capacity(catalogue, availability);
         AdvisorsView {
             mode,
             advisors,
             capacity,
         }
     }
-}
-
-/// Every capability known to the catalogue (the accepted ones and any an entry offers) with
-/// the number of available advisors offering it.
-fn capacity(catalogue: &Catalogue, rows: &[AdvisorRow]) -> BTreeMap<String, u32> {
-    let mut capacity: BTreeMap<String, u32> =
-        CAPABILITIES.iter().map(|c| (c.to_string(), 0)).collect();
-    for entry in &catalogue.advisors {
-        for capability in &entry.capabilities {
-            capacity.entry(capability.clone()).or_insert(0);
-        }
-    }
-    for row in rows.iter().filter(|r| r.status == Status::Available) {
-        for capability in &row.capabilities {
-            *capacity.entry(capability.clone()).or_insert(0) += 1;
-        }
-    }
-    capacity
 }
 
 #[cfg(test)]

@@ -54,14 +54,14 @@ pub struct ExplainView {
     /// The assessment at the root of the chain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub assessment: Option<Item<Assessment>>,
-    /// Attempts recorded under the assessment.
-    pub attempts: Vec<Item<Attempt>>,
     /// Plans of the assessment, each with its consultations.
     pub plans: Vec<PlanChain>,
     /// Disagreements on the assessment, each with its resolutions.
     pub disagreements: Vec<DisagreementChain>,
     /// Conclusions on the assessment, each with its validations and supersession.
     pub conclusions: Vec<ConclusionChain>,
+    /// Attempts recorded under the assessment.
+    pub attempts: Vec<Item<Attempt>>,
     /// When a reference on the way up names no record of the task: the id it names, and
     /// below it in `detached` the records of the path that hang from it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,10 +144,10 @@ pub fn explain(records: &[Record], id: &str) -> Result<ExplainView, NotFound> {
         task: asked.envelope.task.clone(),
         path: path.iter().map(|r| index.link(r)).collect(),
         assessment: None,
-        attempts: Vec::new(),
         plans: Vec::new(),
         disagreements: Vec::new(),
         conclusions: Vec::new(),
+        attempts: Vec::new(),
         missing,
         detached: Vec::new(),
     };
