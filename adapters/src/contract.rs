@@ -403,6 +403,42 @@ mod tests {
         assert_eq!(clean_diagnostic(&cut), cut, "cleaning is idempotent");
     }
 
+    /// Answers at once; enough to build a `consult` future.
+    struct Instant0;
+
+    impl Adapter for Instant0 {
+        fn exchange<'a>(
+            &'a self,
+            _advisor: &'a AdvisorSpec,
+            _prompt: &'a str,
+            _io: &'a Io,
+        ) -> BoxFuture<'a, Result<Answer, Failure>> {
+            Box::pin(async {
+                Ok(Answer {
+                    text: "{\"conclusion\": \"fine\"}".into(),
+                    usage: None,
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn consult_is_send_so_the_daemon_can_spawn_it() {
+        fn assert_send<T: Send>(value: T) -> T {
+            value
+        }
+        let spec = AdvisorSpec {
+            id: "a".into(),
+            adapter: "instant".into(),
+            executable: None,
+            credential: None,
+            settings: serde_json::Map::new(),
+        };
+        let io = Io::with_timeout(Duration::from_secs(5));
+        let outcome = assert_send(consult(&Instant0, &spec, "q", &io)).await;
+        assert_eq!(outcome.result.map(|n| n.conclusion), Ok("fine".to_string()));
+    }
+
     #[test]
     fn failure_kinds_round_trip_through_their_names() {
         for kind in FailureKind::ALL {

@@ -278,6 +278,9 @@ impl Scenario {
     }
 }
 
+/// Tells whether an adapter's resources (a process group, a connection) are gone.
+pub type ReleaseProbe = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// One adapter, ready for one case.
 pub struct Setup {
     /// The adapter under test.
@@ -295,7 +298,7 @@ pub struct Setup {
     /// A phrase every failure's diagnostic must contain in this setup, if any.
     pub diagnostic_contains: Option<String>,
     /// True once the adapter's resources are released; polled after the outcome.
-    pub released: Option<Box<dyn Fn() -> bool + Send + Sync>>,
+    pub released: Option<ReleaseProbe>,
 }
 
 impl Setup {
