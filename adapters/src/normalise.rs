@@ -240,7 +240,7 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
             },
         });
     }
-    from_prose(text)
+    from_prose(unfence(text))
 }
 
 /// Read a stance liberally: `agree`, `yes`, `correct` support; `disagree`, `against`,
@@ -423,10 +423,32 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-/// Whether the answer was meant as JSON: it opens with an object, a list or a fence.
+/// Whether the answer was meant as JSON: it opens with an object or a list, or with a fence
+/// marked as JSON (or whose content opens with one).
 fn looks_structured(text: &str) -> bool {
     let t = text.trim_start();
-    t.starts_with('{') || t.starts_with('[') || t.starts_with("```")
+    if t.starts_with('{') || t.starts_with('[') {
+        return true;
+    }
+    let Some(rest) = t.strip_prefix("```") else {
+        return false;
+    };
+    let (lang, body) = rest.split_once('\n').unwrap_or((rest, ""));
+    let body = body.trim_start();
+    matches!(
+        lang.trim().to_lowercase().as_str(),
+        "json" | "json5" | "jsonc" | "javascript" | "js"
+    ) || body.starts_with('{')
+        || body.starts_with('[')
+}
+
+/// The text inside a fence that wraps the whole answer (a prose answer in a code block).
+fn unfence(text: &str) -> &str {
+    let t = text.trim();
+    match t.strip_prefix("```").and_then(|r| r.strip_suffix("```")) {
+        Some(inner) => inner.split_once('\n').map_or(inner, |(_, body)| body),
+        None => t,
+    }
 }
 
 /// Every object in `text` that parses (possibly after repair), outermost first, in order.
@@ -704,6 +726,7 @@ fn from_object(object: &Map<String, Value>) -> Option<Normalised> {
                     .join(" "),
                 MAX_CONCLUSION_CHARS,
             ),
+            Value::Object(inner) => clean_text(&object_text(inner), MAX_CONCLUSION_CHARS),
             _ => continue,
         };
         if text.is_empty() || is_placeholder(&text) {
@@ -1168,6 +1191,16 @@ mod tests {
                 "fence with garbage",
                 "```json\nnot json at all\n```",
                 Want::Unparseable,
+            ),
+            (
+                "prose in a plain fence",
+                "```\nThe lock is redundant here.\n```",
+                ok("The lock is redundant here.", Inconclusive, None),
+            ),
+            (
+                "conclusion as an object",
+                r#"{"conclusion": {"text": "Nested text"}, "stance": "yes"}"#,
+                ok("Nested text", Supports, None),
             ),
             ("trivial prose", "Agree.", Want::TrivialProse),
             (
