@@ -354,6 +354,7 @@ fn usage_errors_say_what_was_wrong_and_what_to_do() {
         .expect_exit(2)
         .expect_stderr("cannot read `missing.json`");
     Cli::new()
+        .without_root()
         .args(["--root", "/no/such/root", "status"])
         .run()
         .expect_exit(2)
@@ -624,7 +625,7 @@ fn a_bad_catalogue_names_the_file_the_advisor_and_the_field() {
         }
     };
     let entry = "  - id: mine\n    title: Mine\n    transport: process\n    adapter: process\n    \
-                 capabilities: [independent_reasoning]\n";
+                 executable: mine\n    capabilities: [independent_reasoning]\n";
     check(&format!("advisor:\n{entry}"), &["`advisor`"]);
     check(
         &format!("mode: turbo\nadvisors:\n{entry}"),
@@ -726,4 +727,38 @@ fn explain_and_tree_follow_the_records() {
         .run()
         .expect_exit(2)
         .expect_stderr(&plan);
+}
+
+#[test]
+fn ask_records_its_assessment_through_the_writer_first() {
+    let project = Project::new();
+    project
+        .cli()
+        .args([
+            "ask",
+            "--subject",
+            "Use SQLite",
+            "--materiality",
+            "high",
+            "--hypothesis",
+            "WAL is enough",
+            "--format",
+            "json",
+        ])
+        .run()
+        .expect_exit(3)
+        .expect_json("/reason", "material_without_evidence");
+    project
+        .cli()
+        .args(["ask", "--subject", "s", "--materiality", "low", "--hypothesis", "h"])
+        .args(["--evidence", "rumour:heard it somewhere"])
+        .run()
+        .expect_exit(2)
+        .expect_stderr("evidence kind `rumour` is not known");
+    project
+        .cli()
+        .args(["status", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .expect_json("/records", 0);
 }

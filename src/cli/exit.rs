@@ -19,12 +19,29 @@ pub fn report(err: &anyhow::Error, format: Format) -> i32 {
         let _ = print_stdout(&refusal_text(reason, message, format));
         return 3;
     }
-    eprintln!("error: {err:#}");
+    eprintln!("error: {}", chain_text(err));
     if let (Some(service), Format::Json | Format::Yaml) = (service, format) {
         let object = serde_json::json!({"error": service.code(), "message": service.message()});
         let _ = print_stdout(&structured(&object, format));
     }
     exit_code(err)
+}
+
+/// `err` and its causes joined by `: `, leaving out a cause whose text the message
+/// already holds (many errors print their source in their own message).
+pub fn chain_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let line = cause.to_string();
+        if text.contains(&line) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&line);
+    }
+    text
 }
 
 /// The exit status for `err`: the first typed error in its chain decides; 1 otherwise.
@@ -114,6 +131,20 @@ mod tests {
         check(remote(422).into(), 3);
         check(remote(404).into(), 2);
         check(remote(500).into(), 1);
+    }
+
+    #[test]
+    fn the_cause_chain_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+        let err = anyhow::Error::from(ServiceError::Store(crate::store::StoreError::Io {
+            context: "cannot write `/s/t`".into(),
+            source: io,
+        }))
+        .context("recording the assessment");
+        assert_eq!(
+            chain_text(&err),
+            "recording the assessment: cannot write `/s/t`: permission denied"
+        );
     }
 
     #[test]
