@@ -14,7 +14,7 @@ use crate::core::records::{Mode, TaskName};
 use crate::render::Format;
 use crate::service::ServiceError;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The variable naming the task when `--task` is not given.
@@ -143,6 +143,29 @@ impl RequestContext {
         Ok(ctx)
     }
 
+    /// The context of a request that names only its root and perhaps its task, judged on
+    /// the environment `env` (the daemon's own, for a bare `GET` or a resumed job): as if
+    /// run in `root` with no flag but those, credentials included.
+    pub fn for_root(
+        root: PathBuf,
+        task: Option<String>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> RequestContext {
+        let flags = GlobalFlags {
+            root: Some(root.clone()),
+            state_dir: None,
+            task,
+            catalogue: None,
+            socket: None,
+            format: Format::default(),
+            no_daemon: false,
+            no_autostart: false,
+        };
+        let mut ctx = RequestContext::from_parts(&flags, &root, env);
+        ctx.credentials = credentials_for(&ctx, env);
+        ctx
+    }
+
     /// The context for `flags`, working directory `cwd` and environment `env`, without
     /// credentials (see [`RequestContext::from_process`]).
     pub fn from_parts(
@@ -183,7 +206,7 @@ impl RequestContext {
 /// The values of the credential variables named by the catalogue `ctx` resolves to.
 ///
 /// A catalogue that does not load yields none: resolving the context reports the error.
-fn credentials_for(
+pub fn credentials_for(
     ctx: &RequestContext,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> BTreeMap<String, String> {
@@ -256,7 +279,7 @@ impl Resolved {
             catalogue.mode,
         )
         .map_err(|message| ServiceError::Usage(format!("`{ENV_MODE}`: {message}")))?;
-        let disable = parse_disable(ctx.disable.as_deref());
+        let disable = DisableList::parse(ctx.disable.as_deref().unwrap_or(""));
         let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
         let presence = probe_presence(&catalogue, ctx, &root);
         Ok(Resolved {
@@ -352,24 +375,6 @@ pub fn validate_settings(entry: &AdvisorEntry) -> Result<(), (String, String)> {
     crate::core::catalogue::accept_any_settings(entry)
 }
 
-/// `ADVISORD_ADVISORS_DISABLE`: a comma list of advisor ids, or `all`.
-pub fn parse_disable(value: Option<&str>) -> DisableList {
-    let ids: BTreeSet<String> = value
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
-        .collect();
-    if ids.iter().any(|id| id.eq_ignore_ascii_case("all")) {
-        DisableList::All
-    } else if ids.is_empty() {
-        DisableList::None
-    } else {
-        DisableList::Ids(ids)
-    }
-}
-
 /// `ADVISORD_COOLDOWN_SECONDS`: a whole number of seconds; empty means unset.
 pub fn parse_cooldown(value: Option<&str>) -> Result<Option<u64>, ServiceError> {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
@@ -452,6 +457,7 @@ pub fn socket_path_from(
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::collections::BTreeSet;
 
     #[derive(Parser)]
     struct Flags {
@@ -533,6 +539,36 @@ mod tests {
     }
 
     #[test]
+    fn a_context_for_a_root_reads_the_given_environment() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join(".advisord")).expect("mkdir");
+        std::fs::write(
+            dir.path().join(PROJECT_CATALOGUE),
+            "advisors:\n- {id: e, title: E, transport: http, adapter: x, credential: MY_KEY, \
+             capabilities: [independent_reasoning], local: true}\n",
+        )
+        .expect("write");
+        let env = env_of(&[
+            ("MY_KEY", "k"),
+            ("UNRELATED", "u"),
+            (ENV_MODE, "offline"),
+            ("PATH", "/bin"),
+        ]);
+        let ctx = RequestContext::for_root(dir.path().to_path_buf(), Some("t".into()), &env);
+        assert_eq!(ctx.root, dir.path());
+        assert_eq!(ctx.task.as_deref(), Some("t"));
+        assert_eq!(ctx.mode.as_deref(), Some("offline"));
+        assert_eq!(ctx.path.as_deref(), Some("/bin"));
+        assert_eq!(
+            ctx.credentials.iter().collect::<Vec<_>>(),
+            vec![(&"MY_KEY".to_string(), &"k".to_string())]
+        );
+        let resolved = Resolved::resolve(&ctx).expect("resolves");
+        assert_eq!(resolved.mode, Mode::Offline);
+        assert!(resolved.presence.credentials.contains("MY_KEY"));
+    }
+
+    #[test]
     fn debug_output_never_shows_a_credential_value() {
         let mut ctx = context(Path::new("/"));
         ctx.credentials
@@ -600,23 +636,6 @@ mod tests {
                 ),
                 "{bad}"
             );
-        }
-    }
-
-    #[test]
-    fn the_disable_list() {
-        let ids = |list: &[&str]| DisableList::Ids(list.iter().map(|s| s.to_string()).collect());
-        let cases: &[(Option<&str>, DisableList)] = &[
-            (None, DisableList::None),
-            (Some(""), DisableList::None),
-            (Some(" , "), DisableList::None),
-            (Some("all"), DisableList::All),
-            (Some("a, ALL"), DisableList::All),
-            (Some("a"), ids(&["a"])),
-            (Some(" a ,b,, "), ids(&["a", "b"])),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(&parse_disable(*input), expected, "{input:?}");
         }
     }
 
