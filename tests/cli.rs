@@ -750,7 +750,15 @@ fn ask_records_its_assessment_through_the_writer_first() {
         .expect_json("/reason", "material_without_evidence");
     project
         .cli()
-        .args(["ask", "--subject", "s", "--materiality", "low", "--hypothesis", "h"])
+        .args([
+            "ask",
+            "--subject",
+            "s",
+            "--materiality",
+            "low",
+            "--hypothesis",
+            "h",
+        ])
         .args(["--evidence", "rumour:heard it somewhere"])
         .run()
         .expect_exit(2)
