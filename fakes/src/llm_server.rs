@@ -294,6 +294,7 @@ struct Shared {
     queues: Mutex<HashMap<String, VecDeque<Step>>>,
     requests: Mutex<Vec<RecordedRequest>>,
     connections: AtomicUsize,
+    open: AtomicUsize,
 }
 
 impl Shared {
@@ -356,6 +357,7 @@ impl FakeLlmServer {
             queues: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             connections: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
         });
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -399,6 +401,12 @@ impl FakeLlmServer {
         self.shared.connections.load(Ordering::Relaxed)
     }
 
+    /// How many connections are open now: a client that dropped its exchange shows as
+    /// its connection closing (the server notices at its next read or write).
+    pub fn open_connections(&self) -> usize {
+        self.shared.open.load(Ordering::Relaxed)
+    }
+
     /// Stops accepting, closes every connection and waits (at most a second) for them.
     pub async fn shutdown(self) {
         self.cancel.cancel();
@@ -429,11 +437,32 @@ async fn accept_loop(
         match accepted {
             Ok((stream, _)) => {
                 shared.connections.fetch_add(1, Ordering::Relaxed);
-                tracker.spawn(serve_connection(stream, router.clone(), cancel.clone()));
+                let open = OpenConnection::new(Arc::clone(&shared));
+                let served = serve_connection(stream, router.clone(), cancel.clone());
+                tracker.spawn(async move {
+                    served.await;
+                    drop(open);
+                });
             }
             // Out of descriptors and the like: back off instead of spinning.
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
+    }
+}
+
+/// Counts a connection as open until dropped (also when its task is aborted).
+struct OpenConnection(Arc<Shared>);
+
+impl OpenConnection {
+    fn new(shared: Arc<Shared>) -> Self {
+        shared.open.fetch_add(1, Ordering::Relaxed);
+        Self(shared)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -866,6 +895,7 @@ mod tests {
             queues: Mutex::new(HashMap::new()),
             requests: Mutex::new(Vec::new()),
             connections: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
         };
         let replies = |model: &str, n: usize| -> Vec<Reply> {
             (0..n).map(|_| shared.next_step(model).reply).collect()

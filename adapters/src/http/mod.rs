@@ -24,6 +24,9 @@ use std::time::{Duration, SystemTime};
 /// The largest reply body read, in bytes; a longer one is `malformed`.
 pub const MAX_REPLY_BYTES: usize = 4 * 1024 * 1024;
 
+/// How much of an unreadable reply the diagnostic quotes.
+const MAX_PREVIEW_BYTES: usize = 400;
+
 /// The largest error body read for a diagnostic; the rest is ignored.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
@@ -311,12 +314,11 @@ async fn read_capped(
 
 fn decode<W: Wire>(body: &[u8]) -> Result<Answer, Failure> {
     let reply: Value = serde_json::from_slice(body).map_err(|error| {
+        // Enough of the body to recognise it (an HTML error page, a proxy's notice).
+        let preview = String::from_utf8_lossy(&body[..body.len().min(MAX_PREVIEW_BYTES)]);
         failure(
             FailureKind::Malformed,
-            &format!(
-                "the reply is not JSON ({error}): {}",
-                String::from_utf8_lossy(body)
-            ),
+            &format!("the reply is not JSON ({error}): {preview}"),
         )
     })?;
     W::read(&reply).map_err(|unreadable| embedded_error(&reply).unwrap_or(unreadable))
