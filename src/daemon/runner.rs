@@ -659,3 +659,62 @@ async fn record_disagreement(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Job;
+
+    fn ulid_at(ms: u64) -> String {
+        ulid::Ulid::from_parts(ms, 7).to_string()
+    }
+
+    fn plan(id: &str, assessment: &str) -> Record {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "task": "t", "sequence": 2, "created_at": "2026-01-01T00:00:00Z",
+            "schema": 1, "redacted": [], "kind": "plan", "assessment": assessment,
+            "mode": "standard", "budget": 1, "capabilities": ["independent_reasoning"],
+            "selected": [], "left_out": [], "availability": [], "local_review": [],
+        }))
+        .expect("a plan record")
+    }
+
+    fn job(id: &str) -> Job {
+        Job {
+            id: id.into(),
+            state: JobState::Running,
+            root: "/r".into(),
+            task: "t".into(),
+            assessment: "A".into(),
+            plan: None,
+            consultations: vec![],
+            disagreement: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: None,
+            reason: None,
+        }
+    }
+
+    fn check(records: &[Record], claimed: &[&str], expected: Option<&str>) {
+        let claimed: Vec<String> = claimed.iter().map(|c| c.to_string()).collect();
+        let found = unclaimed_plan(records, &job(&ulid_at(1000)), &claimed);
+        assert_eq!(found.as_ref().map(|r| r.id()), expected);
+    }
+
+    #[test]
+    fn a_resumed_job_takes_only_its_own_unjournaled_plan() {
+        let (before, after, later) = (ulid_at(999), ulid_at(1000), ulid_at(1500));
+        // A plan made before the job was accepted is someone else's.
+        check(&[plan(&before, "A")], &[], None);
+        // One made after, for the same assessment and unclaimed, is the job's.
+        check(&[plan(&before, "A"), plan(&after, "A")], &[], Some(&after));
+        // Claimed by another job, or of another assessment: not the job's.
+        check(&[plan(&after, "A")], &[&after], None);
+        check(&[plan(&after, "B")], &[], None);
+        check(
+            &[plan(&after, "A"), plan(&later, "A")],
+            &[&after],
+            Some(&later),
+        );
+    }
+}

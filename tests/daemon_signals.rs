@@ -1,0 +1,207 @@
+//! The real `advisord` binary: SIGKILL and restart, SIGTERM with its grace, one daemon per
+//! socket, `--detach`, `--version`. Advisors are shell scripts run by the process adapter.
+
+mod daemon_helper;
+
+use daemon_helper::{call, call_json, catalogue, wait_for, Advisor, Binary, Place, TASK};
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+/// A script answering `stance` after `seconds`, unless the file `fast` exists (then at
+/// once); it appends a line to `calls` each time it runs.
+fn advisor_script(place: &Place, id: &str, seconds: f64) -> std::path::PathBuf {
+    let answer = json!({"conclusion": format!("{id} concludes"), "stance": "supports"});
+    place.script(
+        &format!("{id}.sh"),
+        &format!(
+            "echo {id} >> {calls}\ncat > /dev/null\n[ -e {fast} ] || sleep {seconds}\necho '{answer}'",
+            calls = place.path().join("calls").display(),
+            fast = place.path().join("fast").display(),
+        ),
+    )
+}
+
+fn calls(place: &Place) -> Vec<String> {
+    std::fs::read_to_string(place.path().join("calls"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+async fn record_assessment(place: &Place) -> String {
+    let body = json!({"context": place.context(), "record": {
+        "kind": "assessment", "subject": "keep one daemon per user", "materiality": "critical",
+        "hypothesis": "one daemon is enough", "evidence": [{"kind": "file", "ref": "src/daemon"}],
+    }});
+    let reply = call_json(&place.socket(), "POST", "/api/v1/reasoning/records", &body).await;
+    reply.expect(201)["id"].as_str().unwrap().to_string()
+}
+
+async fn consult(place: &Place, assessment: &str) -> String {
+    let body = json!({"context": place.context(), "assessment": assessment, "timeout_s": 60});
+    let reply = call_json(&place.socket(), "POST", "/api/v1/consultations", &body).await;
+    reply.expect(202)["id"].as_str().unwrap().to_string()
+}
+
+async fn wait_done(socket: &Path, job: &str) -> Value {
+    let events = daemon_helper::events(socket, job).await;
+    let last = events.last().expect("events");
+    assert_eq!(last["event"], "done", "{events:?}");
+    last["result"].clone()
+}
+
+fn advisors_recorded(place: &Place) -> Vec<String> {
+    place
+        .records_of(TASK, "consultation")
+        .iter()
+        .map(|r| r["advisor"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigkill_a_restart_records_every_advisor_exactly_once() {
+    let place = Place::new("advisors: []\n");
+    let advisors = [
+        Advisor::process("a", &advisor_script(&place, "a", 0.0)),
+        Advisor::process("b", &advisor_script(&place, "b", 2.0)),
+        Advisor::process("c", &advisor_script(&place, "c", 0.0)),
+    ];
+    place.set_catalogue(&catalogue(&advisors));
+    let mut daemon = Binary::start(&place, &[]);
+    let assessment = record_assessment(&place).await;
+    let job = consult(&place, &assessment).await;
+    wait_for("a recorded and b asked", || {
+        advisors_recorded(&place) == ["a"] && calls(&place).contains(&"b".to_string())
+    });
+    daemon.signal_and_wait(Signal::SIGKILL);
+    // c answered at once but waits behind b in plan order: only a is recorded.
+    assert_eq!(advisors_recorded(&place), ["a"]);
+
+    std::fs::write(place.path().join("fast"), "").unwrap();
+    let _daemon = Binary::start(&place, &[]);
+    let done = wait_done(&place.socket(), &job).await;
+    assert_eq!(done["state"], "done");
+    assert_eq!(advisors_recorded(&place), ["a", "b", "c"]);
+    assert_eq!(place.records_of(TASK, "plan").len(), 1);
+    let asked = calls(&place);
+    assert_eq!(
+        asked.iter().filter(|c| *c == "a").count(),
+        1,
+        "a is not asked again: {asked:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_gives_the_grace_then_leaves_the_rest_to_resume() {
+    let place = Place::new("advisors: []\n");
+    let advisors = [
+        Advisor::process("quick", &advisor_script(&place, "quick", 0.5)),
+        Advisor::process("slow", &advisor_script(&place, "slow", 30.0)),
+    ];
+    place.set_catalogue(&catalogue(&advisors));
+    let mut daemon = Binary::start(&place, &["--grace", "2"]);
+    let assessment = record_assessment(&place).await;
+    let job = consult(&place, &assessment).await;
+    wait_for("both advisors asked", || calls(&place).len() == 2);
+
+    let status = daemon.signal_and_wait(Signal::SIGTERM);
+    assert!(status.success(), "a clean stop: {status:?}");
+    assert_eq!(
+        advisors_recorded(&place),
+        ["quick"],
+        "quick finished within the grace"
+    );
+    assert!(!place.socket().exists(), "the socket is removed");
+    assert!(
+        !place.data().join("advisord.pid").exists(),
+        "the pid file is removed"
+    );
+    let journaled = place.data().join("jobs").join(format!("{job}.json"));
+    let entry: Value = serde_json::from_slice(&std::fs::read(&journaled).unwrap()).unwrap();
+    assert_eq!(entry["job"]["state"], "running", "left journaled to resume");
+    assert!(entry["context"]["credentials"]
+        .as_object()
+        .unwrap()
+        .is_empty());
+
+    std::fs::write(place.path().join("fast"), "").unwrap();
+    let _daemon = Binary::start(&place, &[]);
+    let done = wait_done(&place.socket(), &job).await;
+    assert_eq!(done["state"], "done");
+    assert_eq!(advisors_recorded(&place), ["quick", "slow"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_a_live_socket_refuses_to_start() {
+    let place = Place::new(&catalogue(&[]));
+    let _first = Binary::start(&place, &[]);
+    let other_data = place.path().join("other-data");
+    let second = Command::new(env!("CARGO_BIN_EXE_advisord"))
+        .arg("--socket")
+        .arg(place.socket())
+        .arg("--data-dir")
+        .arg(&other_data)
+        .output()
+        .expect("run a second advisord");
+    assert_eq!(second.status.code(), Some(4), "{second:?}");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("another `advisord` already serves"),
+        "{stderr}"
+    );
+    call(&place.socket(), "GET", "/api/v1/health", None)
+        .await
+        .expect(200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detach_starts_a_daemon_in_the_background_and_returns() {
+    let place = Place::new(&catalogue(&[]));
+    let out = Command::new(env!("CARGO_BIN_EXE_advisord"))
+        .arg("--detach")
+        .arg("--socket")
+        .arg(place.socket())
+        .arg("--data-dir")
+        .arg(place.data())
+        .output()
+        .expect("run advisord --detach");
+    assert!(out.status.success(), "{out:?}");
+    let pid: i32 = std::fs::read_to_string(place.data().join("advisord.pid"))
+        .expect("a pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let health = call(&place.socket(), "GET", "/api/v1/health", None)
+        .await
+        .expect(200);
+    assert_eq!(health["pid"], pid);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&pid.to_string()));
+    assert!(place.data().join("advisord.log").exists());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGTERM).unwrap();
+    wait_for("the detached daemon to stop", || {
+        daemon_helper::process_gone(pid)
+    });
+    assert!(!place.socket().exists());
+}
+
+#[test]
+fn version_and_usage() {
+    let out = Command::new(env!("CARGO_BIN_EXE_advisord"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("advisord {}", env!("CARGO_PKG_VERSION"))
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_advisord"))
+        .args(["--grace", "soon"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("seconds"));
+}
