@@ -88,9 +88,9 @@ impl Cli {
 pub enum Verb {
     /// Record an assessment and consult on it in one step
     #[command(
-        after_help = "Example:\n  advisor-consult ask --subject 'Use SQLite for the \
-                            queue' --materiality material \\\n      --hypothesis 'WAL mode is \
-                            enough' --evidence 'file:src/queue.rs=>one writer at a time'"
+        after_help = "Example:\n  advisor-consult ask --subject 'Use SQLite for the queue' \\\n      \
+                      --materiality material --hypothesis 'WAL mode is enough' \\\n      \
+                      --evidence 'file:src/queue.rs=>one writer at a time'"
     )]
     Ask(AskArgs),
     /// The consultation jobs: queued, running and recently finished
@@ -119,8 +119,8 @@ pub enum Verb {
     Advisors,
     /// A plan preview: who would be consulted for this doubt, who not, and why
     #[command(
-        after_help = "Example:\n  advisor-consult plan --materiality high --confidence \
-                            low --capabilities code_review,security_review"
+        after_help = "Example:\n  advisor-consult plan --materiality high --capabilities \
+                      code_review,debugging"
     )]
     Plan {
         /// How much a wrong decision would cost: trivial, low, material, high, critical
@@ -136,8 +136,8 @@ pub enum Verb {
     /// Store one record through the writer and print it
     #[command(
         after_help = "Examples:\n  advisor-consult record --file assessment.json\n  \
-                            echo '{\"kind\": \"plan\", \"assessment\": \"01J...\"}' | \
-                            advisor-consult record --file -"
+                      echo '{\"kind\": \"plan\", \"assessment\": \"01J...\"}' \\\n      \
+                      | advisor-consult record --file -"
     )]
     Record {
         /// One JSON object: `kind` plus your fields; `-` reads standard input
