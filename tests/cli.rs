@@ -303,6 +303,22 @@ fn exit_statuses() {
         .run()
         .expect_exit(1)
         .expect_stdout("src/core/pick.rs");
+    // 1: the state directory cannot be used (here it is a file).
+    let project = Project::new();
+    std::fs::write(project.state(), "").expect("a file where the state directory goes");
+    project
+        .cli()
+        .args(["record", "--file", "-"])
+        .stdin(&material_assessment().to_string())
+        .run()
+        .expect_exit(1)
+        .expect_stderr("error: cannot create");
+    project
+        .cli()
+        .args(["status", "--format", "json"])
+        .run()
+        .expect_exit(1)
+        .expect_json("/error", "store_failed");
     // 2: usage.
     for args in [
         &["frobnicate"][..],
