@@ -183,10 +183,10 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
         .filter(|&i| recorded[i].is_none())
         .collect();
     if !pending.is_empty() {
-        match consult_and_record(shared, entry, &prepared, &plan_id, &pending, &mut recorded).await
-        {
-            Some(ending) => return ending,
-            None => {}
+        let stopped =
+            consult_and_record(shared, entry, &prepared, &plan_id, &pending, &mut recorded).await;
+        if let Some(ending) = stopped {
+            return ending;
         }
     }
     if let Err(reason) = record_disagreement(entry, &prepared, &recorded).await {
