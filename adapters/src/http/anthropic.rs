@@ -1,6 +1,6 @@
 //! Anthropic messages (`POST {endpoint}/v1/messages`).
 
-use super::{answer, malformed, usage, HttpSettings, Wire};
+use super::{answer, malformed, secret, usage, HttpSettings, Wire};
 use crate::contract::{Answer, Failure};
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
@@ -23,7 +23,7 @@ impl Wire for Anthropic {
 
     fn authorise(request: RequestBuilder, credential: Option<&str>) -> RequestBuilder {
         let request = request.header("anthropic-version", API_VERSION);
-        match credential {
+        match credential.and_then(secret) {
             Some(key) => request.header("x-api-key", key),
             None => request,
         }

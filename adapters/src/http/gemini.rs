@@ -1,6 +1,6 @@
 //! Gemini generateContent (`POST {endpoint}/v1beta/models/{model}:generateContent`).
 
-use super::{answer, malformed, usage, HttpSettings, Wire};
+use super::{answer, malformed, secret, usage, HttpSettings, Wire};
 use crate::contract::{Answer, Failure, Usage};
 use reqwest::RequestBuilder;
 use serde_json::{json, Value};
@@ -18,7 +18,7 @@ impl Wire for Gemini {
     }
 
     fn authorise(request: RequestBuilder, credential: Option<&str>) -> RequestBuilder {
-        match credential {
+        match credential.and_then(secret) {
             Some(key) => request.header("x-goog-api-key", key),
             None => request,
         }

@@ -14,7 +14,7 @@ pub mod openai;
 
 use crate::contract::{Adapter, AdvisorSpec, Answer, Failure, FailureKind, Io, Usage};
 use futures::future::BoxFuture;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{RequestBuilder, Response, StatusCode, Url};
 use serde_json::{Map, Value};
 use std::marker::PhantomData;
@@ -278,7 +278,19 @@ fn credential(advisor: &AdvisorSpec, io: &Io) -> Result<Option<String>, Failure>
         return Ok(None);
     };
     match (io.env)(variable) {
-        Some(value) if !value.trim().is_empty() => Ok(Some(value.trim().to_owned())),
+        Some(value) if !value.trim().is_empty() => {
+            let value = value.trim();
+            if HeaderValue::from_str(value).is_err() {
+                // Said without the value: it is a secret, whatever is wrong with it.
+                return Err(failure(
+                    FailureKind::AuthFailed,
+                    &format!(
+                        "credential variable `{variable}` holds characters an HTTP header                          cannot carry; set it to the key alone"
+                    ),
+                ));
+            }
+            Ok(Some(value.to_owned()))
+        }
         _ => Err(failure(
             FailureKind::AuthFailed,
             &format!(
@@ -288,6 +300,15 @@ fn credential(advisor: &AdvisorSpec, io: &Io) -> Result<Option<String>, Failure>
             ),
         )),
     }
+}
+
+/// A header value for a credential, marked sensitive so that it never shows in a debug
+/// print or a log of the request (`None` when it cannot be a header, which
+/// [`credential`] has already refused).
+pub fn secret(value: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::from_str(value).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 /// Reads a body chunk by chunk up to `cap` bytes; `false` when there was more.

@@ -297,6 +297,23 @@ async fn a_missing_credential_fails_before_any_request_naming_the_variable() {
 }
 
 #[tokio::test]
+async fn a_credential_no_header_can_carry_is_refused_without_showing_it() {
+    for adapter in ADAPTERS {
+        let server = Arc::new(FakeLlmServer::start(Script::new()).await);
+        let mut spec = http_advisor(adapter, &endpoint(adapter, &server.base_url()));
+        spec.credential = Some(KEY_VARIABLE.to_owned());
+        let setup = Setup::new(registered(adapter), spec)
+            .env(KEY_VARIABLE, "sk-secret\npart")
+            .keep(Arc::clone(&server));
+        let expect = failed(FailureKind::AuthFailed, &format!("`{KEY_VARIABLE}`"));
+        let outcome = check(adapter, setup, case(expect)).await;
+        let diagnostic = outcome.result.expect_err("refused").diagnostic;
+        assert!(!diagnostic.contains("sk-secret"), "{adapter}: {diagnostic}");
+        assert!(server.requests().is_empty(), "{adapter}: nothing was sent");
+    }
+}
+
+#[tokio::test]
 async fn a_rate_limit_until_a_date_asks_for_the_seconds_until_then() {
     let until = SystemTime::now() + Duration::from_secs(90);
     for adapter in ADAPTERS {
