@@ -1313,6 +1313,37 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_text_never_panics() {
+        // Deterministic xorshift over an alphabet of the characters the parser cares about.
+        let alphabet: Vec<char> = "{}[]\"\\,:'\u{201c}\u{201d}é🙂\n -*1.)(%/aconclusiTrueNn\u{1b}"
+            .chars()
+            .collect();
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..3000 {
+            let len = (next() % 120) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let with_key = format!("{{\"conclusion\": {text}");
+            for input in [&text, &with_key] {
+                if let Ok(n) = normalise(input) {
+                    assert!(!n.conclusion.is_empty(), "{input:?}");
+                    assert!(
+                        n.confidence.map_or(true, |c| (0.0..=1.0).contains(&c)),
+                        "{input:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn serde_names_are_snake_case() {
         assert_eq!(
             serde_json::to_value(Stance::Alternative).unwrap(),
