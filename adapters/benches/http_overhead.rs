@@ -104,6 +104,22 @@ async fn through_adapter(
     elapsed
 }
 
+/// The adapter's exchange alone, without the contract (shown, not bounded: it tells the
+/// transport's share of the overhead from the normalisation's).
+async fn exchange_only(
+    adapter: &dyn advisord_adapters::contract::Adapter,
+    advisor: &AdvisorSpec,
+    prompt: &str,
+    io: &Io,
+) -> Duration {
+    let start = Instant::now();
+    let answer = adapter.exchange(advisor, prompt, io).await;
+    let elapsed = start.elapsed();
+    let answer = answer.unwrap_or_else(|failure| panic!("{}: {failure:?}", advisor.adapter));
+    assert!(answer.usage.is_some(), "{}: usage read", advisor.adapter);
+    elapsed
+}
+
 fn main() -> ExitCode {
     // The server gets its own thread and runtime so that it does not share the measuring
     // thread's scheduler: both paths see the same server.
@@ -159,29 +175,40 @@ fn main() -> ExitCode {
             env: env_from_map(BTreeMap::from([(KEY_VARIABLE.to_owned(), KEY.to_owned())])),
             http: client.clone(),
         };
-        let (adapter_median, bare_median) = runtime.block_on(async {
+        let (adapter_median, exchange_median, bare_median) = runtime.block_on(async {
             for _ in 0..WARM_UP {
                 bare(&client, &url, &format).await;
+                exchange_only(adapter.as_ref(), &advisor, &prompt, &io).await;
                 through_adapter(adapter.as_ref(), &advisor, &prompt, &io).await;
             }
             let mut bare_samples = Vec::with_capacity(ITERATIONS);
+            let mut exchange_samples = Vec::with_capacity(ITERATIONS);
             let mut adapter_samples = Vec::with_capacity(ITERATIONS);
-            // Interleaved, so that drift in the machine's load hits both paths alike.
+            // Interleaved, so that drift in the machine's load hits every path alike.
             for _ in 0..ITERATIONS {
                 bare_samples.push(bare(&client, &url, &format).await);
+                exchange_samples
+                    .push(exchange_only(adapter.as_ref(), &advisor, &prompt, &io).await);
                 adapter_samples
                     .push(through_adapter(adapter.as_ref(), &advisor, &prompt, &io).await);
             }
-            (median(&mut adapter_samples), median(&mut bare_samples))
+            (
+                median(&mut adapter_samples),
+                median(&mut exchange_samples),
+                median(&mut bare_samples),
+            )
         });
+        let micros = |d: Duration| d.as_secs_f64() * 1e6;
         let ratio = adapter_median.as_secs_f64() / bare_median.as_secs_f64();
+        let exchange_ratio = exchange_median.as_secs_f64() / bare_median.as_secs_f64();
         let verdict = if ratio <= BOUND { "ok" } else { "BROKEN" };
         println!(
-            "  {:<10} adapter+contract {:>8.1} µs   bare reqwest {:>8.1} µs   ratio {ratio:.3} \
-             (bound {BOUND}) {verdict}",
+            "  {:<10} bare reqwest {:>7.1} µs | adapter alone {:>7.1} µs (ratio {exchange_ratio:.3}) \
+             | adapter+contract {:>7.1} µs ratio {ratio:.3} (bound {BOUND}) {verdict}",
             format.adapter,
-            adapter_median.as_secs_f64() * 1e6,
-            bare_median.as_secs_f64() * 1e6,
+            micros(bare_median),
+            micros(exchange_median),
+            micros(adapter_median),
         );
         broken |= ratio > BOUND;
     }
