@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod context;
 pub mod core;
 pub mod daemon;

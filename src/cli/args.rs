@@ -113,7 +113,11 @@ pub enum Verb {
     },
     /// Show the whole product working on built-in scripted advisors
     #[command(after_help = "Example:\n  advisor-consult demo")]
-    Demo,
+    Demo {
+        /// Keep the demo's temporary directory (project, records, daemon log) afterwards
+        #[arg(long)]
+        keep: bool,
+    },
     /// Every advisor, its status and why; capacity per capability
     #[command(after_help = "Example:\n  advisor-consult advisors --format table")]
     Advisors,
@@ -180,7 +184,7 @@ impl Verb {
             Verb::Jobs => "jobs",
             Verb::Wait { .. } => "wait",
             Verb::Cancel { .. } => "cancel",
-            Verb::Demo => "demo",
+            Verb::Demo { .. } => "demo",
             Verb::Advisors => "advisors",
             Verb::Plan { .. } => "plan",
             Verb::Record { .. } => "record",

@@ -41,7 +41,10 @@ pub enum JobVerb {
         job: String,
     },
     /// `demo`.
-    Demo,
+    Demo {
+        /// Keep the demo's temporary directory.
+        keep: bool,
+    },
 }
 
 impl JobVerb {
@@ -52,7 +55,7 @@ impl JobVerb {
             JobVerb::Jobs => "jobs",
             JobVerb::Wait { .. } => "wait",
             JobVerb::Cancel { .. } => "cancel",
-            JobVerb::Demo => "demo",
+            JobVerb::Demo { .. } => "demo",
         }
     }
 }
@@ -74,7 +77,11 @@ pub struct ConsultRequest {
 
 /// The entry point of the `advisor-consult` binary: the one exit path.
 pub fn main() -> ExitCode {
-    let cli = match Cli::parse_args(std::env::args_os()) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = jobs::hidden_entry(&args) {
+        return exit_code(code);
+    }
+    let cli = match Cli::parse_args(args) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version exit 0; every other parse error is usage (2).
@@ -140,7 +147,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             &ctx,
         ),
         Verb::Cancel { job } => jobs::run_job_verb(&JobVerb::Cancel { job }, &global, &ctx),
-        Verb::Demo => jobs::run_job_verb(&JobVerb::Demo, &global, &ctx),
+        Verb::Demo { keep } => jobs::run_job_verb(&JobVerb::Demo { keep }, &global, &ctx),
         Verb::Advisors => emit(&select_backend(&global, ctx)?.advisors()?, format),
         Verb::Plan {
             materiality,

@@ -1,0 +1,352 @@
+//! Each advisor's progress while a job runs: on a terminal one line per advisor redrawn in
+//! place (elapsed seconds ticking, then its outcome); elsewhere one line per event, each
+//! stamped with the seconds since the job was queued, so a log shows what ran at once.
+
+use crate::core::records::{Body, ConsultationStatus, FailureKind, Record};
+use crate::protocol::{Event, Job};
+use crate::render::text::truncate;
+use crate::render::WIDTH;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// Where progress is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Standard output (the demo, whose progress is part of the show).
+    Stdout,
+    /// Standard error (the job verbs, whose standard output is the result).
+    Stderr,
+}
+
+impl Target {
+    fn is_terminal(self) -> bool {
+        match self {
+            Target::Stdout => std::io::stdout().is_terminal(),
+            Target::Stderr => std::io::stderr().is_terminal(),
+        }
+    }
+
+    /// Write `text` as is; a closed pipe or terminal is not worth failing a job for.
+    pub fn write(self, text: &str) {
+        let _ = match self {
+            Target::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            }
+            Target::Stderr => {
+                let mut out = std::io::stderr().lock();
+                out.write_all(text.as_bytes()).and_then(|()| out.flush())
+            }
+        };
+    }
+}
+
+/// `ms` as a person reads it: `850 ms`, `1.5 s`.
+pub fn duration_text(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// An outcome in a few words: `completed, supports, 1.5 s` or `failed: timeout, 90.0 s`.
+pub fn outcome_text(
+    status: ConsultationStatus,
+    stance: Option<&str>,
+    failure: Option<FailureKind>,
+    duration_ms: Option<u64>,
+) -> String {
+    let mut text = match status {
+        ConsultationStatus::Completed => "completed".to_string(),
+        ConsultationStatus::Failed => {
+            format!("failed: {}", failure.map_or("error", FailureKind::as_str))
+        }
+    };
+    if let Some(stance) = stance {
+        text.push_str(&format!(", {stance}"));
+    }
+    if let Some(ms) = duration_ms {
+        text.push_str(&format!(", {}", duration_text(ms)));
+    }
+    text
+}
+
+#[derive(Debug)]
+enum RowState {
+    Waiting,
+    Running(Instant),
+    Answered(String),
+    Recorded(String),
+}
+
+#[derive(Debug)]
+struct Row {
+    advisor: String,
+    state: RowState,
+}
+
+/// The progress display of one job.
+#[derive(Debug)]
+pub struct Progress {
+    target: Target,
+    live: bool,
+    started: Instant,
+    rows: Vec<Row>,
+    /// How many row lines the last redraw wrote (the cursor is below them).
+    drawn: usize,
+    /// Set once the rows are final: nothing is redrawn after.
+    frozen: bool,
+}
+
+impl Progress {
+    /// Progress on `target`, redrawn in place when it is a terminal (and `TERM` is not
+    /// `dumb`), one line per event otherwise.
+    pub fn new(target: Target) -> Progress {
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        Progress::with_live(target, target.is_terminal() && !dumb)
+    }
+
+    /// Progress on `target`, live (redrawn in place) or not.
+    pub fn with_live(target: Target, live: bool) -> Progress {
+        Progress {
+            target,
+            live,
+            started: Instant::now(),
+            rows: Vec::new(),
+            drawn: 0,
+            frozen: false,
+        }
+    }
+
+    /// Time since the display started (the job was queued just before).
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    fn say(&mut self, text: &str) {
+        let line = if self.live {
+            truncate(text, WIDTH)
+        } else {
+            let stamp = format!("{:>5.1}s  ", self.started.elapsed().as_secs_f64());
+            format!("{stamp}{}", truncate(text, WIDTH - stamp.len()))
+        };
+        self.target.write(&format!("{line}\n"));
+    }
+
+    /// The job was accepted.
+    pub fn queued(&mut self, job: &Job) {
+        self.say(&format!(
+            "job {} queued (assessment {})",
+            job.id, job.assessment
+        ));
+    }
+
+    /// Show one event of the job's stream.
+    pub fn event(&mut self, event: &Event) {
+        match event {
+            Event::Plan { record, .. } => self.plan(record),
+            Event::Started { advisor, .. } => {
+                self.set(advisor, RowState::Running(Instant::now()));
+                if !self.live {
+                    self.say(&format!("{advisor}: asked"));
+                }
+            }
+            Event::Finished {
+                advisor,
+                status,
+                failure,
+                duration_ms,
+                ..
+            } => {
+                let text = match status {
+                    ConsultationStatus::Completed => {
+                        format!("answered in {}", duration_text(*duration_ms))
+                    }
+                    ConsultationStatus::Failed => format!(
+                        "failed ({}) after {}",
+                        failure.map_or("error", FailureKind::as_str),
+                        duration_text(*duration_ms)
+                    ),
+                };
+                if self.live {
+                    self.set(advisor, RowState::Answered(format!("{text}, recording")));
+                } else {
+                    self.say(&format!("{advisor}: {text}"));
+                }
+            }
+            Event::Recorded {
+                advisor, record, ..
+            } => {
+                let text = match &record.body {
+                    Body::Consultation(c) => outcome_text(
+                        c.status,
+                        c.stance.map(|s| s.as_str()),
+                        c.failure,
+                        c.duration_ms,
+                    ),
+                    _ => "recorded".to_string(),
+                };
+                self.set(advisor, RowState::Recorded(text.clone()));
+                if !self.live {
+                    self.say(&format!(
+                        "{advisor}: recorded consultation {} ({text})",
+                        record.id()
+                    ));
+                }
+                if self.live
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| matches!(r.state, RowState::Recorded(_)))
+                {
+                    self.finish();
+                }
+            }
+            Event::Disagreement { record, .. } => {
+                self.finish();
+                self.say(&format!(
+                    "disagreement {} recorded: an advisor diverges",
+                    record.id()
+                ));
+            }
+            Event::Done { result, .. } => {
+                self.finish();
+                let mut line = format!(
+                    "job {} {} after {}",
+                    result.id,
+                    result.state.as_str(),
+                    duration_text(self.started.elapsed().as_millis() as u64)
+                );
+                if let Some(reason) = &result.reason {
+                    line.push_str(&format!(": {reason}"));
+                }
+                self.say(&line);
+            }
+        }
+    }
+
+    fn plan(&mut self, record: &Record) {
+        let Body::Plan(plan) = &record.body else {
+            return;
+        };
+        let head = if plan.selected.is_empty() {
+            format!(
+                "plan {}: nobody selected (mode {}, budget {})",
+                record.id(),
+                plan.mode.as_str(),
+                plan.budget
+            )
+        } else {
+            format!(
+                "plan {}: {} advisor{} asked at once",
+                record.id(),
+                plan.selected.len(),
+                if plan.selected.len() == 1 { "" } else { "s" }
+            )
+        };
+        self.say(&head);
+        self.rows = plan
+            .selected
+            .iter()
+            .map(|s| Row {
+                advisor: s.advisor.clone(),
+                state: RowState::Waiting,
+            })
+            .collect();
+        self.drawn = 0;
+        self.frozen = self.rows.is_empty();
+        if self.live {
+            self.redraw();
+        }
+    }
+
+    fn set(&mut self, advisor: &str, state: RowState) {
+        if let Some(row) = self.rows.iter_mut().find(|r| r.advisor == advisor) {
+            row.state = state;
+        }
+        if self.live {
+            self.redraw();
+        }
+    }
+
+    /// Redraw the rows when live (called on a timer, so running times tick).
+    pub fn tick(&mut self) {
+        if self.live && !self.frozen && self.drawn > 0 {
+            self.redraw();
+        }
+    }
+
+    /// Draw the rows one last time and stop redrawing them.
+    pub fn finish(&mut self) {
+        if self.live && !self.frozen {
+            self.redraw();
+        }
+        self.frozen = true;
+    }
+
+    fn redraw(&mut self) {
+        if self.frozen {
+            return;
+        }
+        let width = self
+            .rows
+            .iter()
+            .map(|r| r.advisor.chars().count())
+            .max()
+            .unwrap_or(0);
+        let mut text = String::new();
+        if self.drawn > 0 {
+            text.push_str(&format!("\x1b[{}A", self.drawn));
+        }
+        for row in &self.rows {
+            let state = match &row.state {
+                RowState::Waiting => "waiting".to_string(),
+                RowState::Running(since) => {
+                    format!("running {:.1} s", since.elapsed().as_secs_f64())
+                }
+                RowState::Answered(text) | RowState::Recorded(text) => text.clone(),
+            };
+            let line = format!("  {:<width$}  {state}", row.advisor);
+            text.push_str(&format!("\r\x1b[2K{}\n", truncate(&line, WIDTH - 1)));
+        }
+        self.drawn = self.rows.len();
+        self.target.write(&text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_outcomes_read_short() {
+        let check = |got: String, expected: &str| assert_eq!(got, expected);
+        check(duration_text(0), "0 ms");
+        check(duration_text(999), "999 ms");
+        check(duration_text(1500), "1.5 s");
+        check(duration_text(90_000), "90.0 s");
+        check(
+            outcome_text(
+                ConsultationStatus::Completed,
+                Some("opposes"),
+                None,
+                Some(1500),
+            ),
+            "completed, opposes, 1.5 s",
+        );
+        check(
+            outcome_text(
+                ConsultationStatus::Failed,
+                None,
+                Some(FailureKind::Timeout),
+                Some(2000),
+            ),
+            "failed: timeout, 2.0 s",
+        );
+        check(
+            outcome_text(ConsultationStatus::Failed, None, None, None),
+            "failed: error",
+        );
+    }
+}
