@@ -108,6 +108,7 @@ macro_rules! contract_rig {
 
 mod http_cases;
 mod process_cases;
+mod registry_cases;
 mod scripted_cases;
 
 /// The answer every rig's fake gives in the `answer` scenarios.
