@@ -349,8 +349,7 @@ fn start_daemon(daemon: &Path, socket: &Path) -> Result<(), String> {
     let started = Instant::now();
     loop {
         if answers(socket).is_ok() {
-            let note = started_note(&mut child);
-            eprintln!("advisor-consult: {note}");
+            eprintln!("advisor-consult: {}", started_note(socket));
             reap_in_background(child);
             return Ok(());
         }
@@ -390,19 +389,16 @@ fn start_daemon(daemon: &Path, socket: &Path) -> Result<(), String> {
     }
 }
 
-/// What the `--detach` parent said once it saw its daemon answer (its one line), or a
-/// line of our own when it has not said it yet.
-fn started_note(child: &mut Child) -> String {
-    let exited = matches!(child.try_wait(), Ok(Some(_)));
-    let said = if exited {
-        last_line(child.stdout.take())
-    } else {
-        String::new()
-    };
-    if said.is_empty() {
-        "started `advisord` in the background".to_string()
-    } else {
-        format!("started {said}")
+/// What to tell the user once a daemon was started: where it serves and where it logs
+/// (the data directory it resolves from the same environment as ours).
+fn started_note(socket: &Path) -> String {
+    match crate::daemon::paths::data_dir(None) {
+        Some(dir) => format!(
+            "started advisord on `{}` (log `{}`)",
+            socket.display(),
+            dir.join(crate::daemon::LOG_FILE).display()
+        ),
+        None => format!("started advisord on `{}`", socket.display()),
     }
 }
 

@@ -56,10 +56,11 @@ pub fn hidden_entry(args: &[OsString]) -> Option<i32> {
 }
 
 /// A scripted advisor: reads the whole prompt, waits, prints a JSON answer whose stance is
-/// the one asked for.
+/// the one asked for; with `--exit N` (N not 0) it fails with that status instead.
 fn demo_advisor(args: &[OsString]) -> i32 {
     let mut stance = "supports".to_string();
     let mut delay_ms = 0u64;
+    let mut exit = 0i32;
     let mut args = args.iter().map(|a| a.to_string_lossy().into_owned());
     while let Some(flag) = args.next() {
         let value = args.next();
@@ -72,10 +73,17 @@ fn demo_advisor(args: &[OsString]) -> i32 {
                     return 2;
                 }
             },
+            ("--exit", Some(v)) => match v.parse() {
+                Ok(code) => exit = code,
+                Err(_) => {
+                    eprintln!("error: `--exit {v}` is not an exit status");
+                    return 2;
+                }
+            },
             (other, _) => {
                 eprintln!(
-                    "error: `{other}` is not accepted; {DEMO_ADVISOR_ARG} takes `--stance S` \
-                     and `--delay-ms N`"
+                    "error: `{other}` is not accepted; {DEMO_ADVISOR_ARG} takes `--stance S`, \
+                     `--delay-ms N` and `--exit N`"
                 );
                 return 2;
             }
@@ -88,6 +96,10 @@ fn demo_advisor(args: &[OsString]) -> i32 {
         return 1;
     }
     std::thread::sleep(Duration::from_millis(delay_ms));
+    if exit != 0 {
+        eprintln!("scripted advisor failing with status {exit}, as asked");
+        return exit;
+    }
     let answer = demo_answer(&stance);
     println!("{answer}");
     0
@@ -221,10 +233,18 @@ impl Narrator {
         self.target.write(&format!("\n== {number}. {text}\n"));
     }
 
+    /// Write `text`, wrapping any line wider than the terminal (long temporary paths).
     fn text(&self, text: &str) {
-        let mut text = text.trim_end_matches('\n').to_string();
-        text.push('\n');
-        self.target.write(&text);
+        let mut out = Out::new();
+        for line in text.trim_end_matches('\n').lines() {
+            if line.chars().count() <= render::WIDTH {
+                out.line(line);
+            } else {
+                let indent = line.len() - line.trim_start().len();
+                out.para(indent, 2, line.trim_start());
+            }
+        }
+        self.target.write(&out.finish());
     }
 }
 
@@ -261,7 +281,7 @@ pub fn run(format: Format, keep: bool) -> anyhow::Result<i32> {
                 ));
             } else {
                 narrator.text(&format!(
-                    "\ndaemon stopped; {base} removed (`--keep` keeps it)"
+                    "\ndaemon stopped and {base} removed\n(`advisor-consult demo --keep` keeps it)"
                 ));
             }
             if let Some(summary) = summary {
@@ -564,6 +584,10 @@ mod tests {
                 "--delay-ms",
                 "soon"
             ])),
+            Some(2)
+        );
+        assert_eq!(
+            hidden_entry(&args(&["advisor-consult", DEMO_ADVISOR_ARG, "--exit", "x"])),
             Some(2)
         );
     }
