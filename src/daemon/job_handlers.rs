@@ -12,7 +12,6 @@ use crate::protocol::{
     codes, ConsultRequest, Event, Job, JobList, JobState, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, NDJSON,
 };
 use crate::service::ServiceError;
-use crate::store::Store;
 use axum::body::{Body, Bytes};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
@@ -76,9 +75,10 @@ pub(crate) async fn consult(shared: &Arc<Shared>, incoming: Incoming) -> Answer 
     let assessment = request.assessment;
     let (checked_context, task) = {
         let assessment = assessment.clone();
+        let shared = shared.clone();
         blocking(move || {
             let resolved = Resolved::resolve(&context)?;
-            let records = Store::open(&resolved.state_dir).records(&resolved.task)?;
+            let records = shared.store(&resolved.state_dir).records(&resolved.task)?;
             let found = records.iter().find(|r| r.id() == assessment);
             match found.map(|r| r.kind()) {
                 Some(Kind::Assessment) => {}

@@ -27,6 +27,7 @@ pub mod socket;
 use crate::daemon::jobs::{JobEntry, JobRequest, JobTable, Retention};
 use crate::daemon::journal::{Journal, JournalEntry, JournalError, JOURNAL_SCHEMA};
 use crate::protocol::{Event, JobState};
+use crate::store::Store;
 use advisord_adapters::registry::Registry;
 use nix::fcntl::{Flock, FlockArg};
 use std::collections::HashMap;
@@ -135,6 +136,8 @@ pub(crate) struct Shared {
     /// Held by a resumed job while it looks for the plan it may have recorded before the
     /// daemon stopped, so two resumed jobs never take the same one.
     pub(crate) plan_claims: tokio::sync::Mutex<()>,
+    /// One store per state directory, kept so its cache of records is read once.
+    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
 }
 
 impl Shared {
@@ -144,6 +147,15 @@ impl Shared {
         let mut map = self.semaphores.lock().unwrap_or_else(|p| p.into_inner());
         map.entry(advisor.to_string())
             .or_insert_with(|| Arc::new(Semaphore::new(max_concurrent.max(1) as usize)))
+            .clone()
+    }
+
+    /// The store of `state_dir`, shared by every job and request of the daemon (its cache
+    /// of records is then read once, not once per job).
+    pub(crate) fn store(&self, state_dir: &Path) -> Arc<Store> {
+        let mut map = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(state_dir.to_path_buf())
+            .or_insert_with(|| Arc::new(Store::open(state_dir)))
             .clone()
     }
 
@@ -253,6 +265,7 @@ pub async fn run(
         semaphores: Mutex::new(HashMap::new()),
         started: Instant::now(),
         plan_claims: tokio::sync::Mutex::new(()),
+        stores: Mutex::new(HashMap::new()),
     });
     resume(&shared, saved);
 

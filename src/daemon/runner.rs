@@ -25,7 +25,6 @@ use advisord_adapters::question;
 use futures::FutureExt;
 use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Instant;
@@ -71,10 +70,8 @@ pub(crate) async fn run_job(shared: Arc<Shared>, entry: Arc<JobEntry>) {
     {
         return; // cancelled while queued
     }
-    if let Err(e) = shared.persist(&entry).await {
-        // Still journaled as queued, which resumes the same way: go on.
-        tracing::warn!(job = %entry.id(), error = %e, "could not journal the job as running");
-    }
+    // Not journaled as running: a journaled job resumes the same way whether it was
+    // queued or running, so the fsyncs are saved.
     tracing::info!(job = %entry.id(), "job running");
     let ending = drive(&shared, &entry).await;
     let (state, reason) = match ending {
@@ -102,6 +99,7 @@ pub(crate) async fn run_job(shared: Arc<Shared>, entry: Arc<JobEntry>) {
 /// Everything the fan-out needs, read from the store on the blocking pool.
 struct Prepared {
     resolved: Resolved,
+    store: Arc<Store>,
     assessment: Assessment,
     plan_record: Record,
     plan: Plan,
@@ -124,12 +122,15 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
     } else {
         None
     };
+    let for_stores = shared.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         if resumed {
             // Credentials are never journaled: a resumed job uses the daemon's own.
             fill_credentials_from_daemon(&mut context);
         }
-        prepare(context, &job, resumed, &claimed)
+        prepare(context, &job, resumed, &claimed, &|dir| {
+            for_stores.store(dir)
+        })
     })
     .await;
     let prepared = match prepared {
@@ -205,9 +206,10 @@ fn prepare(
     job: &crate::protocol::Job,
     resumed: bool,
     claimed: &[String],
+    store_of: &dyn Fn(&std::path::Path) -> Arc<Store>,
 ) -> Result<Prepared, String> {
     let resolved = Resolved::resolve(&context).map_err(|e| e.to_string())?;
-    let store = Store::open(&resolved.state_dir);
+    let store = store_of(&resolved.state_dir);
     let records = store.records(&resolved.task).map_err(|e| e.to_string())?;
     let assessment = records
         .iter()
@@ -253,6 +255,7 @@ fn prepare(
         .collect();
     Ok(Prepared {
         resolved,
+        store,
         assessment,
         plan_record,
         plan,
@@ -355,7 +358,7 @@ async fn consult_and_record(
     }
 
     let task = prepared.resolved.task.clone();
-    let state_dir = prepared.resolved.state_dir.clone();
+    let store = prepared.store.clone();
     let mut interrupted = false;
     let mut failure: Option<String> = None;
     for (index, advisor, rx) in waiting {
@@ -379,7 +382,7 @@ async fn consult_and_record(
             continue;
         }
         let input = draft::consultation_input(plan_id, &advisor, &outcome);
-        match write_consultation(&state_dir, &task, plan_id, &advisor, input).await {
+        match write_consultation(&store, &task, plan_id, &advisor, input).await {
             Ok(record) => {
                 entry.update(|job| {
                     if let (Some(c), Body::Consultation(body)) =
@@ -587,30 +590,27 @@ fn build_prompt(assessment: &Assessment, extra: Option<&str>, prior: Option<&str
 /// Store one consultation; a duplicate (the advisor already recorded for this plan, by a
 /// resumed run or by hand) is taken as recorded.
 async fn write_consultation(
-    state_dir: &std::path::Path,
+    store: &Arc<Store>,
     task: &TaskName,
     plan: &str,
     advisor: &str,
     input: serde_json::Value,
 ) -> Result<Record, String> {
-    let (state_dir, task, plan, advisor) = (
-        PathBuf::from(state_dir),
+    let (store, task, plan, advisor) = (
+        store.clone(),
         task.clone(),
         plan.to_string(),
         advisor.to_string(),
     );
-    let written = tokio::task::spawn_blocking(move || {
-        let store = Store::open(&state_dir);
-        match store.write(&task, &input, None) {
-            Ok(record) => Ok(record),
-            Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
-                let records = store.records(&task).map_err(|e| e.to_string())?;
-                consultation_of(&records, &plan, &advisor).ok_or_else(|| r.to_string())
-            }
-            Err(e) => Err(format!(
-                "the consultation of `{advisor}` could not be recorded: {e}"
-            )),
+    let written = tokio::task::spawn_blocking(move || match store.write(&task, &input, None) {
+        Ok(record) => Ok(record),
+        Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
+            let records = store.records(&task).map_err(|e| e.to_string())?;
+            consultation_of(&records, &plan, &advisor).ok_or_else(|| r.to_string())
         }
+        Err(e) => Err(format!(
+            "the consultation of `{advisor}` could not be recorded: {e}"
+        )),
     })
     .await;
     written.unwrap_or_else(|e| Err(format!("recording failed: {e}")))
@@ -629,11 +629,10 @@ async fn record_disagreement(
     else {
         return Ok(());
     };
-    let state_dir = prepared.resolved.state_dir.clone();
+    let store = prepared.store.clone();
     let task = prepared.resolved.task.clone();
     let cited: Vec<String> = consultations.iter().map(|r| r.id().to_string()).collect();
     let written = tokio::task::spawn_blocking(move || {
-        let store = Store::open(&state_dir);
         let records = store.records(&task).map_err(|e| e.to_string())?;
         // Recorded already by an earlier run of this job?
         let earlier = records.iter().find(|r| match &r.body {
