@@ -620,8 +620,10 @@ mod tests {
                 let (mut stream, _) = listener.accept().await.expect("accept");
                 let mut request = [0u8; 4096];
                 let _ = stream.read(&mut request).await.expect("read");
-                let first = r#"{"event":"started","job":"J","advisor":"a"}"#;
-                let second = r#"{"event":"started","job":"J","advisor":"b"}"#;
+                let first =
+                    r#"{"event":"started","job":"J","advisor":"a","at":"2026-01-01T00:00:00Z"}"#;
+                let second =
+                    r#"{"event":"started","job":"J","advisor":"b","at":"2026-01-01T00:00:01Z"}"#;
                 let body = format!("{first}\n\n{second}\n");
                 let (head, tail) = body.split_at(20);
                 let chunk = |s: &str| format!("{:x}\r\n{s}\r\n", s.len());
