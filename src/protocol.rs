@@ -406,6 +406,8 @@ pub enum Event {
         job: String,
         /// The advisor asked.
         advisor: String,
+        /// When, RFC 3339 UTC (so a client that joins late can show the elapsed time).
+        at: String,
     },
     /// An exchange ended, in the order answers arrive; the outcome is recorded later, in
     /// plan order ([`Event::Recorded`]).
@@ -674,10 +676,13 @@ mod tests {
         let started = Event::Started {
             job: "J".into(),
             advisor: "a".into(),
+            at: "2026-01-01T00:00:00Z".into(),
         };
         assert_eq!(
             serde_json::to_value(&started).unwrap(),
-            serde_json::json!({"event": "started", "job": "J", "advisor": "a"})
+            serde_json::json!({
+                "event": "started", "job": "J", "advisor": "a", "at": "2026-01-01T00:00:00Z"
+            })
         );
     }
 

@@ -881,3 +881,42 @@ async fn a_peer_of_another_uid_is_refused() {
     daemon.call("GET", "/api/v1/health", None).await.expect(200);
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_are_listed_then_pruned_from_memory_and_journal() {
+    let (registry, _fakes) = scripted(vec![("a", vec![Script::answer(&answer("a", "supports"))])]);
+    let tweak: daemon_helper::Tweak = Box::new(|c| {
+        c.retention.keep_for = Duration::from_millis(300);
+        c.prune_every = Duration::from_millis(50);
+    });
+    let yaml = catalogue(&[Advisor::scripted("a")]);
+    let daemon = Daemon::start_in(Place::new(&yaml), registry, tweak).await;
+    let assessment = daemon.assessment().await;
+    let job = daemon.consult(&assessment, 5.0).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    assert_eq!(daemon.wait(&id).await["state"], "done");
+    let listed = daemon
+        .call("GET", "/api/v1/consultations?state=done", None)
+        .await
+        .expect(200);
+    assert_eq!(ids(listed["jobs"].as_array().unwrap(), "id"), [id.clone()]);
+    let journaled = daemon.place.data().join("jobs").join(format!("{id}.json"));
+    assert!(journaled.exists());
+    let started = Instant::now();
+    while daemon
+        .call("GET", &format!("/api/v1/consultations/{id}"), None)
+        .await
+        .status
+        != 404
+    {
+        assert!(started.elapsed() < daemon_helper::BOUND, "never pruned");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon_helper::wait_for("the journal entry removed", || !journaled.exists());
+    assert_eq!(
+        daemon.place.records_of(TASK, "consultation").len(),
+        1,
+        "records stay"
+    );
+    daemon.stop().await;
+}

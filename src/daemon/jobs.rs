@@ -348,6 +348,7 @@ mod tests {
         let started = |a: &str| Event::Started {
             job: "1".into(),
             advisor: a.into(),
+            at: "2026-01-01T00:00:00Z".into(),
         };
         e.emit(started("a"));
         e.emit(started("b"));

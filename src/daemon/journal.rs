@@ -160,3 +160,72 @@ impl Journal {
         Ok(entries)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::JobState;
+
+    fn entry(id: &str) -> JournalEntry {
+        JournalEntry {
+            schema: JOURNAL_SCHEMA,
+            job: Job {
+                id: id.into(),
+                state: JobState::Queued,
+                root: "/r".into(),
+                task: "t".into(),
+                assessment: "A".into(),
+                plan: None,
+                consultations: vec![],
+                disagreement: None,
+                created_at: "2026-01-01T00:00:00Z".into(),
+                finished_at: None,
+                reason: None,
+            },
+            context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
+            question: Some("why?".into()),
+            prior_opinion: None,
+            timeout_s: 1.5,
+        }
+    }
+
+    #[test]
+    fn entries_round_trip_oldest_first_and_replace_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        journal.save(&entry("02")).unwrap();
+        journal.save(&entry("01")).unwrap();
+        let mut later = entry("02");
+        later.job.state = JobState::Running;
+        journal.save(&later).unwrap();
+        let loaded = journal.load_all().unwrap();
+        let ids: Vec<&str> = loaded.iter().map(|e| e.job.id.as_str()).collect();
+        assert_eq!(ids, ["01", "02"]);
+        assert_eq!(loaded[1].job.state, JobState::Running);
+        assert_eq!(loaded[0].timeout_s, 1.5);
+        journal.remove("01").unwrap();
+        journal.remove("01").unwrap();
+        assert_eq!(journal.load_all().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_torn_save_and_a_corrupt_entry_never_stop_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        journal.save(&entry("01")).unwrap();
+        let jobs = dir.path().join("jobs");
+        std::fs::write(jobs.join(".02.json.tmp"), "{\"half").unwrap();
+        std::fs::write(jobs.join("03.json"), "not json").unwrap();
+        let loaded = journal.load_all().unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert!(
+            !jobs.join(".02.json.tmp").exists(),
+            "the torn save is dropped"
+        );
+        assert!(
+            jobs.join("03.corrupt").exists(),
+            "the corrupt entry is kept aside"
+        );
+        assert!(!jobs.join("03.json").exists());
+    }
+}

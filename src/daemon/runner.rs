@@ -462,6 +462,7 @@ impl Turn {
         self.entry.emit(Event::Started {
             job: self.entry.id(),
             advisor: self.advisor.clone(),
+            at: now_rfc3339(),
         });
         let consulted = AssertUnwindSafe(contract::consult(
             adapter.as_ref(),
