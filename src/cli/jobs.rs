@@ -25,6 +25,7 @@ use crate::render::{self, Format, Render};
 use crate::service::ServiceError;
 use progress::{duration_text, outcome_text, Progress, Target};
 use serde::Serialize;
+use std::path::Path;
 use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
@@ -178,10 +179,22 @@ fn cancel(remote: &Remote, job: &str, format: Format) -> anyhow::Result<i32> {
 }
 
 fn list(remote: &Remote, format: Format) -> anyhow::Result<i32> {
-    let root = remote.context().root.clone();
-    let jobs = remote.block_on(remote.client().jobs(Some(&root)))?;
-    print_stdout(&render::render(&JobListView(jobs), format))?;
+    let mut list = remote.block_on(remote.client().jobs(None))?;
+    // Filtered here rather than by the daemon's exact `root` match, so `--root .` and a
+    // symlinked path name the same project as the path the job was queued with.
+    let ours = same_dir(&remote.context().root);
+    list.jobs.retain(|job| ours(Path::new(&job.root)));
+    print_stdout(&render::render(&JobListView(list), format))?;
     Ok(0)
+}
+
+/// A test for "names the same directory as `dir`": canonical paths when both resolve,
+/// the paths as written otherwise.
+fn same_dir(dir: &Path) -> impl Fn(&Path) -> bool {
+    let canonical = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    move |other: &Path| {
+        std::fs::canonicalize(other).unwrap_or_else(|_| other.to_path_buf()) == canonical
+    }
 }
 
 /// Print the report and say on standard error why the exit status is not 0.
@@ -674,6 +687,20 @@ mod tests {
         let yaml: serde_json::Value =
             serde_yaml_ng::from_str(&detached_text("01J", Format::Yaml)).unwrap();
         assert_eq!(yaml, json);
+    }
+
+    #[test]
+    fn a_root_is_the_same_however_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(&root, dir.path().join("link")).unwrap();
+        let ours = same_dir(&root.join("."));
+        assert!(ours(&root));
+        assert!(ours(&dir.path().join("link")));
+        assert!(ours(&dir.path().join("root/../root")));
+        assert!(!ours(dir.path()));
+        assert!(!ours(&dir.path().join("missing")));
     }
 
     #[test]
