@@ -2,9 +2,10 @@
 //! serialised per task by a lock, so concurrent writers in many processes never lose,
 //! duplicate or tear a record.
 //!
-//! Layout: `<state>/<task>/<sequence, 10 digits>-<id>.json`, so a directory listing sorts
-//! in sequence order. `<state>/<task>/.lock` is the task's lock; `.<name>.<pid>.tmp` files
-//! are writes in flight. Names starting with `.` are never read as records.
+//! Layout: `<state>/<task>/<sequence>.json`, the sequence zero-padded to ten digits so a
+//! directory listing sorts in sequence order (`0000000001.json`, ...). `<state>/<task>/.lock`
+//! is the task's lock; `.<name>.<pid>.tmp` files are writes in flight. Names starting with
+//! `.` are never read as records, nor is any name other than `<digits>.json`.
 //!
 //! Guarantees:
 //! - **Atomic**: a record is written to a temporary file in the task's directory, flushed
@@ -14,14 +15,16 @@
 //!   reads the task, admits the record and writes it, so sequences are unique and
 //!   contiguous (`next = highest + 1`) across every process sharing the state directory.
 //!   The kernel drops the lock when a writer dies; the temporary files a dead writer left
-//!   are removed by the next writer, which holds the lock and so knows none is in flight.
+//!   are removed by the next writer that loads the task, which holds the lock and so knows
+//!   no write is in flight.
 //! - **Nothing on refusal**: a refused record writes nothing, and a refused first record
 //!   of a task does not even create the task's directory.
 //!
-//! Each [`Store`] keeps the records it has read, per task, and on every access lists the
-//! directory and parses only the files it has not seen: records never change once
-//! written, so a write into a task of ten thousand records costs one directory listing,
-//! not ten thousand parses.
+//! Each [`Store`] keeps the records it has read, per task. The first access lists the
+//! task's directory; later ones only look for `<highest + 1>.json`, `<highest + 2>.json`...
+//! until one is missing. Because record `n + 1` is only ever created after record `n` is
+//! in place, that finds every new record, and a write into a task of ten thousand records
+//! costs what a write into an empty one does.
 
 use crate::core::policy::PlanEnv;
 use crate::core::records::{Body, Record, TaskName};
@@ -66,10 +69,12 @@ pub enum StoreError {
 /// What a [`Store`] has read of one task.
 #[derive(Default)]
 struct TaskCache {
-    /// Record files already parsed.
-    seen: HashSet<OsString>,
-    /// Their records, in sequence order.
+    /// Whether the task's directory has been listed once.
+    listed: bool,
+    /// The records read, in sequence order.
     records: Vec<Record>,
+    /// The highest sequence among the record files read.
+    highest: u64,
 }
 
 /// The records of one state directory.
@@ -78,20 +83,24 @@ pub struct Store {
     tasks: Mutex<HashMap<TaskName, Arc<Mutex<TaskCache>>>>,
 }
 
-/// The file name a record is stored under: its sequence (ten digits, so names sort in
-/// sequence order) and its id.
+/// The file name a record is stored under: its sequence, zero-padded to ten digits so that
+/// names sort in sequence order.
 pub fn file_name(record: &Record) -> String {
-    format!(
-        "{:010}-{}.json",
-        record.envelope.sequence, record.envelope.id
-    )
+    sequence_file(record.envelope.sequence)
 }
 
-/// Whether a directory entry is a record file: temporary files and the lock start with a
-/// dot and are never records.
-fn is_record_file(name: &OsStr) -> bool {
-    name.to_str()
-        .is_some_and(|n| !n.starts_with('.') && n.ends_with(".json"))
+fn sequence_file(sequence: u64) -> String {
+    format!("{sequence:010}.json")
+}
+
+/// The sequence a record file holds, if `name` is a record file (`<digits>.json`):
+/// temporary files and the lock start with a dot and are never records.
+fn record_sequence(name: &OsStr) -> Option<u64> {
+    let digits = name.to_str()?.strip_suffix(".json")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 /// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
@@ -106,6 +115,45 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Read and parse the record file at `path`; `None` when there is none.
+fn read_record(path: &Path) -> Result<Option<Record>, StoreError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(StoreError::Io {
+                context: format!(
+                    "cannot read record `{}`; check its permissions",
+                    path.display()
+                ),
+                source,
+            })
+        }
+    };
+    let corrupt = |message: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "{message}; records are never edited by hand: move the file out of `{}`",
+            path.parent().unwrap_or(path).display()
+        ),
+    };
+    let record: Record = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let named = path.file_name().and_then(record_sequence);
+    if named != Some(record.envelope.sequence) {
+        return Err(corrupt(format!(
+            "it holds sequence {} under another sequence's name",
+            record.envelope.sequence
+        )));
+    }
+    Ok(Some(record))
+}
+
+/// Append `record`, keeping `records` in sequence order.
+fn push_in_order(records: &mut Vec<Record>, record: Record) {
+    let at = records.partition_point(|r| r.envelope.sequence <= record.envelope.sequence);
+    records.insert(at, record);
 }
 
 fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
@@ -211,13 +259,7 @@ impl Store {
             // Under the lock no write is in flight: these are left by a killed writer.
             let _ = fs::remove_file(dir.join(name));
         }
-        let sequence = cache
-            .records
-            .iter()
-            .map(|r| r.envelope.sequence)
-            .max()
-            .unwrap_or(0)
-            + 1;
+        let sequence = cache.highest + 1;
         let env = self.write_env(task, sequence, plan_env);
         let record = writer::admit(&cache.records, input, &env)?;
         let name = file_name(&record);
@@ -227,7 +269,7 @@ impl Store {
         })?;
         bytes.push(b'\n');
         write_atomically(&dir, &name, &bytes)?;
-        cache.seen.insert(OsString::from(name));
+        cache.highest = sequence;
         cache.records.push(record.clone());
         Ok(record)
     }
@@ -252,18 +294,40 @@ impl Store {
         lock(&self.tasks).entry(task.clone()).or_default().clone()
     }
 
-    /// Parse the record files of `task` not yet in `cache`; return the temporary files
-    /// seen (for a writer holding the lock to remove).
+    /// Read the records of `task` not yet in `cache`; return the temporary files seen
+    /// (for a writer holding the lock to remove).
     fn refresh(&self, task: &TaskName, cache: &mut TaskCache) -> Result<Vec<OsString>, StoreError> {
         let dir = self.task_dir(task);
-        let entries = match fs::read_dir(&dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        let mut temps = Vec::new();
+        if !cache.listed {
+            temps = self.list(task, &dir, cache)?;
+        }
+        // Record n + 1 is created only once record n is in place: look for the next ones.
+        while let Some(record) = read_record(&dir.join(sequence_file(cache.highest + 1)))? {
+            cache.highest += 1;
+            push_in_order(&mut cache.records, record);
+        }
+        Ok(temps)
+    }
+
+    /// The first read of a task: every record file of its directory.
+    fn list(
+        &self,
+        task: &TaskName,
+        dir: &Path,
+        cache: &mut TaskCache,
+    ) -> Result<Vec<OsString>, StoreError> {
+        let entries = match fs::read_dir(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                cache.listed = true;
+                return Ok(Vec::new());
+            }
             other => other.map_err(io_error(format!(
                 "cannot list the records of task `{task}` in `{}`; check that it is readable",
                 dir.display()
             )))?,
         };
-        let mut new = Vec::new();
+        let mut sequences = Vec::new();
         let mut temps = Vec::new();
         for entry in entries {
             let entry = entry.map_err(io_error(format!(
@@ -271,39 +335,33 @@ impl Store {
                 dir.display()
             )))?;
             let name = entry.file_name();
-            if is_record_file(&name) && !cache.seen.contains(&name) {
-                new.push(name);
+            if let Some(sequence) = record_sequence(&name) {
+                sequences.push(sequence);
             } else if is_temp_file(&name) {
                 temps.push(name);
             }
         }
-        if new.is_empty() {
-            return Ok(temps);
+        sequences.sort_unstable();
+        // A listing taken while another process writes may miss an entry added during it;
+        // any gap below the highest is looked up once more by name.
+        let listed: HashSet<u64> = sequences.iter().copied().collect();
+        let highest = sequences.last().copied().unwrap_or(0);
+        let mut records = Vec::with_capacity(sequences.len());
+        for sequence in 1..=highest {
+            let path = dir.join(sequence_file(sequence));
+            let found = if listed.contains(&sequence) {
+                read_record(&path)?
+            } else {
+                read_record(&path).unwrap_or(None)
+            };
+            if let Some(record) = found {
+                records.push(record);
+            }
         }
-        let before = cache.records.len();
-        for name in new {
-            let path = dir.join(&name);
-            let bytes = fs::read(&path).map_err(io_error(format!(
-                "cannot read record `{}`; check its permissions",
-                path.display()
-            )))?;
-            let record: Record =
-                serde_json::from_slice(&bytes).map_err(|e| StoreError::Corrupt {
-                    message: format!(
-                        "{e}; records are never edited by hand: move the file out of `{}`",
-                        dir.display()
-                    ),
-                    path: path.clone(),
-                })?;
-            cache.seen.insert(name);
-            cache.records.push(record);
-        }
-        let appended_in_order = cache.records[before.saturating_sub(1)..]
-            .windows(2)
-            .all(|w| w[0].envelope.sequence <= w[1].envelope.sequence);
-        if !appended_in_order {
-            cache.records.sort_by_key(|r| r.envelope.sequence);
-        }
+        records.sort_by_key(|r| r.envelope.sequence);
+        cache.records = records;
+        cache.highest = highest;
+        cache.listed = true;
         Ok(temps)
     }
 
@@ -360,6 +418,17 @@ impl Store {
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let target = dir.join(name);
+    if target.exists() {
+        // Under the task's lock this cannot happen; if it does, keep what is stored.
+        return Err(StoreError::Io {
+            context: format!(
+                "record `{}` already exists; refusing to overwrite it (is another program \
+                 writing into the state directory?)",
+                target.display()
+            ),
+            source: io::Error::from(io::ErrorKind::AlreadyExists),
+        });
+    }
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -436,7 +505,16 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names[0], file_name(&again[0]));
-        assert!(names[0].starts_with("0000000001-"), "{}", names[0]);
+        assert_eq!(
+            names,
+            [
+                "0000000001.json",
+                "0000000002.json",
+                "0000000003.json",
+                "0000000004.json",
+                "0000000005.json"
+            ]
+        );
     }
 
     #[test]
@@ -514,11 +592,15 @@ mod tests {
         let t = task("t");
         store.write(&t, &assessment("s"), None).expect("written");
         let task_dir = store.task_dir(&t);
-        let stale = task_dir.join(".0000000002-X.json.999.tmp");
+        let stale = task_dir.join(".0000000002.json.999.tmp");
         fs::write(&stale, b"{\"half").expect("a torn temp file");
         fs::write(task_dir.join(".hidden.json"), b"not json").expect("a dot file");
+        fs::write(task_dir.join("notes.json"), b"not a record").expect("a stray file");
         assert_eq!(Store::open(dir.path()).records(&t).expect("read").len(), 1);
-        let second = store.write(&t, &assessment("s2"), None).expect("written");
+        // A store loading the task lists it, under the lock, and clears what a dead writer left.
+        let second = Store::open(dir.path())
+            .write(&t, &assessment("s2"), None)
+            .expect("written");
         assert_eq!(second.envelope.sequence, 2);
         assert!(
             !stale.exists(),
@@ -532,7 +614,7 @@ mod tests {
         let store = Store::open(dir.path());
         let t = task("t");
         store.write(&t, &assessment("s"), None).expect("written");
-        let bad = store.task_dir(&t).join("0000000002-BAD.json");
+        let bad = store.task_dir(&t).join("0000000002.json");
         fs::write(&bad, b"{}").expect("a hand-made file");
         match Store::open(dir.path()).records(&t) {
             Err(StoreError::Corrupt { path, message }) => {
@@ -586,6 +668,83 @@ mod tests {
             })
             .collect();
         assert_eq!(advisors, ["alpha", "beta"]);
+    }
+
+    #[test]
+    fn two_stores_see_each_others_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (one, two) = (Store::open(dir.path()), Store::open(dir.path()));
+        let t = task("t");
+        let a = one.write(&t, &assessment("s"), None).expect("written");
+        assert_eq!(two.records(&t).expect("read").len(), 1);
+        let attempt = json!({"kind": "attempt", "assessment": a.id(), "tried": "t",
+            "failure_observed": "f"});
+        assert_eq!(
+            two.write(&t, &attempt, None)
+                .expect("written")
+                .envelope
+                .sequence,
+            2
+        );
+        // `one` has a warm cache from before `two` wrote: it still continues the sequence.
+        assert_eq!(
+            one.write(&t, &attempt, None)
+                .expect("written")
+                .envelope
+                .sequence,
+            3
+        );
+        let sequences = |s: &Store| -> Vec<u64> {
+            s.records(&t)
+                .expect("read")
+                .iter()
+                .map(|r| r.envelope.sequence)
+                .collect()
+        };
+        assert_eq!(sequences(&one), [1, 2, 3]);
+        assert_eq!(sequences(&two), [1, 2, 3]);
+    }
+
+    #[test]
+    fn a_missing_file_hides_no_later_record() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        for i in 0..3 {
+            store
+                .write(&t, &assessment(&format!("s{i}")), None)
+                .expect("written");
+        }
+        fs::remove_file(store.task_dir(&t).join("0000000002.json")).expect("removed by hand");
+        let fresh = Store::open(dir.path());
+        let sequences: Vec<u64> = fresh
+            .records(&t)
+            .expect("read")
+            .iter()
+            .map(|r| r.envelope.sequence)
+            .collect();
+        assert_eq!(sequences, [1, 3]);
+        let next = fresh.write(&t, &assessment("s3"), None).expect("written");
+        assert_eq!(next.envelope.sequence, 4, "a sequence is never reused");
+    }
+
+    #[test]
+    fn a_file_under_another_sequence_is_corrupt() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        store.write(&t, &assessment("s"), None).expect("written");
+        let task_dir = store.task_dir(&t);
+        fs::copy(
+            task_dir.join("0000000001.json"),
+            task_dir.join("0000000002.json"),
+        )
+        .expect("copied by hand");
+        let read = Store::open(dir.path()).records(&t);
+        assert!(
+            matches!(&read, Err(StoreError::Corrupt { message, .. }) if message.contains("sequence 1")),
+            "{read:?}"
+        );
     }
 
     #[test]

@@ -1,0 +1,174 @@
+//! Writer throughput and the cost of a write into a large task.
+//!
+//! Run with `cargo bench -p advisord --bench writer`. Prints durable records per second
+//! into an empty task, and the median time of a write into a task of 10,000 records next
+//! to the median into a small one; exits non-zero when a bound is broken.
+//!
+//! The state directory is created under the target directory, not `/tmp`, which may be
+//! memory-backed and would make every fsync free.
+
+use advisord::core::records::{Assessment, Body, Confidence, Envelope, Materiality, Record};
+use advisord::core::records::{TaskName, SCHEMA_VERSION};
+use advisord::store::{file_name, Store};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Records written durably in the throughput run.
+const RECORDS: usize = 2_000;
+/// Records already in the large task.
+const LARGE_TASK: usize = 10_000;
+/// Writes timed in each latency run.
+const LATENCY_WRITES: usize = 200;
+/// Durable records per second the writer must sustain on a local disk.
+const MIN_RECORDS_PER_S: f64 = 50.0;
+/// A write into the large task may take at most this many times a write into a small one
+/// (a re-parse of every record on each write would be hundreds of times slower).
+const MAX_LARGE_TO_SMALL: f64 = 3.0;
+
+fn scratch_root() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    std::fs::create_dir_all(&target).expect("the target directory");
+    target
+}
+
+fn assessment(i: usize) -> serde_json::Value {
+    json!({"kind": "assessment", "subject": format!("decision {i}"), "materiality": "low",
+        "hypothesis": "the simple option holds", "facts": ["one fact", "another fact"]})
+}
+
+fn attempt(assessment: &str, i: usize) -> serde_json::Value {
+    json!({"kind": "attempt", "assessment": assessment, "tried": format!("try {i}"),
+        "failure_observed": "it failed", "updated_hypothesis": "the other option"})
+}
+
+/// Write `count` records into `task`: assessments, and attempts under the first one.
+fn write_mix(store: &Store, task: &TaskName, count: usize) {
+    let first = store
+        .write(task, &assessment(0), None)
+        .expect("a first record");
+    for i in 1..count {
+        store
+            .write(task, &mix(first.id(), i), None)
+            .expect("written");
+    }
+}
+
+/// The `i`th input of a mix: assessments and attempts alternating.
+fn mix(first: &str, i: usize) -> serde_json::Value {
+    if i % 2 == 0 {
+        assessment(i)
+    } else {
+        attempt(first, i)
+    }
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// Fill `task` with `count` stored assessments, written straight to files (the latency run
+/// is about reading a large task, not about how it grew).
+fn prefill(state: &Path, task: &TaskName, count: usize) {
+    let dir = state.join(task.as_str());
+    std::fs::create_dir_all(&dir).expect("the task directory");
+    for i in 0..count {
+        let record = Record {
+            envelope: Envelope {
+                id: ulid::Ulid::new().to_string(),
+                task: task.to_string(),
+                sequence: i as u64 + 1,
+                created_at: "2026-03-01T12:00:00.000Z".into(),
+                schema: SCHEMA_VERSION,
+                redacted: vec![],
+            },
+            body: Body::Assessment(Assessment {
+                subject: format!("stored decision {i}"),
+                materiality: Materiality::Low,
+                confidence: Confidence::Medium,
+                hypothesis: "the simple option holds".into(),
+                facts: vec!["one fact".into()],
+                assumptions: vec![],
+                questions: vec![],
+                evidence: vec![],
+                capabilities: vec![],
+                new_evidence: false,
+            }),
+        };
+        let text = serde_json::to_vec_pretty(&record).expect("serialises");
+        std::fs::write(dir.join(file_name(&record)), text).expect("a record file");
+    }
+}
+
+fn main() {
+    let root = tempfile::Builder::new()
+        .prefix("advisord-bench-writer-")
+        .tempdir_in(scratch_root())
+        .expect("a scratch directory");
+    let mut failed = false;
+
+    // Throughput: durable writes into an empty task.
+    let store = Store::open(&root.path().join("throughput"));
+    let task = TaskName::new("bench").expect("valid task");
+    let start = Instant::now();
+    write_mix(&store, &task, RECORDS);
+    let rate = RECORDS as f64 / start.elapsed().as_secs_f64();
+    println!(
+        "writer: {rate:.0} records/s (durable; {RECORDS} records, bound >= {MIN_RECORDS_PER_S})"
+    );
+    if rate < MIN_RECORDS_PER_S {
+        println!("writer: FAILED: below {MIN_RECORDS_PER_S} records/s");
+        failed = true;
+    }
+
+    // A large task: the store reads it once, then looks only for records it has not seen.
+    // Writes alternate between it and a small task so that both meet the same disk.
+    let state = root.path().join("latency");
+    let (large_task, small_task) = (
+        TaskName::new("large").expect("valid task"),
+        TaskName::new("small").expect("valid task"),
+    );
+    prefill(&state, &large_task, LARGE_TASK);
+    let store = Store::open(&state);
+    let start = Instant::now();
+    let read = store.records(&large_task).expect("read").len();
+    let cold = start.elapsed();
+    assert_eq!(read, LARGE_TASK);
+    let large_first = store
+        .write(&large_task, &assessment(0), None)
+        .expect("written");
+    let small_first = store
+        .write(&small_task, &assessment(0), None)
+        .expect("written");
+    let (mut large_times, mut small_times) = (Vec::new(), Vec::new());
+    for i in 1..=LATENCY_WRITES {
+        for (task, first, times) in [
+            (&large_task, &large_first, &mut large_times),
+            (&small_task, &small_first, &mut small_times),
+        ] {
+            let input = mix(first.id(), i);
+            let start = Instant::now();
+            store.write(task, &input, None).expect("written");
+            times.push(start.elapsed());
+        }
+    }
+    let (large, small) = (median(large_times), median(small_times));
+    let ratio = large.as_secs_f64() / small.as_secs_f64();
+    println!(
+        "writer: first read of a {LARGE_TASK}-record task {:.0} ms; median write {:.2} ms \
+         there vs {:.2} ms into a small task (ratio {ratio:.2}, bound <= {MAX_LARGE_TO_SMALL})",
+        cold.as_secs_f64() * 1e3,
+        large.as_secs_f64() * 1e3,
+        small.as_secs_f64() * 1e3,
+    );
+    if ratio > MAX_LARGE_TO_SMALL {
+        println!("writer: FAILED: a write into a large task is {ratio:.1}x a small one");
+        failed = true;
+    }
+    if failed {
+        std::process::exit(1);
+    }
+}
