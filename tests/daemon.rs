@@ -899,7 +899,7 @@ async fn finished_jobs_are_listed_then_pruned_from_memory_and_journal() {
         .call("GET", "/api/v1/consultations?state=done", None)
         .await
         .expect(200);
-    assert_eq!(ids(listed["jobs"].as_array().unwrap(), "id"), [id.clone()]);
+    assert_eq!(ids(listed["jobs"].as_array().unwrap(), "id"), [id.as_str()]);
     let journaled = daemon.place.data().join("jobs").join(format!("{id}.json"));
     assert!(journaled.exists());
     let started = Instant::now();
