@@ -136,7 +136,7 @@ pub async fn bind(path: &Path) -> Result<BoundSocket, BindError> {
         }
     })?;
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
+        Ok(info) if info.file_type().is_socket() => {
             if answers(path).await {
                 return Err(BindError::AlreadyRunning {
                     socket: path.to_path_buf(),
@@ -180,16 +180,16 @@ pub fn lock_path(socket: &Path) -> PathBuf {
 /// Create `dir` as `0700`, or check an existing one is ours and make it `0700`.
 fn private_dir(dir: &Path) -> Result<(), BindError> {
     match std::fs::metadata(dir) {
-        Ok(meta) => {
+        Ok(info) => {
             let me = nix::unistd::geteuid().as_raw();
-            if meta.uid() != me {
+            if info.uid() != me {
                 return Err(BindError::ForeignDirectory {
                     dir: dir.to_path_buf(),
-                    owner: meta.uid(),
+                    owner: info.uid(),
                     me,
                 });
             }
-            if meta.permissions().mode() & 0o777 != 0o700 {
+            if info.permissions().mode() & 0o777 != 0o700 {
                 std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
                     io_err(format!("cannot make `{}` private (0700)", dir.display())),
                 )?;
