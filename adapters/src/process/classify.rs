@@ -1,12 +1,13 @@
 //! From how a process ended and what it printed to an answer or a typed failure.
 //!
-//! | ended | outcome |
-//! | --- | --- |
-//! | exit 0 | the answer (standard output, or the `output` line); empty text is left to the contract (`empty`) |
-//! | exit N ≠ 0 | the first kind of `failure_patterns` (in [`PATTERN_KINDS`] order) with a line of standard error or standard output matching, else `error` |
-//! | a signal we did not send | `error` |
-//! | stopped at the deadline | `auth_failed`, `rate_limited` or `unavailable` when the output so far matches their patterns (a CLI retrying until killed), else `timeout` |
-//! | stopped on a cancellation | `cancelled` |
+//! - **exit 0**: the answer (standard output, or the `output` line); empty text is left to
+//!   the contract (`empty`);
+//! - **exit N ≠ 0**: the first kind of `failure_patterns` (in [`PATTERN_KINDS`] order) with a
+//!   line of standard error or standard output matching, else `error`;
+//! - **a signal we did not send**: `error`;
+//! - **stopped at the deadline**: `auth_failed`, `rate_limited` or `unavailable` when the
+//!   output so far matches their patterns (a CLI retrying until killed), else `timeout`;
+//! - **stopped on a cancellation**: `cancelled`.
 //!
 //! Patterns are never applied to a successful exit: an answer may well discuss rate limits.
 //! The diagnostic is the line that matched, else the last non-empty line of standard error
@@ -84,24 +85,33 @@ fn failure(kind: FailureKind, line: &str) -> Failure {
     }
 }
 
-/// The first of `kinds` (in the settings' precedence order) whose patterns match a line of
-/// `stderr` or `stdout`, with the last such line.
+/// The first of `kinds` (in [`PATTERN_KINDS`] order) whose patterns match a line of
+/// `stderr` or `stdout`, with the line: the last one matching the kind's first matching
+/// pattern, so that a catalogue lists its most telling pattern first (`failed to lookup
+/// address` rather than the `waiting for network` repeated after it).
 pub fn matching(
     settings: &ProcessSettings,
     kinds: &[FailureKind],
     stderr: &str,
     stdout: &str,
 ) -> Option<(FailureKind, String)> {
+    let lines: Vec<String> = stderr
+        .lines()
+        .rev()
+        .chain(stdout.lines().rev())
+        .map(strip_ansi)
+        .collect();
     settings
         .failure_patterns
         .iter()
         .filter(|(kind, _)| kinds.contains(kind))
         .find_map(|(kind, regexes)| {
-            let lines = stderr.lines().rev().chain(stdout.lines().rev());
-            lines
-                .map(strip_ansi)
-                .find(|line| regexes.iter().any(|r| r.is_match(line)))
-                .map(|line| (*kind, line))
+            regexes.iter().find_map(|regex| {
+                lines
+                    .iter()
+                    .find(|line| regex.is_match(line))
+                    .map(|line| (*kind, line.clone()))
+            })
         })
 }
 

@@ -34,10 +34,14 @@ pub const PREFLIGHT_TTL: Duration = Duration::from_secs(180);
 /// that sees many `PATH`s.
 const CACHE_LIMIT: usize = 256;
 
+/// Advisor id, preflight command, `PATH`.
 type Key = (String, Vec<String>, String);
 
-fn cache() -> &'static Mutex<HashMap<Key, (Instant, Result<(), Failure>)>> {
-    static CACHE: OnceLock<Mutex<HashMap<Key, (Instant, Result<(), Failure>)>>> = OnceLock::new();
+/// When a verdict was reached, and the verdict.
+type Verdict = (Instant, Result<(), Failure>);
+
+fn cache() -> &'static Mutex<HashMap<Key, Verdict>> {
+    static CACHE: OnceLock<Mutex<HashMap<Key, Verdict>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 

@@ -1,13 +1,17 @@
 //! The process adapter's own catalogue settings, read and checked once per catalogue entry.
 //!
-//! | key | shape | meaning |
-//! | --- | --- | --- |
-//! | `args` | list of strings | arguments; an element containing `{prompt}` gets the prompt substituted (standard input is then closed empty), otherwise the prompt goes to standard input |
-//! | `env` | map of strings | extra variables set for the process |
-//! | `pass_env` | list of variable names | variables passed through from the asking process when set (the CLI's own credential variables); when one is set the `preflight` is skipped: the key is the login |
-//! | `preflight` | non-empty list of strings | a cheap command run (bounded, cached) before the exchange; failing means not logged in |
-//! | `failure_patterns` | map from failure kind to a list of regular expressions | matched case-insensitively, line by line, on standard error and standard output |
-//! | `output` | map | how to read the answer from standard output (default: all of it, as text) |
+//! - `args` (list of strings): the arguments; an element containing `{prompt}` gets the
+//!   prompt substituted (standard input is then closed empty), otherwise the prompt goes to
+//!   standard input;
+//! - `env` (map of strings): extra variables set for the process;
+//! - `pass_env` (list of variable names): passed through from the asking process when set
+//!   (the CLI's own credential variables); when one is set the `preflight` is skipped, the
+//!   key being the login;
+//! - `preflight` (non-empty list of strings): a cheap command run (bounded, cached) before
+//!   the exchange; failing means not logged in;
+//! - `failure_patterns` (map from failure kind to a list of regular expressions): matched
+//!   case-insensitively, line by line, on standard error and standard output;
+//! - `output` (map): how to read the answer from standard output (default: all of it).
 //!
 //! `output` for CLIs that print one JSON object per line:
 //! `{format: json_lines, select: {FIELD: VALUE, ...}, text: PATH, error: PATH,
@@ -422,11 +426,12 @@ fn shape(value: &Value) -> &'static str {
     }
 }
 
+/// The regex crate's errors end with the line that says what is wrong.
 fn last_line(text: &str) -> String {
     text.lines()
+        .rev()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .last()
+        .find(|l| !l.is_empty())
         .unwrap_or_default()
         .to_string()
 }

@@ -2,22 +2,23 @@
 //!
 //! # Scripted by flags
 //!
-//! | flag | does |
-//! | --- | --- |
-//! | `--answer TEXT` / `--answer-file F` | prints the answer on standard output |
-//! | `--stance S [--conclusion TEXT]` | prints a JSON answer with that stance |
-//! | `--echo-prompt [--prompt P]` | answers (JSON) with the prompt it got: `P` if given (as an argument), else standard input |
-//! | `--echo-env` | answers (JSON) with the sorted names of its environment variables |
-//! | `--delay-ms N` | waits before printing anything |
-//! | `--stdout LINE` / `--stderr LINE` | prints a line first (repeatable) |
-//! | `--flood BYTES` / `--flood-stderr BYTES` | prints that many bytes |
-//! | `--invalid-utf8` / `--ansi` | decorates every printed line with invalid UTF-8 / ANSI colour |
-//! | `--signal-self` | ends itself with SIGUSR1 (a signal the caller did not send) |
-//! | `--hang` | then sleeps forever; `--ignore-term` blocks SIGTERM first |
-//! | `--grandchild --pid-file F` | first starts a grandchild (`--hang`, same `--ignore-term`) sharing its output pipes, and writes its pid to `F` |
-//! | `--exit N` | exit status (default 0) |
-//! | `--retry-ms N` | interval of the mimics' retry loops (default 200; env `FAKE_ADVISOR_RETRY_MS`) |
-//! | `--mimic NAME` | behaves as a real CLI does without credentials or network (below) |
+//! - `--answer TEXT`, `--answer-file F`: prints the answer on standard output;
+//! - `--stance S [--conclusion TEXT]`: prints a JSON answer with that stance;
+//! - `--echo-prompt [--prompt P]`: answers (JSON) with the prompt it got, `P` if given (the
+//!   argument), else what it read on standard input;
+//! - `--echo-env`: answers (JSON) with the sorted names of its environment variables;
+//! - `--delay-ms N`: waits before printing anything;
+//! - `--stdout LINE`, `--stderr LINE`: prints a line first (repeatable);
+//! - `--flood BYTES`, `--flood-stderr BYTES`: prints that many bytes;
+//! - `--invalid-utf8`, `--ansi`: decorates every printed line with invalid UTF-8 / colour;
+//! - `--signal-self`: ends itself with SIGUSR1 (a signal the caller did not send);
+//! - `--hang`: then sleeps forever; `--ignore-term` blocks SIGTERM first;
+//! - `--grandchild --pid-file F`: first starts a grandchild (`--hang`, the same
+//!   `--ignore-term`) sharing its output pipes, and writes the grandchild's pid to `F`;
+//! - `--exit N`: exit status (default 0);
+//! - `--retry-ms N`: interval of the mimics' retry loops (default 200, or
+//!   `FAKE_ADVISOR_RETRY_MS`);
+//! - `--mimic NAME`: behaves as a real CLI does without credentials or network (below).
 //!
 //! # The real CLIs, as observed
 //!
@@ -26,34 +27,52 @@
 //! `scripts/check-real-clis.sh`). Messages, streams and exit statuses are reproduced
 //! exactly; the real ones are slower (`gemini` takes ~2.5 s to exit 41, `claude -p` ~1 s).
 //!
-//! | mimic | real invocation | what it does |
-//! | --- | --- | --- |
-//! | `codex-no-login` | `codex login status` | stderr `Not logged in`, exit 1 |
-//! | `codex-untrusted` | `codex exec` outside a git repository without `--skip-git-repo-check` | stderr `Not inside a trusted directory and --skip-git-repo-check was not specified.`, exit 1 |
-//! | `codex-lookup-retry` | `codex exec --skip-git-repo-check ... -` | stderr: a banner, five WebSocket reconnects, `stream disconnected before completion: failed to lookup address information`, then `ERROR: Reconnecting... waiting for network` forever |
-//! | `gemini-no-auth` | `gemini -p ...` without an auth variable | stderr `Please set an Auth method ...`, exit 41 |
-//! | `gemini-untrusted` | `gemini -p ...` with a key, untrusted folder | stderr (red) `Gemini CLI is not running in a trusted directory ...`, exit 55 |
-//! | `gemini-fetch-retry` | `gemini -p ...` with a key, no network | stderr `Attempt N failed. Retrying with backoff... Error: exception TypeError: fetch failed sending request` + stack, forever (the real one gives up after ~5 min) |
-//! | `gemini-rate-limit-retry` | `gemini -p ...` against a quota | stderr `Attempt N failed with status 429. Retrying with backoff...`, forever |
-//! | `claude-no-login` | `claude -p` without a login | stdout `Not logged in · Please run /login`, exit 1 (stream-json: init, assistant and result lines) |
-//! | `claude-auth-status` | `claude auth status [--text]` without a login | stdout JSON `{"loggedIn": false, ...}` (or the text line), exit 1 |
-//! | `claude-connect-retry` | `claude -p --output-format stream-json --verbose` with a key, no network | stdout `api_retry` lines with `"error_status":null,"error":"unknown"`, forever (the real one gives up after ~3 min) |
-//! | `claude-rate-limit-retry` | the same against a rate limit | `api_retry` lines with `"error_status":429,"error":"rate_limit"`, forever |
+//! - `codex-no-login` — `codex login status`: stderr `Not logged in`, exit 1.
+//! - `codex-untrusted` — `codex exec` outside a git repository without
+//!   `--skip-git-repo-check`: stderr `Not inside a trusted directory and
+//!   --skip-git-repo-check was not specified.`, exit 1.
+//! - `codex-lookup-retry` — `codex exec --skip-git-repo-check ... -` offline: stderr, a
+//!   banner, five WebSocket reconnects, `stream disconnected before completion: failed to
+//!   lookup address information: Name does not resolve`, then `ERROR: Reconnecting...
+//!   waiting for network` forever.
+//! - `gemini-no-auth` — `gemini -p ...` without an auth variable: stderr `Please set an Auth
+//!   method in your ~/.gemini/settings.json or specify one of the following environment
+//!   variables before running: GEMINI_API_KEY, GOOGLE_GENAI_USE_VERTEXAI,
+//!   GOOGLE_GENAI_USE_GCA`, exit 41.
+//! - `gemini-untrusted` — `gemini -p ...` with a key in an untrusted folder: stderr (red)
+//!   `Gemini CLI is not running in a trusted directory. ...`, exit 55.
+//! - `gemini-fetch-retry` — `gemini -p ...` with a key, offline: stderr `Attempt N failed.
+//!   Retrying with backoff... Error: exception TypeError: fetch failed sending request` and a
+//!   stack trace, forever (the real one gives up after ~5 minutes with exit 1).
+//! - `gemini-rate-limit-retry` — the same against a quota: `Attempt N failed with status
+//!   429. Retrying with backoff...`, forever.
+//! - `claude-no-login` — `claude -p` without a login: stdout `Not logged in · Please run
+//!   /login`, exit 1 (with `--output-format stream-json --verbose`: init, assistant and
+//!   result lines, the result `"is_error":true`).
+//! - `claude-auth-status` — `claude auth status` without a login: stdout
+//!   `{"loggedIn": false, ...}` (with `--text`: `Not logged in. Run claude auth login to
+//!   authenticate.`), exit 1.
+//! - `claude-connect-retry` — `claude -p --output-format stream-json --verbose` with a key,
+//!   offline: stdout `api_retry` lines with `"error_status":null,"error":"unknown"`, forever
+//!   (the real one gives up after ~3 minutes: `API Error: Unable to connect to API`, exit 1);
+//!   with text output it prints nothing at all until then.
+//! - `claude-rate-limit-retry` — the same against a rate limit: `"error_status":429,
+//!   "error":"rate_limit"`.
 //!
 //! # As a drop-in `codex`, `gemini` or `claude`
 //!
-//! Symlink this binary under one of those names (`ln -s .../fake-advisor DIR/claude`) and
-//! it reads its real command line as that CLI would and picks the mimic above from it and
-//! from its environment: the auth variables the real CLI reads (`GEMINI_API_KEY`,
-//! `ANTHROPIC_API_KEY`, `CODEX_API_KEY`, ...), `GEMINI_CLI_TRUST_WORKSPACE`, and these:
+//! Symlink this binary under one of those names (`ln -s .../fake-advisor DIR/claude`): it
+//! reads its command line as that CLI would and picks the behaviour above from it and from
+//! its environment — the auth variables the real CLI reads (`GEMINI_API_KEY`,
+//! `ANTHROPIC_API_KEY`, `CODEX_API_KEY`, ...), `GEMINI_CLI_TRUST_WORKSPACE` — and these:
 //!
-//! | variable | effect |
-//! | --- | --- |
-//! | `FAKE_ADVISOR_LOGGED_IN=1` | behaves as logged in |
-//! | `FAKE_ADVISOR_ANSWER=TEXT` | when logged in, answers `TEXT` (stream-json: in a `result` line with usage `FAKE_ADVISOR_USAGE`, default `12,34`) |
-//! | `FAKE_ADVISOR_RATE_LIMITED=1` | when logged in and not answering, the rate-limit retry loop instead of the network one |
-//! | `FAKE_ADVISOR_DELAY_MS=N` | waits before anything |
-//! | `FAKE_ADVISOR_RETRY_MS=N` | retry-loop interval |
+//! - `FAKE_ADVISOR_LOGGED_IN=1`: behaves as logged in;
+//! - `FAKE_ADVISOR_ANSWER=TEXT`: when logged in, answers `TEXT` (stream-json: in a `result`
+//!   line with the usage `FAKE_ADVISOR_USAGE`, default `12,34`);
+//! - `FAKE_ADVISOR_RATE_LIMITED=1`: when logged in and not answering, the rate-limit retry
+//!   loop instead of the network one;
+//! - `FAKE_ADVISOR_DELAY_MS=N`: waits before anything;
+//! - `FAKE_ADVISOR_RETRY_MS=N`: the retry loops' interval.
 
 use nix::sys::signal::{raise, SigSet, Signal};
 use std::io::{Read, Write};
