@@ -577,7 +577,8 @@ mod tests {
             "failure_observed": "f"});
         let other = store.write(&task("two"), &attempt, None);
         assert!(
-            matches!(&other, Err(StoreError::Refused(r)) if r.reason.as_str() == "unknown_reference"),
+            matches!(&other, Err(StoreError::Refused(r))
+                if r.reason == crate::core::writer::ReasonCode::UnknownReference),
             "{other:?}"
         );
         store
@@ -742,7 +743,8 @@ mod tests {
         .expect("copied by hand");
         let read = Store::open(dir.path()).records(&t);
         assert!(
-            matches!(&read, Err(StoreError::Corrupt { message, .. }) if message.contains("sequence 1")),
+            matches!(&read, Err(StoreError::Corrupt { message, .. })
+                if message.contains("sequence 1")),
             "{read:?}"
         );
     }

@@ -25,7 +25,10 @@ const SHAPES: &[Shape] = &[
     Shape {
         name: "private_key_block",
         // An unterminated block is scrubbed to the end of the text: half a key is a key.
-        pattern: r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)",
+        pattern: concat!(
+            r"(?s)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?",
+            r"(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)"
+        ),
         plausible: None,
     },
     Shape {
@@ -106,7 +109,8 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| Compiled {
 static ESCAPES: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r"(?:\x1b\[|\x{9b})[0-?]*[ -/]*[@-~]?",
-        r"|(?:\x1b[\]PX^_]|[\x{90}\x{98}\x{9d}\x{9e}\x{9f}])[^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?",
+        r"|(?:\x1b[\]PX^_]|[\x{90}\x{98}\x{9d}\x{9e}\x{9f}])",
+        r"[^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?",
         r"|\x1b[ -/]*[0-~]?",
     ))
     .expect("escape pattern compiles")
@@ -178,7 +182,10 @@ mod tests {
 
     #[test]
     fn every_secret_shape() {
-        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        let jwt = concat!(
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.",
+            "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+        );
         let pem =
             "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z\n-----END RSA PRIVATE KEY-----";
         let cases: &[(&str, &str, &[&str])] = &[

@@ -92,8 +92,8 @@ impl Fixture {
 
     fn consult(&mut self, plan: &str, advisor: &str, stance: &str) -> String {
         self.add(
-            json!({"kind": "consultation", "plan": plan, "advisor": advisor,
-            "status": "completed", "conclusion": format!("{advisor} thinks so"), "stance": stance}),
+            json!({"kind": "consultation", "plan": plan, "advisor": advisor, "status": "completed",
+                "conclusion": format!("{advisor} thinks so"), "stance": stance}),
         )
     }
 }
@@ -130,15 +130,15 @@ struct World {
 fn world() -> World {
     let mut f = Fixture::new();
     let a_low = f.add(
-        json!({"kind": "assessment", "subject": "Which cache to use",
-        "materiality": "low", "hypothesis": "the small one"}),
+        json!({"kind": "assessment", "subject": "Which cache to use", "materiality": "low",
+            "hypothesis": "the small one"}),
     );
     let a_mat = f.add(assessment("Retry policy for the uploader", "material"));
     let p_mat = f.plan(&a_mat, &["alpha", "beta"]);
     let c_alpha = f.consult(&p_mat, "alpha", "supports");
     let c_beta_failed = f.add(
-        json!({"kind": "consultation", "plan": p_mat, "advisor": "beta",
-        "status": "failed", "failure": "timeout", "diagnostic": "deadline passed"}),
+        json!({"kind": "consultation", "plan": p_mat, "advisor": "beta", "status": "failed",
+            "failure": "timeout", "diagnostic": "deadline passed"}),
     );
     let a_div = f.add(assessment("Lock strategy", "high"));
     let p_div = f.plan(&a_div, &["alpha", "beta"]);
@@ -161,14 +161,14 @@ fn world() -> World {
         "discriminating_question": "can the shipper parse lines?"}));
     f.add(
         json!({"kind": "resolution", "disagreement": d_res, "experiment": "ship both",
-        "observed": "json parsed, lines did not", "favours": c_res_alpha,
-        "evidence": [{"kind": "command", "ref": "shipper --dry-run"}]}),
+            "observed": "json parsed, lines did not", "favours": c_res_alpha,
+            "evidence": [{"kind": "command", "ref": "shipper --dry-run"}]}),
     );
     let k_low = f.add(json!({"kind": "conclusion", "assessment": a_low,
         "decision": "the small one", "rationale": "enough"}));
     let a_new = f.add(
-        json!({"kind": "assessment", "subject": "  which CACHE to   use ",
-        "materiality": "low", "hypothesis": "the big one after all", "new_evidence": true}),
+        json!({"kind": "assessment", "subject": "  which CACHE to   use ", "materiality": "low",
+            "hypothesis": "the big one after all", "new_evidence": true}),
     );
     World {
         f,
@@ -320,7 +320,8 @@ fn every_reason_code() {
         // Fields: unknown, missing, types, enums, sizes.
         (
             "unknown field",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "subjet": "x"}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "subjet": "x"}),
             InvalidField,
         ),
         (
@@ -335,7 +336,8 @@ fn every_reason_code() {
         ),
         (
             "bad confidence",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "confidence": "total", "hypothesis": "h"}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low",
+                "confidence": "total", "hypothesis": "h"}),
             InvalidField,
         ),
         (
@@ -350,47 +352,56 @@ fn every_reason_code() {
         ),
         (
             "multi-line subject",
-            json!({"kind": "assessment", "subject": "a\nb", "materiality": "low", "hypothesis": "h"}),
+            json!({"kind": "assessment", "subject": "a\nb", "materiality": "low",
+                "hypothesis": "h"}),
             InvalidField,
         ),
         (
             "carriage return subject",
-            json!({"kind": "assessment", "subject": "a\rb", "materiality": "low", "hypothesis": "h"}),
+            json!({"kind": "assessment", "subject": "a\rb", "materiality": "low",
+                "hypothesis": "h"}),
             InvalidField,
         ),
         (
             "subject too long",
-            json!({"kind": "assessment", "subject": long(201), "materiality": "low", "hypothesis": "h"}),
+            json!({"kind": "assessment", "subject": long(201), "materiality": "low",
+                "hypothesis": "h"}),
             InvalidField,
         ),
         (
             "hypothesis too long",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": long(4001)}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low",
+                "hypothesis": long(4001)}),
             InvalidField,
         ),
         (
             "too many facts",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "facts": many(101)}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "facts": many(101)}),
             InvalidField,
         ),
         (
             "facts not a list",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "facts": "one"}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "facts": "one"}),
             InvalidField,
         ),
         (
             "a fact not a string",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "facts": [1]}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "facts": [1]}),
             InvalidField,
         ),
         (
             "new_evidence a string",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "new_evidence": "yes"}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "new_evidence": "yes"}),
             InvalidField,
         ),
         (
             "capability typo",
-            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h", "capabilities": ["code_reveiw"]}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "low", "hypothesis": "h",
+                "capabilities": ["code_reveiw"]}),
             InvalidField,
         ),
         (
@@ -419,7 +430,8 @@ fn every_reason_code() {
         ),
         (
             "validation output too long",
-            json!({"kind": "validation", "conclusion": w.k_low, "check": "c", "passed": true, "output": long(2001)}),
+            json!({"kind": "validation", "conclusion": w.k_low, "check": "c", "passed": true,
+                "output": long(2001)}),
             InvalidField,
         ),
         (
@@ -429,12 +441,14 @@ fn every_reason_code() {
         ),
         (
             "confidence above 1",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c", "confidence": 1.5}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "confidence": 1.5}),
             InvalidField,
         ),
         (
             "bad stance",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c", "stance": "maybe"}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "stance": "maybe"}),
             InvalidField,
         ),
         (
@@ -444,60 +458,71 @@ fn every_reason_code() {
         ),
         (
             "negative duration",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c", "duration_ms": -1}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "duration_ms": -1}),
             InvalidField,
         ),
         (
             "usage with a stray key",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c",
                 "usage": {"input_tokens": 1, "output_tokens": 2, "cost": 3}}),
             InvalidField,
         ),
         (
             "diagnostic too long",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "failed", "failure": "error", "diagnostic": long(301)}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "failed",
+                "failure": "error", "diagnostic": long(301)}),
             InvalidField,
         ),
         // Assessments.
         (
             "material without evidence",
-            json!({"kind": "assessment", "subject": "s", "materiality": "material", "hypothesis": "h"}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "material",
+                "hypothesis": "h"}),
             MaterialWithoutEvidence,
         ),
         (
             "critical with no evidence",
-            json!({"kind": "assessment", "subject": "s", "materiality": "critical", "hypothesis": "h", "evidence": []}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "critical",
+                "hypothesis": "h", "evidence": []}),
             MaterialWithoutEvidence,
         ),
         (
             "high with null evidence",
-            json!({"kind": "assessment", "subject": "s", "materiality": "high", "hypothesis": "h", "evidence": null}),
+            json!({"kind": "assessment", "subject": "s", "materiality": "high", "hypothesis": "h",
+                "evidence": null}),
             MaterialWithoutEvidence,
         ),
         // Consultations.
         (
             "plan unknown",
-            json!({"kind": "consultation", "plan": "NOPE", "advisor": "alpha", "status": "completed", "conclusion": "c"}),
+            json!({"kind": "consultation", "plan": "NOPE", "advisor": "alpha",
+                "status": "completed", "conclusion": "c"}),
             UnknownReference,
         ),
         (
             "plan is an assessment",
-            json!({"kind": "consultation", "plan": w.a_mat, "advisor": "alpha", "status": "completed", "conclusion": "c"}),
+            json!({"kind": "consultation", "plan": w.a_mat, "advisor": "alpha",
+                "status": "completed", "conclusion": "c"}),
             UnknownReference,
         ),
         (
             "advisor not selected",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma", "status": "completed", "conclusion": "c"}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c"}),
             AdvisorNotSelected,
         ),
         (
             "second consultation",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "alpha", "status": "completed", "conclusion": "c"}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "alpha",
+                "status": "completed", "conclusion": "c"}),
             DuplicateConsultation,
         ),
         (
             "second, failed this time",
-            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "beta", "status": "failed", "failure": "error"}),
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "beta", "status": "failed",
+                "failure": "error"}),
             DuplicateConsultation,
         ),
         (
@@ -528,74 +553,91 @@ fn every_reason_code() {
         // Disagreements.
         (
             "one position",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"}], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor", "position": "p"}],
+                "discriminating_question": "q"}),
             TooFewPositions,
         ),
         (
             "no positions",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [],
+                "discriminating_question": "q"}),
             TooFewPositions,
         ),
         (
             "a failed consultation's position",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
-                {"source": w.c_beta_failed, "position": "none"}], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor", "position": "p"},
+                    {"source": w.c_beta_failed, "position": "none"}],
+                "discriminating_question": "q"}),
             PositionNotCompleted,
         ),
         (
             "a position from nowhere",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
-                {"source": "NOPE", "position": "x"}], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor", "position": "p"},
+                    {"source": "NOPE", "position": "x"}],
+                "discriminating_question": "q"}),
             UnknownReference,
         ),
         (
             "a position of another assessment",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
-                {"source": w.c_div_alpha, "position": "x"}], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor", "position": "p"},
+                    {"source": w.c_div_alpha, "position": "x"}],
+                "discriminating_question": "q"}),
             UnknownReference,
         ),
         (
             "the same source twice",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor", "position": "p"},
-                {"source": "executor", "position": "q"}], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor", "position": "p"},
+                    {"source": "executor", "position": "q"}],
+                "discriminating_question": "q"}),
             InvalidField,
         ),
         (
             "a position without text",
-            json!({"kind": "disagreement", "assessment": w.a_mat, "positions": [{"source": "executor"},
-                {"source": w.c_alpha, "position": "q"}], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor"}, {"source": w.c_alpha, "position": "q"}],
+                "discriminating_question": "q"}),
             InvalidField,
         ),
         (
             "disagreement on no assessment",
-            json!({"kind": "disagreement", "assessment": "NOPE", "positions": [], "discriminating_question": "q"}),
+            json!({"kind": "disagreement", "assessment": "NOPE", "positions": [],
+                "discriminating_question": "q"}),
             UnknownReference,
         ),
         // Resolutions.
         (
             "resolution with empty evidence",
-            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e", "observed": "o", "favours": "executor", "evidence": []}),
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e",
+                "observed": "o", "favours": "executor", "evidence": []}),
             ResolutionWithoutEvidence,
         ),
         (
             "resolution with no evidence field",
-            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e", "observed": "o", "favours": "neither"}),
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e",
+                "observed": "o", "favours": "neither"}),
             ResolutionWithoutEvidence,
         ),
         (
             "favours a stranger",
-            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e", "observed": "o", "favours": w.c_alpha, "evidence": evidence()}),
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e",
+                "observed": "o", "favours": w.c_alpha, "evidence": evidence()}),
             UnknownReference,
         ),
         (
             "favours a position of another disagreement",
-            json!({"kind": "resolution", "disagreement": w.d_res, "experiment": "e", "observed": "o",
-                "favours": w.c_div_alpha, "evidence": evidence()}),
+            json!({"kind": "resolution", "disagreement": w.d_res, "experiment": "e",
+                "observed": "o", "favours": w.c_div_alpha, "evidence": evidence()}),
             UnknownReference,
         ),
         (
             "resolves an assessment",
-            json!({"kind": "resolution", "disagreement": w.a_div, "experiment": "e", "observed": "o", "favours": "neither", "evidence": evidence()}),
+            json!({"kind": "resolution", "disagreement": w.a_div, "experiment": "e",
+                "observed": "o", "favours": "neither", "evidence": evidence()}),
             UnknownReference,
         ),
         // Conclusions.
@@ -643,9 +685,8 @@ fn every_reason_code() {
         ),
         (
             "material conclusion with a blank validation plan",
-            conclusion(
-                json!({"assessment": w.a_mat, "consultations": [w.c_alpha], "validation_plan": "  "}),
-            ),
+            conclusion(json!({"assessment": w.a_mat, "consultations": [w.c_alpha],
+                    "validation_plan": "  "})),
             MaterialWithoutValidationPlan,
         ),
         (
@@ -815,7 +856,7 @@ fn supersession_is_required_for_new_evidence() {
     let mut wrong = base.clone();
     let other = w.f.add(
         json!({"kind": "conclusion", "assessment": w.a_res, "decision": "json",
-        "rationale": "the experiment", "consultations": [w.c_res_alpha]}),
+            "rationale": "the experiment", "consultations": [w.c_res_alpha]}),
     );
     wrong["supersedes"] = json!(other);
     check(&w.f, "names another", wrong, ReasonCode::SupersedesMissing);
@@ -834,8 +875,8 @@ fn supersession_is_required_for_new_evidence() {
 fn a_repeat_without_new_evidence_needs_no_supersedes() {
     let mut w = world();
     let again = w.f.add(
-        json!({"kind": "assessment", "subject": "Which cache to use",
-        "materiality": "low", "hypothesis": "still the small one"}),
+        json!({"kind": "assessment", "subject": "Which cache to use", "materiality": "low",
+            "hypothesis": "still the small one"}),
     );
     let input = json!({"kind": "conclusion", "assessment": again, "decision": "small",
         "rationale": "nothing new"});
@@ -915,8 +956,8 @@ fn a_resolved_disagreement_releases_the_conclusion() {
     );
     w.f.add(
         json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "kill -9",
-        "observed": "the lease expired", "favours": w.c_div_alpha,
-        "evidence": [{"kind": "test", "ref": "store::kill_loop"}]}),
+            "observed": "the lease expired", "favours": w.c_div_alpha,
+            "evidence": [{"kind": "test", "ref": "store::kill_loop"}]}),
     );
     assert!(w.f.admit(&input).is_ok(), "resolved, every answer weighed");
 
