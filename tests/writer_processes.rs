@@ -15,22 +15,37 @@ use std::time::{Duration, Instant};
 /// Set in a child: `<state dir>\t<task>\t<assessment id>\t<tag>\t<records to write>`.
 const CHILD_ENV: &str = "ADVISORD_TEST_WRITER_CHILD";
 
-/// The body of a child writer process. Run by the tests below through [`spawn_writer`];
-/// run directly (without [`CHILD_ENV`]) it has nothing to do and returns.
+/// A child writer process: writes the records [`CHILD_ENV`] asks for. The tests below run
+/// it through [`spawn_writer`]; run without [`CHILD_ENV`], it checks the same writing
+/// loop in-process on a temporary task, so that what every child does is tested too.
 #[test]
 fn child_writer() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        let parts: Vec<&str> = spec.split('\t').collect();
+        let [state, task, assessment, tag, count] = parts[..] else {
+            panic!("{CHILD_ENV} must hold five tab-separated fields, got {spec:?}");
+        };
+        let count = count.parse().expect("a count");
+        write_records(Path::new(state), task, assessment, tag, count);
         return;
-    };
-    let parts: Vec<&str> = spec.split('\t').collect();
-    let [state, task, assessment, tag, count] = parts[..] else {
-        panic!("{CHILD_ENV} must hold five tab-separated fields, got {spec:?}");
-    };
-    let store = Store::open(Path::new(state));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let task = TaskName::new("solo").expect("valid task");
+    let first = Store::open(dir.path())
+        .write(&task, &root_assessment(), None)
+        .expect("the first record");
+    write_records(dir.path(), "solo", first.id(), "solo", 5);
+    let records = assert_whole(dir.path(), &task);
+    let tags: Vec<String> = records.iter().skip(1).filter_map(tag_of).collect();
+    assert_eq!(tags, ["solo-0", "solo-1", "solo-2", "solo-3", "solo-4"]);
+}
+
+/// What a child writer does: `count` records tagged `<tag>-<i>`, assessments and attempts
+/// under `assessment` alternating, so that the writer's reference checks run too.
+fn write_records(state: &Path, task: &str, assessment: &str, tag: &str, count: usize) {
+    let store = Store::open(state);
     let task = TaskName::new(task).expect("valid task");
-    let count: usize = count.parse().expect("a count");
     for i in 0..count {
-        // Alternate kinds so that the writer's reference checks run against the task.
         let input = if i % 2 == 0 {
             json!({"kind": "assessment", "subject": format!("{tag}-{i}"),
                 "materiality": "low", "hypothesis": "h"})
@@ -40,6 +55,10 @@ fn child_writer() {
         };
         store.write(&task, &input, None).expect("child write");
     }
+}
+
+fn root_assessment() -> serde_json::Value {
+    json!({"kind": "assessment", "subject": "root", "materiality": "low", "hypothesis": "h"})
 }
 
 fn spawn_writer(state: &Path, task: &str, assessment: &str, tag: &str, count: usize) -> Child {
@@ -106,12 +125,7 @@ fn fifty_concurrent_writers_lose_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let task = TaskName::new("shared").expect("valid task");
     let first = Store::open(dir.path())
-        .write(
-            &task,
-            &json!({"kind": "assessment", "subject": "root", "materiality": "low",
-                "hypothesis": "h"}),
-            None,
-        )
+        .write(&task, &root_assessment(), None)
         .expect("the first record");
     let mut children: Vec<Child> = (0..WRITERS)
         .map(|w| spawn_writer(dir.path(), "shared", first.id(), &format!("w{w}"), EACH))
@@ -142,12 +156,7 @@ fn a_writer_killed_at_any_point_leaves_only_whole_records() {
     let task = TaskName::new("killed").expect("valid task");
     let store = Store::open(dir.path());
     let first = store
-        .write(
-            &task,
-            &json!({"kind": "assessment", "subject": "root", "materiality": "low",
-                "hypothesis": "h"}),
-            None,
-        )
+        .write(&task, &root_assessment(), None)
         .expect("the first record");
     let count_files = || {
         std::fs::read_dir(dir.path().join("killed"))
