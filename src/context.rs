@@ -13,9 +13,12 @@ use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
 use crate::render::Format;
 use crate::service::ServiceError;
+use advisord_adapters::contract::AdvisorSpec;
+use advisord_adapters::registry::Registry;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::{OnceLock, RwLock};
 
 /// The variable naming the task when `--task` is not given.
 pub const ENV_TASK: &str = "ADVISORD_TASK";
@@ -366,13 +369,50 @@ fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), ServiceEr
     Ok((catalogue, name))
 }
 
-/// Checks the adapter-specific settings of one catalogue entry.
+/// Checks the adapter-specific settings of one catalogue entry through the adapters'
+/// registry: an unknown `adapter` is refused naming the accepted ones, and each adapter
+/// judges its own settings (`args`, `endpoint`, `model`, ...).
 ///
-/// The common fields are validated by the catalogue parser. This package does not link the
-/// adapters' registry yet, so adapter settings are accepted as given; this is the one place
-/// to call `Registry::validate` once it does.
+/// Adapters a daemon registers beyond the built-in ones (tests insert scripted adapters
+/// under their own names) are made known with [`accept_adapter_names`]; their settings
+/// are theirs to judge at exchange time.
 pub fn validate_settings(entry: &AdvisorEntry) -> Result<(), (String, String)> {
-    crate::core::catalogue::accept_any_settings(entry)
+    static BUILTIN: OnceLock<Registry> = OnceLock::new();
+    let registry = BUILTIN.get_or_init(Registry::builtin);
+    if registry.get(&entry.adapter).is_none() && extra_names_read().contains(&entry.adapter) {
+        return Ok(());
+    }
+    let spec = AdvisorSpec {
+        id: entry.id.clone(),
+        adapter: entry.adapter.clone(),
+        executable: entry.executable.clone(),
+        credential: entry.credential.clone(),
+        settings: entry.settings.clone(),
+    };
+    registry.validate(&spec)
+}
+
+/// Makes adapter names registered in a daemon's own registry acceptable in catalogues.
+///
+/// The set only grows, so daemons sharing one process (in-process tests) never narrow
+/// each other's catalogues.
+pub fn accept_adapter_names<I: IntoIterator<Item = String>>(names: I) {
+    extra_names()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .extend(names);
+}
+
+fn extra_names() -> &'static RwLock<BTreeSet<String>> {
+    static EXTRA: OnceLock<RwLock<BTreeSet<String>>> = OnceLock::new();
+    EXTRA.get_or_init(Default::default)
+}
+
+fn extra_names_read() -> BTreeSet<String> {
+    extra_names()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// `ADVISORD_COOLDOWN_SECONDS`: a whole number of seconds; empty means unset.
