@@ -121,7 +121,7 @@ fn assert_whole(store_dir: &Path, task: &TaskName) -> Vec<Record> {
 #[test]
 fn fifty_concurrent_writers_lose_nothing() {
     const WRITERS: usize = 50;
-    const EACH: usize = 4;
+    const EACH: usize = 2;
     let dir = tempfile::tempdir().expect("temp dir");
     let task = TaskName::new("shared").expect("valid task");
     let first = Store::open(dir.path())
