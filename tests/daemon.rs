@@ -484,7 +484,7 @@ async fn fifty_concurrent_clients_record_and_consult_without_loss() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_advisor_available_plans_a_local_review_and_the_job_ends_cleanly() {
-    let absent = Advisor::scripted("absent").with("executable: not-installed-anywhere");
+    let absent = Advisor::process("absent", std::path::Path::new("not-installed-anywhere"));
     let daemon = Daemon::start(&catalogue(&[absent]), Registry::builtin()).await;
     let assessment = daemon.assessment().await;
     let job = daemon.consult(&assessment, 5.0).await;

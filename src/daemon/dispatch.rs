@@ -130,16 +130,20 @@ pub(crate) fn json_body<T: DeserializeOwned>(body: &Bytes, what: &str) -> Result
 
 /// The context of a GET request: the body's, else one built from the query's `root` and
 /// `task` and the daemon's own environment.
-pub(crate) fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+pub(crate) async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
     let context = if incoming.body.is_empty() {
-        let root = incoming.query.root.as_deref().ok_or_else(|| {
+        let root = incoming.query.root.clone().ok_or_else(|| {
             ApiError::bad_request(
                 codes::INVALID_REQUEST,
                 "no context: send `{\"context\": {...}}` as the body, or name the root with \
                  `?root=/absolute/dir` (and optionally `&task=NAME`)",
             )
         })?;
-        daemon_context(Path::new(root), incoming.query.task.clone())
+        let task = incoming.query.task.clone();
+        // Reads the catalogue to find the credential variables: off the async threads.
+        tokio::task::spawn_blocking(move || daemon_context(Path::new(&root), task))
+            .await
+            .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))?
     } else {
         json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context
     };

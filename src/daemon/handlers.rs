@@ -45,7 +45,7 @@ pub(crate) fn health(shared: &Shared) -> Answer {
 
 /// `GET /api/v1/reasoning/advisors`.
 pub(crate) async fn advisors(incoming: Incoming) -> Answer {
-    let context = context_of(&incoming)?;
+    let context = context_of(&incoming).await?;
     ok(
         StatusCode::OK,
         blocking(move || service::advisors(&context)).await?,
@@ -78,7 +78,7 @@ pub(crate) async fn record(incoming: Incoming) -> Answer {
 
 /// `GET /api/v1/reasoning`.
 pub(crate) async fn status(incoming: Incoming) -> Answer {
-    let context = context_of(&incoming)?;
+    let context = context_of(&incoming).await?;
     ok(
         StatusCode::OK,
         blocking(move || service::status(&context)).await?,
@@ -87,7 +87,7 @@ pub(crate) async fn status(incoming: Incoming) -> Answer {
 
 /// `GET /api/v1/reasoning/explain?id=ID`.
 pub(crate) async fn explain(incoming: Incoming) -> Answer {
-    let context = context_of(&incoming)?;
+    let context = context_of(&incoming).await?;
     let id = incoming.query.id.clone().ok_or_else(|| {
         ApiError::bad_request(
             codes::INVALID_REQUEST,
@@ -102,7 +102,7 @@ pub(crate) async fn explain(incoming: Incoming) -> Answer {
 
 /// `GET /api/v1/reasoning/tree?depth=N&show_superseded=true`.
 pub(crate) async fn tree(incoming: Incoming) -> Answer {
-    let context = context_of(&incoming)?;
+    let context = context_of(&incoming).await?;
     let depth = incoming.query.depth;
     let show_superseded = incoming.query.show_superseded.unwrap_or(false);
     ok(
@@ -113,7 +113,7 @@ pub(crate) async fn tree(incoming: Incoming) -> Answer {
 
 /// `GET /api/v1/reasoning/check?path=DIR`.
 pub(crate) async fn check(incoming: Incoming) -> Answer {
-    let context = context_of(&incoming)?;
+    let context = context_of(&incoming).await?;
     let path = incoming.query.path.clone().map(PathBuf::from);
     ok(
         StatusCode::OK,

@@ -254,6 +254,8 @@ pub async fn run(
     crate::context::accept_adapter_names(config.registry.names());
     let journal = Journal::open(&config.data_dir)?;
     let saved = journal.load_all()?;
+    // Catalogues may name the adapters this daemon registers beyond the built-in ones.
+    crate::context::accept_adapter_names(config.registry.names());
     let (queue, queue_rx) = mpsc::unbounded_channel();
     let shared = Arc::new(Shared {
         jobs: JobTable::default(),
