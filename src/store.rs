@@ -185,6 +185,7 @@ impl Store {
     }
 
     /// Call `f` with every record of `task`, in sequence order, without copying them.
+    /// The task's cache is held while `f` runs: `f` must not call back into this store.
     pub fn with_records<R>(
         &self,
         task: &TaskName,
