@@ -1,7 +1,7 @@
 //! The one dispatch point: every request is parsed into a [`Route`], its body read under
 //! the 1 MiB bound, and handed to one small handler per route in one exhaustive match.
 
-use crate::context::{RequestContext, Resolved};
+use crate::context::{credentials_for, RequestContext};
 use crate::daemon::error::ApiError;
 use crate::daemon::{handlers, job_handlers, Shared};
 use crate::protocol::{codes, ContextBody, Route, RouteError, RouteQuery, MAX_BODY_BYTES};
@@ -154,39 +154,13 @@ pub(crate) async fn context_of(incoming: &Incoming) -> Result<RequestContext, Ap
 /// A context for `root` and `task` built from the daemon's own environment, credentials
 /// included (for requests that carry none, and for jobs resumed after a restart).
 pub(crate) fn daemon_context(root: &Path, task: Option<String>) -> RequestContext {
-    use crate::context::{ENV_CATALOGUE, ENV_CI, ENV_COOLDOWN, ENV_DISABLE, ENV_MODE};
-    let env = |name: &str| std::env::var(name).ok();
-    let mut context = RequestContext {
-        root: root.to_path_buf(),
-        state_dir: None,
-        task,
-        catalogue_path: env(ENV_CATALOGUE)
-            .filter(|p| !p.is_empty())
-            .map(|p| root.join(p)),
-        mode: env(ENV_MODE),
-        ci: env(ENV_CI),
-        disable: env(ENV_DISABLE),
-        cooldown_s: env(ENV_COOLDOWN),
-        path: env("PATH"),
-        credentials: Default::default(),
-    };
-    fill_credentials_from_daemon(&mut context);
-    context
+    RequestContext::for_root(root.to_path_buf(), task, &|name| std::env::var(name).ok())
 }
 
-/// Give `context` the daemon's own values of the credential variables its catalogue names.
+/// Give `context` the daemon's own values of the credential variables its catalogue names
+/// (a job resumed after a restart: credentials are never journaled).
 pub(crate) fn fill_credentials_from_daemon(context: &mut RequestContext) {
-    // The catalogue says which variables are credentials; a context that does not
-    // resolve gets none, and the verb then reports why it does not resolve.
-    if let Ok(resolved) = Resolved::resolve(context) {
-        context.credentials = resolved
-            .catalogue
-            .advisors
-            .iter()
-            .filter_map(|a| a.credential.as_deref())
-            .filter_map(|name| std::env::var(name).ok().map(|v| (name.to_string(), v)))
-            .collect();
-    }
+    context.credentials = credentials_for(context, &|name| std::env::var(name).ok());
 }
 
 /// 400 `invalid_root` unless the context's root is an absolute, existing directory.
