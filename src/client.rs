@@ -314,7 +314,23 @@ pub fn ensure_daemon(socket: &Path, autostart: bool) -> BackendResult<()> {
              (`advisord --detach`); `--no-daemon` runs the network-free verbs in-process",
         )
     })?;
-    start_daemon(&daemon, socket).map_err(|reason| unreachable(reason, START_HINT))
+    start_daemon(&daemon, socket).map_err(|reason| {
+        let hint = format!(
+            "run `{} --socket {}` yourself to see why it does not serve{}; \
+             `--no-daemon` runs the network-free verbs in-process",
+            daemon.display(),
+            socket.display(),
+            log_path()
+                .map(|log| format!(" (a detached daemon logs to `{}`)", log.display()))
+                .unwrap_or_default()
+        );
+        unreachable(reason, &hint)
+    })
+}
+
+/// The log of a daemon started from this process's environment, if it has a data dir.
+fn log_path() -> Option<PathBuf> {
+    crate::daemon::paths::data_dir(None).map(|dir| dir.join(crate::daemon::LOG_FILE))
 }
 
 /// The `advisord` in the directory of the running executable.
@@ -392,11 +408,11 @@ fn start_daemon(daemon: &Path, socket: &Path) -> Result<(), String> {
 /// What to tell the user once a daemon was started: where it serves and where it logs
 /// (the data directory it resolves from the same environment as ours).
 fn started_note(socket: &Path) -> String {
-    match crate::daemon::paths::data_dir(None) {
-        Some(dir) => format!(
+    match log_path() {
+        Some(log) => format!(
             "started advisord on `{}` (log `{}`)",
             socket.display(),
-            dir.join(crate::daemon::LOG_FILE).display()
+            log.display()
         ),
         None => format!("started advisord on `{}`", socket.display()),
     }

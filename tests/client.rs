@@ -185,12 +185,48 @@ fn ctrl_c_cancels_the_job_and_exits_130() {
     let mut world = World::new(&two_slow());
     world.start_daemon();
     let assessment = world.assessment();
+    let (mut child, seen, stderr, job) = consult_until_asked(&world, &assessment);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let code = wait_bounded(
+        &mut child,
+        Duration::from_secs(15),
+        "the interrupted client",
+    );
+    let rest: Vec<String> = stderr.try_iter().collect();
+    assert_eq!(code, 130, "stderr: {seen:#?} {rest:#?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains(&format!("cancelling job {job}"))),
+        "{rest:#?}"
+    );
+    let state = world
+        .run(&["jobs", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(state["jobs"][0]["id"], job.as_str());
+    assert_eq!(state["jobs"][0]["state"], "cancelled", "{state}");
+}
+
+/// Start `--assessment` on slow advisors and wait until both are being asked; the
+/// client, its standard error lines so far and the rest to come, and the job id.
+fn consult_until_asked(
+    world: &World,
+    assessment: &str,
+) -> (
+    std::process::Child,
+    Vec<String>,
+    std::sync::mpsc::Receiver<String>,
+    String,
+) {
     let mut child = world
-        .command(&["--assessment", &assessment])
+        .command(&["--assessment", assessment])
         .spawn()
         .expect("spawn");
     let stderr = lines(child.stderr.take().expect("stderr"));
-    // Wait until both advisors are being asked.
     let mut seen = Vec::new();
     let deadline = Instant::now() + RUN_BOUND;
     while seen
@@ -215,29 +251,28 @@ fn ctrl_c_cancels_the_job_and_exits_130() {
                 .map(str::to_string)
         })
         .expect("the queued line names the job");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("SIGINT");
-    let code = wait_bounded(
-        &mut child,
-        Duration::from_secs(15),
-        "the interrupted client",
-    );
+    (child, seen, stderr, job)
+}
+
+#[test]
+fn a_daemon_stopping_mid_job_exits_4_and_says_how_to_follow_it() {
+    let mut world = World::new(&two_slow());
+    world.start_daemon();
+    let assessment = world.assessment();
+    let (mut child, _, stderr, job) = consult_until_asked(&world, &assessment);
+    world.stop_daemons();
+    let code = wait_bounded(&mut child, Duration::from_secs(15), "the orphaned client");
     let rest: Vec<String> = stderr.try_iter().collect();
-    assert_eq!(code, 130, "stderr: {seen:#?} {rest:#?}");
+    assert_eq!(code, 4, "{rest:#?}");
+    let said = rest.join("\n");
     assert!(
-        rest.iter()
-            .any(|l| l.contains(&format!("cancelling job {job}"))),
-        "{rest:#?}"
+        said.contains(&format!("the daemon stopped while job {job} was running")),
+        "{said}"
     );
-    let state = world
-        .run(&["jobs", "--format", "json"])
-        .expect_exit(0)
-        .json();
-    assert_eq!(state["jobs"][0]["id"], job.as_str());
-    assert_eq!(state["jobs"][0]["state"], "cancelled", "{state}");
+    assert!(
+        said.contains(&format!("advisor-consult wait {job}")),
+        "{said}"
+    );
 }
 
 #[test]

@@ -286,12 +286,15 @@ async fn follow(
                     }
                 }
                 None => {
-                    // The stream ended without `done`: the daemon is stopping.
-                    let now = client.job(job).await?;
-                    if now.state.is_finished() {
-                        progress.finish();
-                        return Ok(Followed::Ended(Box::new(seen.report(now))));
+                    // The stream ended without `done`: the daemon is stopping (or the job
+                    // ended as the stream was cut).
+                    if let Ok(now) = client.job(job).await {
+                        if now.state.is_finished() {
+                            progress.finish();
+                            return Ok(Followed::Ended(Box::new(seen.report(now))));
+                        }
                     }
+                    progress.finish();
                     return Err(crate::cli::backend::BackendError::Unreachable {
                         socket: client.socket().to_path_buf(),
                         reason: format!("the daemon stopped while job {job} was running"),

@@ -156,6 +156,13 @@ impl World {
         self.wait_for_socket();
     }
 
+    /// Stop (SIGTERM, bounded) every daemon this world started itself.
+    pub fn stop_daemons(&mut self) {
+        for mut child in self.daemons.drain(..) {
+            stop_child(&mut child);
+        }
+    }
+
     /// Wait (bounded) until something accepts connections on the socket.
     pub fn wait_for_socket(&self) {
         let started = Instant::now();
@@ -254,7 +261,10 @@ impl Drop for World {
 /// SIGTERM a child of ours, then SIGKILL if it has not exited after a bound; reaped.
 pub fn stop_child(child: &mut Child) {
     use nix::sys::signal::{kill, Signal};
-    let _ = kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let _ = kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGTERM,
+    );
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(5) {
         if let Ok(Some(_)) = child.try_wait() {
