@@ -36,17 +36,21 @@ pub fn classify(
     let stderr = finished.stderr.text();
     match finished.ended {
         Ended::Exited(0) => answer(&stdout, &stderr, settings),
-        Ended::Exited(code) => Err(match matching(settings, &PATTERN_KINDS, &stderr, &stdout) {
-            Some((kind, line)) => failure(kind, &line),
-            None => Failure::new(
-                FailureKind::Error,
-                &with_last_line(
-                    &format!("`{program}` exited with status {code}"),
-                    &stderr,
-                    &stdout,
+        Ended::Exited(code) => {
+            // A CLI reporting its error in its answer line says it best there.
+            let stdout = reported_text(&stdout, settings).unwrap_or(stdout);
+            Err(match matching(settings, &PATTERN_KINDS, &stderr, &stdout) {
+                Some((kind, line)) => failure(kind, &line),
+                None => Failure::new(
+                    FailureKind::Error,
+                    &with_last_line(
+                        &format!("`{program}` exited with status {code}"),
+                        &stderr,
+                        &stdout,
+                    ),
                 ),
-            ),
-        }),
+            })
+        }
         Ended::Signalled(signal) => Err(Failure::new(
             FailureKind::Error,
             &with_last_line(
@@ -155,16 +159,7 @@ fn json_lines_answer(
             usage: None,
         });
     }
-    let line = stdout
-        .lines()
-        .rev()
-        .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
-        .find(|value| {
-            spec.select
-                .iter()
-                .all(|(key, want)| value.get(key) == Some(want))
-        });
-    let Some(line) = line else {
+    let Some(line) = answer_line(stdout, spec) else {
         return Err(Failure::new(
             FailureKind::Malformed,
             &format!(
@@ -214,6 +209,31 @@ fn json_lines_answer(
         }),
     };
     Ok(Answer { text, usage })
+}
+
+/// The last line of a JSON-lines `stdout` whose fields equal `spec.select`.
+fn answer_line(stdout: &str, spec: &JsonLines) -> Option<Value> {
+    stdout
+        .lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
+        .find(|value| {
+            spec.select
+                .iter()
+                .all(|(key, want)| value.get(key) == Some(want))
+        })
+}
+
+/// The text of the answer line of a JSON-lines output, when there is one.
+fn reported_text(stdout: &str, settings: &ProcessSettings) -> Option<String> {
+    let Output::JsonLines(spec) = &settings.output else {
+        return None;
+    };
+    let line = answer_line(stdout, spec)?;
+    at_path(&line, &spec.text)
+        .and_then(Value::as_str)
+        .filter(|text| !text.trim().is_empty())
+        .map(strip_ansi)
 }
 
 /// The value at a dotted `path` (`usage.input_tokens`) in `value`.

@@ -574,6 +574,73 @@ async fn the_environment_is_minimal_and_explicit() {
     assert!(!names.contains("SECRET_OF_THE_SHELL") && !names.contains("ADVISORD_MODE"));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_lines_output_is_read_from_the_selected_line() {
+    let result = |is_error: bool, text: &str| {
+        json!({"type": "result", "is_error": is_error, "result": text,
+               "usage": {"input_tokens": 12, "output_tokens": 34}})
+        .to_string()
+    };
+    let settings = |lines: Vec<String>, exit: &str| {
+        let mut args: Vec<String> = Vec::new();
+        for line in lines {
+            args.push("--stdout".into());
+            args.push(line);
+        }
+        args.extend(["--exit".to_string(), exit.to_string()]);
+        json!({
+            "args": args,
+            "output": {"format": "json_lines", "select": {"type": "result"}, "text": "result",
+                       "error": "is_error", "input_tokens": "usage.input_tokens",
+                       "output_tokens": "usage.output_tokens"},
+            "failure_patterns": {"rate_limited": ["quota is gone"]},
+        })
+    };
+    let progress = json!({"type": "system", "subtype": "init"}).to_string();
+    let rows: [(&str, Vec<String>, &str, Expect); 5] = [
+        (
+            "the answer and its usage",
+            vec![progress.clone(), result(false, ANSWER)],
+            "0",
+            Expect::Completed {
+                fields: normalise(ANSWER).expect("reads"),
+                usage: Some(USAGE),
+            },
+        ),
+        (
+            "an error flagged with exit 0: patterns on the reported text",
+            vec![
+                progress.clone(),
+                result(true, "API Error: the quota is gone"),
+            ],
+            "0",
+            failed(FailureKind::RateLimited, "quota is gone"),
+        ),
+        (
+            "an error reported with exit 1: the reported text is the diagnostic",
+            vec![progress.clone(), result(true, "something odd happened")],
+            "1",
+            failed(FailureKind::Error, "status 1: something odd happened"),
+        ),
+        (
+            "no line selected",
+            vec![progress.clone(), "plain text".to_string()],
+            "0",
+            failed(FailureKind::Malformed, "no line of standard output"),
+        ),
+        (
+            "nothing printed",
+            vec![],
+            "0",
+            Expect::failed(FailureKind::Empty),
+        ),
+    ];
+    for (name, lines, exit, expect) in rows {
+        let spec = fake_with("fake-json-lines", settings(lines, exit));
+        run_fake(name, spec, LONG_TIMEOUT, expect).await;
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The shipped catalogue's CLI entries against the fake drop-in CLIs.
 

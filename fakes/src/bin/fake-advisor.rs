@@ -43,9 +43,9 @@
 //!   `Gemini CLI is not running in a trusted directory. ...`, exit 55.
 //! - `gemini-fetch-retry` — `gemini -p ...` with a key, offline: stderr `Attempt N failed.
 //!   Retrying with backoff... Error: exception TypeError: fetch failed sending request` and a
-//!   stack trace, forever (the real one gives up after ~5 minutes with exit 1).
+//!   stack trace, nine times, then silence (the real one gives up after ~5 minutes, exit 1).
 //! - `gemini-rate-limit-retry` — the same against a quota: `Attempt N failed with status
-//!   429. Retrying with backoff...`, forever.
+//!   429. Retrying with backoff...`.
 //! - `claude-no-login` — `claude -p` without a login: stdout `Not logged in · Please run
 //!   /login`, exit 1 (with `--output-format stream-json --verbose`: init, assistant and
 //!   result lines, the result `"is_error":true`).
@@ -53,9 +53,9 @@
 //!   `{"loggedIn": false, ...}` (with `--text`: `Not logged in. Run claude auth login to
 //!   authenticate.`), exit 1.
 //! - `claude-connect-retry` — `claude -p --output-format stream-json --verbose` with a key,
-//!   offline: stdout `api_retry` lines with `"error_status":null,"error":"unknown"`, forever
-//!   (the real one gives up after ~3 minutes: `API Error: Unable to connect to API`, exit 1);
-//!   with text output it prints nothing at all until then.
+//!   offline: stdout `api_retry` lines with `"error_status":null,"error":"unknown"`, ten
+//!   times, then silence (the real one gives up after ~3 minutes: `API Error: Unable to
+//!   connect to API`, exit 1); with text output it prints nothing at all until then.
 //! - `claude-rate-limit-retry` — the same against a rate limit: `"error_status":429,
 //!   "error":"rate_limit"`.
 //!
@@ -501,7 +501,9 @@ fn gemini_untrusted() -> i32 {
     55
 }
 
-fn gemini_retry(rate_limited: bool, retry: Duration) -> i32 {
+/// Nine attempts, then silence: the real one gives up with exit 1 after ~5 minutes, longer
+/// than any deadline.
+fn gemini_retry(rate_limited: bool, retry: Duration) -> ! {
     let err = &mut std::io::stderr();
     line(
         err,
@@ -509,7 +511,7 @@ fn gemini_retry(rate_limited: bool, retry: Duration) -> i32 {
          best experience, use a terminal emulator with truecolor support.",
     );
     line(err, "Ripgrep is not available. Falling back to GrepTool.");
-    for attempt in 1.. {
+    for attempt in 1..=9 {
         if rate_limited {
             line(
                 err,
@@ -535,7 +537,7 @@ fn gemini_retry(rate_limited: bool, retry: Duration) -> i32 {
         );
         std::thread::sleep(retry);
     }
-    0
+    sleep_forever()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -615,7 +617,9 @@ fn claude_auth_status(logged_in: bool, text: bool) -> i32 {
     i32::from(!logged_in)
 }
 
-fn claude_retry(rate_limited: bool, retry: Duration) -> i32 {
+/// Ten attempts (`max_retries`), then silence: the real one waits ~35 s between the last
+/// ones and gives up after ~3 minutes, longer than any deadline.
+fn claude_retry(rate_limited: bool, retry: Duration) -> ! {
     let out = &mut std::io::stdout();
     line(out, &claude_init());
     let (status, error) = if rate_limited {
@@ -623,7 +627,7 @@ fn claude_retry(rate_limited: bool, retry: Duration) -> i32 {
     } else {
         ("null", "unknown")
     };
-    for attempt in 1u64.. {
+    for attempt in 1..=10 {
         std::thread::sleep(retry);
         line(
             out,
@@ -634,7 +638,7 @@ fn claude_retry(rate_limited: bool, retry: Duration) -> i32 {
             ),
         );
     }
-    0
+    sleep_forever()
 }
 
 // ---------------------------------------------------------------------------------------
