@@ -156,6 +156,16 @@ impl ProcessAdapter {
             };
             Failure::new(kind, &format!("could not start `{executable}`: {e}"))
         })?;
+        for (stream, captured) in [("stdout", &finished.stdout), ("stderr", &finished.stderr)] {
+            if captured.discarded > 0 {
+                tracing::warn!(
+                    advisor = %advisor.id,
+                    stream,
+                    discarded_bytes = captured.discarded,
+                    "output over the cap was read and discarded"
+                );
+            }
+        }
         classify::classify(&finished, &settings, executable)
     }
 }

@@ -99,8 +99,12 @@ pub struct GroupGuard {
 impl GroupGuard {
     /// Guard the group led by `leader` (its pid is the group id: `process_group(0)`).
     pub fn new(leader: u32) -> GroupGuard {
+        // Group 0 would be our own group: never guard (and never signal) it.
         GroupGuard {
-            group: i32::try_from(leader).ok().map(Pid::from_raw),
+            group: i32::try_from(leader)
+                .ok()
+                .filter(|&pid| pid > 0)
+                .map(Pid::from_raw),
         }
     }
 
@@ -143,7 +147,12 @@ pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Fin
         command.current_dir(dir);
     }
     let mut child = command.spawn()?;
-    let mut guard = GroupGuard::new(child.id().unwrap_or(0));
+    let Some(leader) = child.id() else {
+        return Err(std::io::Error::other(
+            "the process ended before it could be guarded",
+        ));
+    };
+    let mut guard = GroupGuard::new(leader);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let stdin = child.stdin.take();
