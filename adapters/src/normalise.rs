@@ -206,7 +206,7 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
     let mut best: Option<Normalised> = None;
     for object in &objects {
         let object = unwrap_once(object);
-        if object.keys().any(|k| is_known_key(&canonical_key(k))) {
+        if object.keys().any(|k| is_known_key(k)) {
             structured = true;
         }
         for key in object.keys() {
@@ -640,8 +640,10 @@ fn loosen_quotes(s: &str) -> String {
     out
 }
 
-/// `conclusion` for `Conclusion`, `final-answer` → `final_answer`.
-fn canonical_key(key: &str) -> String {
+/// Whether `key` reads as `wanted` (already canonical): `Conclusion` as `conclusion`,
+/// `final-answer` as `final_answer`. Compares without allocating: it runs for every key
+/// of every object against every synonym, on every answer.
+fn key_is(key: &str, wanted: &str) -> bool {
     key.trim()
         .chars()
         .map(|c| {
@@ -651,7 +653,7 @@ fn canonical_key(key: &str) -> String {
                 c.to_ascii_lowercase()
             }
         })
-        .collect()
+        .eq(wanted.chars())
 }
 
 fn is_known_key(key: &str) -> bool {
@@ -665,7 +667,7 @@ fn is_known_key(key: &str) -> bool {
         FALSIFIER_KEYS,
     ]
     .iter()
-    .any(|set| set.contains(&key))
+    .any(|set| set.iter().any(|wanted| key_is(key, wanted)))
 }
 
 /// The values of every one of `keys` present in `object`, in the order of `keys` (keys
@@ -674,7 +676,7 @@ fn lookup<'a>(object: &'a Map<String, Value>, keys: &[&str]) -> Vec<&'a Value> {
     let mut values = Vec::new();
     for wanted in keys {
         for (key, value) in object {
-            if canonical_key(key) == *wanted {
+            if key_is(key, wanted) {
                 values.push(value);
             }
         }
