@@ -72,6 +72,19 @@ pub fn outcome_text(
     text
 }
 
+/// The instant an exchange started at `at` (RFC 3339, the daemon's clock, which is this
+/// machine's), so a `wait` that joins a running job shows how long it has really run.
+fn started_instant(at: &str) -> Instant {
+    let now = Instant::now();
+    let parsed = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339);
+    let ago = parsed
+        .ok()
+        .map(|at| time::OffsetDateTime::now_utc() - at)
+        .and_then(|ago| Duration::try_from(ago).ok())
+        .unwrap_or(Duration::ZERO);
+    now.checked_sub(ago).unwrap_or(now)
+}
+
 #[derive(Debug)]
 enum RowState {
     Waiting,
@@ -146,8 +159,8 @@ impl Progress {
     pub fn event(&mut self, event: &Event) {
         match event {
             Event::Plan { record, .. } => self.plan(record),
-            Event::Started { advisor, .. } => {
-                self.set(advisor, RowState::Running(Instant::now()));
+            Event::Started { advisor, at, .. } => {
+                self.set(advisor, RowState::Running(started_instant(at)));
                 if !self.live {
                     self.say(&format!("{advisor}: asked"));
                 }
@@ -318,6 +331,22 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_time_becomes_an_instant_in_the_past() {
+        let ago = |at: &str| started_instant(at).elapsed();
+        let five_s_ago = (time::OffsetDateTime::now_utc() - Duration::from_secs(5))
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap();
+        let seen = ago(&five_s_ago);
+        assert!(
+            seen >= Duration::from_secs(5) && seen < Duration::from_secs(6),
+            "{seen:?}"
+        );
+        // Unreadable or in the future: now.
+        assert!(ago("yesterday") < Duration::from_secs(1));
+        assert!(ago("2999-01-01T00:00:00Z") < Duration::from_secs(1));
+    }
 
     #[test]
     fn durations_and_outcomes_read_short() {
