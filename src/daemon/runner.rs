@@ -115,13 +115,14 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
     let job = entry.snapshot();
     let mut context = entry.request.context.clone();
     let resumed = entry.request.resumed;
-    let claimed = shared.jobs.claimed_plans(&job.id);
-    // Two resumed jobs of one assessment must not both take the same unclaimed plan.
+    // Two resumed jobs of one assessment must not both take the same unclaimed plan: the
+    // claims are read under the turn, and the turn is held until the plan is journaled.
     let claim_turn = if resumed {
         Some(shared.plan_claims.lock().await)
     } else {
         None
     };
+    let claimed = shared.jobs.claimed_plans(&job.id);
     let for_stores = shared.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         if resumed {
