@@ -101,8 +101,12 @@ async fn exchange(adapter: &ProcessAdapter, advisor: &AdvisorSpec, env: &BTreeMa
 }
 
 async fn spawn_directly(fake: &Path, args: &[String]) {
+    // The same small environment the adapter gives it, so that only the adapter's own work
+    // (lookup, process group, capped reads, classification, normalisation) is compared.
     let mut child = tokio::process::Command::new(fake)
         .args(args)
+        .env_clear()
+        .envs(process_env())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -242,6 +246,20 @@ fn spec(fake: &Path, args: &[String]) -> AdvisorSpec {
 fn asking_env() -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     env.insert("PATH".into(), "/usr/bin:/bin".into());
+    env
+}
+
+/// What the adapter passes (see `process::env`): `PATH`, the base variables set here,
+/// `TERM` and `NO_COLOR`.
+fn process_env() -> BTreeMap<String, String> {
+    let mut env = asking_env();
+    for name in advisord_adapters::process::env::BASE_VARS {
+        if let Ok(value) = std::env::var(name) {
+            env.insert((*name).to_string(), value);
+        }
+    }
+    env.insert("TERM".into(), "dumb".into());
+    env.insert("NO_COLOR".into(), "1".into());
     env
 }
 
