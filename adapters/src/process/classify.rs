@@ -248,3 +248,161 @@ fn signal_name(signal: i32) -> String {
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {signal}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::AdvisorSpec;
+    use crate::process::run::Captured;
+    use serde_json::json;
+
+    fn settings(extra: serde_json::Value) -> ProcessSettings {
+        let mut settings = json!({
+            "failure_patterns": {
+                "unavailable": ["lookup failed", "waiting for network"],
+                "rate_limited": ["status 429"],
+                "auth_failed": ["not logged in"],
+            }
+        });
+        if let (Some(base), Some(extra)) = (settings.as_object_mut(), extra.as_object()) {
+            base.extend(extra.clone());
+        }
+        ProcessSettings::parse(&AdvisorSpec {
+            id: "t".into(),
+            adapter: "process".into(),
+            executable: Some("tool".into()),
+            credential: None,
+            settings: settings.as_object().cloned().unwrap_or_default(),
+        })
+        .expect("valid settings")
+    }
+
+    /// One run's ending and output, and the expected kind (`None`: an answer) with a
+    /// phrase of the answer text or diagnostic.
+    fn check(ended: Ended, stdout: &str, stderr: &str, expected: (Option<FailureKind>, &str)) {
+        let finished = Finished {
+            ended,
+            stdout: Captured {
+                bytes: stdout.as_bytes().to_vec(),
+                discarded: 0,
+            },
+            stderr: Captured {
+                bytes: stderr.as_bytes().to_vec(),
+                discarded: 0,
+            },
+        };
+        let got = classify(&finished, &settings(json!({})), "tool");
+        let label = format!("{ended:?} / {stdout:?} / {stderr:?}");
+        match (expected, got) {
+            ((None, phrase), Ok(answer)) => assert!(answer.text.contains(phrase), "{label}"),
+            ((Some(kind), phrase), Err(failure)) => {
+                assert_eq!(failure.kind, kind, "{label}: {failure:?}");
+                assert!(failure.diagnostic.contains(phrase), "{label}: {failure:?}");
+            }
+            (expected, got) => panic!("{label}: expected {expected:?}, got {got:?}"),
+        }
+    }
+
+    #[test]
+    fn every_ending_maps_to_its_outcome() {
+        use FailureKind::*;
+        check(
+            Ended::Exited(0),
+            "an answer",
+            "status 429",
+            (None, "an answer"),
+        );
+        check(
+            Ended::Exited(0),
+            "\u{1b}[31mred\u{1b}[0m",
+            "",
+            (None, "red"),
+        );
+        check(
+            Ended::Exited(1),
+            "",
+            "x\nnot logged in\ny",
+            (Some(AuthFailed), "not logged in"),
+        );
+        check(
+            Ended::Exited(1),
+            "Not Logged In",
+            "",
+            (Some(AuthFailed), "Not Logged In"),
+        );
+        check(
+            Ended::Exited(2),
+            "",
+            "first\nlast\n\n",
+            (Some(Error), "status 2: last"),
+        );
+        check(
+            Ended::Exited(2),
+            "",
+            "",
+            (Some(Error), "status 2 and printed nothing"),
+        );
+        check(
+            Ended::Signalled(11),
+            "",
+            "core",
+            (Some(Error), "killed by SIGSEGV: core"),
+        );
+        check(
+            Ended::Deadline,
+            "",
+            "status 429\nstatus 429",
+            (Some(RateLimited), "status 429"),
+        );
+        check(
+            Ended::Deadline,
+            "",
+            "working...",
+            (Some(Timeout), "within the deadline"),
+        );
+        check(
+            Ended::Cancelled,
+            "",
+            "status 429",
+            (Some(Cancelled), "cancelled"),
+        );
+        // Several kinds: auth_failed before rate_limited before unavailable.
+        check(
+            Ended::Exited(1),
+            "",
+            "status 429\nnot logged in",
+            (Some(AuthFailed), "logged"),
+        );
+        // Within a kind the first listed pattern gives the line, however old.
+        check(
+            Ended::Deadline,
+            "",
+            "lookup failed: no DNS\nwaiting for network\nwaiting for network",
+            (Some(Unavailable), "lookup failed: no DNS"),
+        );
+    }
+
+    #[test]
+    fn deadline_kinds_exclude_the_others() {
+        let finished = Finished {
+            ended: Ended::Deadline,
+            stdout: Captured::default(),
+            stderr: Captured {
+                bytes: b"fatal: bad".to_vec(),
+                discarded: 0,
+            },
+        };
+        let with_error = settings(json!({"failure_patterns": {"error": ["fatal"]}}));
+        let failure = classify(&finished, &with_error, "tool").expect_err("fails");
+        assert_eq!(failure.kind, FailureKind::Timeout, "{failure:?}");
+    }
+
+    #[test]
+    fn dotted_paths_reach_nested_fields() {
+        let value = json!({"usage": {"input_tokens": 3}, "result": "x"});
+        assert_eq!(at_path(&value, "usage.input_tokens"), Some(&json!(3)));
+        assert_eq!(at_path(&value, "result"), Some(&json!("x")));
+        assert_eq!(at_path(&value, "usage.missing"), None);
+        assert_eq!(at_path(&value, "result.deeper"), None);
+    }
+}
