@@ -133,6 +133,8 @@ pub(crate) struct Shared {
     /// One semaphore per advisor id, bounding its exchanges across all jobs.
     semaphores: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub(crate) started: Instant,
+    /// When this daemon started, in milliseconds since the epoch (ULID time).
+    pub(crate) started_ms: u64,
     /// Held by a resumed job while it looks for the plan it may have recorded before the
     /// daemon stopped, so two resumed jobs never take the same one.
     pub(crate) plan_claims: tokio::sync::Mutex<()>,
@@ -268,6 +270,9 @@ pub async fn run(
         queue,
         semaphores: Mutex::new(HashMap::new()),
         started: Instant::now(),
+        started_ms: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         plan_claims: tokio::sync::Mutex::new(()),
         stores: Mutex::new(HashMap::new()),
     });

@@ -124,12 +124,14 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
     };
     let claimed = shared.jobs.claimed_plans(&job.id);
     let for_stores = shared.clone();
+    let started_ms = shared.started_ms;
     let prepared = tokio::task::spawn_blocking(move || {
         if resumed {
             // Credentials are never journaled: a resumed job uses the daemon's own.
             fill_credentials_from_daemon(&mut context);
         }
-        prepare(context, &job, resumed, &claimed, &|dir| {
+        let orphans_before = resumed.then_some(started_ms);
+        prepare(context, &job, orphans_before, &claimed, &|dir| {
             for_stores.store(dir)
         })
     })
@@ -201,11 +203,13 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
     }
 }
 
-/// Resolve the context, read the task, and find or record the plan.
+/// Resolve the context, read the task, and find or record the plan. A resumed job first
+/// looks for the plan it recorded before a previous daemon (this one started
+/// `orphans_before` ms since the epoch) stopped.
 fn prepare(
     context: RequestContext,
     job: &crate::protocol::Job,
-    resumed: bool,
+    orphans_before: Option<u64>,
     claimed: &[String],
     store_of: &dyn Fn(&std::path::Path) -> Arc<Store>,
 ) -> Result<Prepared, String> {
@@ -230,20 +234,19 @@ fn prepare(
             .find(|r| r.id() == id && r.kind() == Kind::Plan)
             .cloned()
             .ok_or_else(|| format!("the job's plan `{id}` is no longer a record of the task"))?,
-        None => match resumed
-            .then(|| unclaimed_plan(&records, job, claimed))
-            .flatten()
-        {
-            Some(plan) => plan,
-            None => {
-                let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
-                    .map_err(|e| e.to_string())?;
-                let input = serde_json::json!({"kind": "plan", "assessment": job.assessment});
-                store
-                    .write(&resolved.task, &input, Some(&env))
-                    .map_err(|e| format!("the plan could not be recorded: {e}"))?
+        None => {
+            match orphans_before.and_then(|before| unclaimed_plan(&records, job, claimed, before)) {
+                Some(plan) => plan,
+                None => {
+                    let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
+                        .map_err(|e| e.to_string())?;
+                    let input = serde_json::json!({"kind": "plan", "assessment": job.assessment});
+                    store
+                        .write(&resolved.task, &input, Some(&env))
+                        .map_err(|e| format!("the plan could not be recorded: {e}"))?
+                }
             }
-        },
+        }
     };
     let Body::Plan(plan) = &plan_record.body else {
         return Err(format!("`{}` is not a plan", plan_record.id()));
@@ -264,20 +267,24 @@ fn prepare(
     })
 }
 
-/// A plan of the job's assessment recorded after the job was accepted that no other job
-/// claims: the plan this job recorded just before the daemon stopped, before it could
-/// journal the plan's id.
+/// A plan of the job's assessment recorded after the job was accepted and before this
+/// daemon started (`before_ms`), that no other job claims: the plan this job recorded just
+/// before the previous daemon stopped, before it could journal the plan's id.
 fn unclaimed_plan(
     records: &[Record],
     job: &crate::protocol::Job,
     claimed: &[String],
+    before_ms: u64,
 ) -> Option<Record> {
     let accepted_ms = ulid::Ulid::from_string(&job.id).ok()?.timestamp_ms();
     records
         .iter()
         .filter(|r| matches!(&r.body, Body::Plan(p) if p.assessment == job.assessment))
         .filter(|r| !claimed.iter().any(|c| c == r.id()))
-        .find(|r| ulid::Ulid::from_string(r.id()).is_ok_and(|id| id.timestamp_ms() >= accepted_ms))
+        .find(|r| {
+            ulid::Ulid::from_string(r.id())
+                .is_ok_and(|id| (accepted_ms..before_ms).contains(&id.timestamp_ms()))
+        })
         .cloned()
 }
 
@@ -698,7 +705,7 @@ mod tests {
 
     fn check(records: &[Record], claimed: &[&str], expected: Option<&str>) {
         let claimed: Vec<String> = claimed.iter().map(|c| c.to_string()).collect();
-        let found = unclaimed_plan(records, &job(&ulid_at(1000)), &claimed);
+        let found = unclaimed_plan(records, &job(&ulid_at(1000)), &claimed, 2000);
         assert_eq!(found.as_ref().map(|r| r.id()), expected);
     }
 
@@ -717,5 +724,7 @@ mod tests {
             &[&after],
             Some(&later),
         );
+        // One made after this daemon started belongs to a job accepted since.
+        check(&[plan(&ulid_at(2000), "A")], &[], None);
     }
 }
