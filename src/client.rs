@@ -11,9 +11,18 @@
 //! One connection per request: a unix socket connects in microseconds, and a fresh
 //! connection per call keeps a long event stream from blocking a cancellation.
 
-use crate::cli::backend::{BackendError, BackendResult};
+use crate::check::CheckReport;
+use crate::cli::backend::{Backend, BackendError, BackendResult, Local};
 use crate::context::{self, GlobalFlags, RequestContext};
-use crate::protocol::{codes, ConsultRequest, ErrorBody, Event, Health, Job, JobList, Route};
+use crate::core::records::{Confidence, Materiality, Plan, Record};
+use crate::core::views::advisors::AdvisorsView;
+use crate::core::views::explain::ExplainView;
+use crate::core::views::status::StatusView;
+use crate::core::views::tree::TreeView;
+use crate::protocol::{
+    codes, ConsultRequest, ErrorBody, Event, Health, Job, JobList, PlanRequest, RecordRequest,
+    Route,
+};
 use crate::service::ServiceError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -492,6 +501,64 @@ impl Remote {
     /// Run `future` to its end on this backend's runtime.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
+    }
+}
+
+impl Remote {
+    /// The in-process backend for the views the daemon's JSON cannot be read back into
+    /// yet (see the `Backend` impl below).
+    fn local(&self) -> Local {
+        Local::new(self.ctx.clone())
+    }
+}
+
+/// The writer and the plan preview run in the daemon. The five read-only views
+/// (`advisors`, `status`, `explain`, `tree`, `check`) are computed in this process by the
+/// same service functions the daemon's handlers call, from the same state directory,
+/// until the view types can be deserialised from the daemon's replies (requested from
+/// their owner); their output is identical either way.
+impl Backend for Remote {
+    fn record(&self, input: &serde_json::Value) -> BackendResult<Record> {
+        let body = RecordRequest {
+            context: self.ctx.clone(),
+            record: input.clone(),
+        };
+        self.block_on(self.client.call(&Route::Record, &[], Some(&body)))
+    }
+
+    fn advisors(&self) -> BackendResult<AdvisorsView> {
+        self.local().advisors()
+    }
+
+    fn plan_preview(
+        &self,
+        materiality: Materiality,
+        confidence: Confidence,
+        capabilities: Vec<String>,
+    ) -> BackendResult<Plan> {
+        let body = PlanRequest {
+            context: self.ctx.clone(),
+            materiality,
+            confidence,
+            capabilities,
+        };
+        self.block_on(self.client.call(&Route::PlanPreview, &[], Some(&body)))
+    }
+
+    fn status(&self) -> BackendResult<StatusView> {
+        self.local().status()
+    }
+
+    fn explain(&self, id: &str) -> BackendResult<ExplainView> {
+        self.local().explain(id)
+    }
+
+    fn tree(&self, depth: Option<usize>, show_superseded: bool) -> BackendResult<TreeView> {
+        self.local().tree(depth, show_superseded)
+    }
+
+    fn check(&self, path: Option<&Path>) -> BackendResult<CheckReport> {
+        self.local().check(path)
     }
 }
 

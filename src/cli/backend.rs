@@ -123,13 +123,11 @@ impl Backend for Local {
     }
 }
 
-/// The backend for this invocation: in-process with `--no-daemon`; otherwise the daemon.
-///
-/// The daemon client is not built yet, so without `--no-daemon` the network-free verbs
-/// also run in-process: the same service functions the daemon will call.
+/// The backend for this invocation: in-process with `--no-daemon`; otherwise the daemon
+/// on the socket, started first when nobody answers (unless `--no-autostart`: exit 4).
 pub fn select_backend(flags: &GlobalFlags, ctx: RequestContext) -> BackendResult<Box<dyn Backend>> {
     if flags.no_daemon {
         return Ok(Box::new(Local::new(ctx)));
     }
-    Ok(Box::new(Local::new(ctx)))
+    Ok(Box::new(crate::client::Remote::connect(flags, ctx)?))
 }
