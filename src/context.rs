@@ -216,11 +216,25 @@ pub fn credentials_for(
     let Ok((catalogue, _)) = load_catalogue(ctx) else {
         return BTreeMap::new();
     };
+    // Each advisor's credential, and the variables its settings ask to pass through
+    // (`pass_env`): a shared daemon runs process advisors with the asker's values.
+    let passed = |a: &AdvisorEntry| -> Vec<String> {
+        a.settings
+            .get("pass_env")
+            .and_then(|v| v.as_array())
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|n| n.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     catalogue
         .advisors
         .iter()
-        .filter_map(|a| a.credential.as_deref())
-        .filter_map(|name| env(name).map(|value| (name.to_string(), value)))
+        .flat_map(|a| a.credential.iter().cloned().chain(passed(a)))
+        .filter_map(|name| env(&name).map(|value| (name, value)))
         .collect()
 }
 
@@ -505,6 +519,11 @@ mod tests {
         global: GlobalFlags,
     }
 
+    /// Test catalogues name a made-up adapter `x`, as a daemon's own registry would.
+    fn accept_test_adapter() {
+        accept_adapter_names(["x".to_string()]);
+    }
+
     fn flags(args: &[&str]) -> GlobalFlags {
         let mut argv = vec!["test"];
         argv.extend_from_slice(args);
@@ -580,6 +599,7 @@ mod tests {
 
     #[test]
     fn a_context_for_a_root_reads_the_given_environment() {
+        accept_test_adapter();
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir(dir.path().join(".advisord")).expect("mkdir");
         std::fs::write(
@@ -713,6 +733,7 @@ mod tests {
 
     #[test]
     fn presence_is_probed_on_the_asking_path_and_credentials() {
+        accept_test_adapter();
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("temp dir");
         let bin = dir.path().join("bin");
@@ -764,17 +785,25 @@ mod tests {
         let file = dir.path().join("c.yaml");
         std::fs::write(
             &file,
-            "advisors:\n- {id: e, title: E, transport: http, adapter: x, credential: MY_KEY, \
+            "advisors:\n- {id: e, title: E, transport: process, adapter: process, \
+             executable: e, credential: MY_KEY, pass_env: [PASSED, UNSET], \
              capabilities: [independent_reasoning]}\n",
         )
         .expect("write");
         let mut ctx = context(dir.path());
         ctx.catalogue_path = Some(file);
-        let env = env_of(&[("MY_KEY", "secret"), ("OTHER_KEY", "other")]);
+        let env = env_of(&[
+            ("MY_KEY", "secret"),
+            ("PASSED", "p"),
+            ("OTHER_KEY", "other"),
+        ]);
         let credentials = credentials_for(&ctx, &env);
         assert_eq!(
             credentials.into_iter().collect::<Vec<_>>(),
-            vec![("MY_KEY".to_string(), "secret".to_string())]
+            vec![
+                ("MY_KEY".to_string(), "secret".to_string()),
+                ("PASSED".to_string(), "p".to_string())
+            ]
         );
         ctx.catalogue_path = Some(dir.path().join("missing.yaml"));
         assert!(credentials_for(&ctx, &env).is_empty());
