@@ -719,7 +719,9 @@ async fn bad_requests_get_clear_answers_and_the_daemon_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_network_free_route_answers_with_the_service_json() {
-    let daemon = Daemon::start(&catalogue(&[Advisor::scripted("a")]), Registry::builtin()).await;
+    // The scripted adapter is registered but never asked: these routes do no exchange.
+    let (registry, _fakes) = scripted(vec![("a", vec![])]);
+    let daemon = Daemon::start(&catalogue(&[Advisor::scripted("a")]), registry).await;
     let assessment = daemon.assessment().await;
     let body = || Some(json!({"context": daemon.place.context()}));
     let advisors = daemon
