@@ -545,11 +545,13 @@ pub fn spec_of(entry: &AdvisorEntry) -> AdvisorSpec {
     }
 }
 
-/// The environment an exchange sees: the asking process's `PATH` and credential values,
-/// never a credential of the daemon's own environment, and a few variables that say who
-/// the user is.
+/// The environment an exchange sees: the asking process's `PATH` and credential (and
+/// `pass_env`) values, never a credential of the daemon's own environment, `PWD` as the
+/// request's root, and a few variables that say who the user is.
 fn env_lookup(context: &RequestContext, resolved: &Resolved) -> EnvLookup {
     let path = context.path.clone();
+    // Process advisors run in the project the request names, so a CLI advisor can read it.
+    let root = context.root.display().to_string();
     let credentials = context.credentials.clone();
     let credential_names: BTreeSet<String> = resolved
         .catalogue
@@ -560,6 +562,9 @@ fn env_lookup(context: &RequestContext, resolved: &Resolved) -> EnvLookup {
     Arc::new(move |name: &str| {
         if name == "PATH" {
             return path.clone();
+        }
+        if name == "PWD" {
+            return Some(root.clone());
         }
         if let Some(value) = credentials.get(name) {
             return Some(value.clone());
