@@ -8,7 +8,8 @@ use crate::core::views::ValidationState;
 
 impl Render for StatusView {
     fn plain(&self) -> String {
-        let mut out = Out::new();
+        // About two lines of timeline per record, and as much again for the assessments.
+        let mut out = Out::with_capacity(self.records * 240);
         let Some(task) = &self.task else {
             out.line("no records in this task yet: record an assessment with `record --file`");
             return out.finish();

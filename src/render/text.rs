@@ -5,18 +5,27 @@ use super::WIDTH;
 
 /// `text` on one line, cut to `width` characters with an ellipsis when longer.
 pub fn truncate(text: &str, width: usize) -> String {
-    let text: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if text.chars().count() <= width {
-        return text;
+    let mut out = String::with_capacity(text.len().min(width.saturating_mul(4)));
+    push_truncated(&mut out, text, width);
+    out
+}
+
+/// Append `text` to `out` on one line (control characters become spaces), cut to `width`
+/// characters with an ellipsis when longer.
+pub fn push_truncated(out: &mut String, text: &str, width: usize) {
+    // Most lines are short and clean: copy them whole.
+    if text.len() <= width && !text.chars().any(char::is_control) {
+        out.push_str(text);
+        return;
     }
-    if width == 0 {
-        return String::new();
+    let fits = text.chars().count() <= width;
+    let keep = if fits { width } else { width.saturating_sub(1) };
+    for c in text.chars().take(keep) {
+        out.push(if c.is_control() { ' ' } else { c });
     }
-    let kept: String = text.chars().take(width - 1).collect();
-    format!("{kept}…")
+    if !fits && width > 0 {
+        out.push('…');
+    }
 }
 
 /// `text` (whitespace collapsed) broken into lines of at most `width` characters; a word
@@ -27,44 +36,60 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 
 /// Like [`wrap`], with the first line `first` characters wide and the others `rest`.
 pub fn wrap_hanging(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    wrap_each(text, first, rest, |_, line| lines.push(line.to_string()));
+    lines
+}
+
+/// Break `text` as [`wrap_hanging`] does, handing each line (with its index) to `emit`
+/// instead of collecting them: plain output of large tasks writes many lines.
+pub fn wrap_each(text: &str, first: usize, rest: usize, mut emit: impl FnMut(usize, &str)) {
     let (first, rest) = (first.max(1), rest.max(1));
-    let mut lines: Vec<String> = Vec::new();
     let mut line = String::new();
+    let mut index = 0;
     let mut len = 0;
-    for word in text.split_whitespace() {
-        let mut word: Vec<char> = word.chars().collect();
-        while !word.is_empty() {
-            let width = if lines.is_empty() { first } else { rest };
+    for mut word in text.split_whitespace() {
+        let mut chars = if word.is_ascii() {
+            word.len()
+        } else {
+            word.chars().count()
+        };
+        while chars > 0 {
+            let width = if index == 0 { first } else { rest };
             let room = if len == 0 {
                 width
             } else {
                 width.saturating_sub(len + 1)
             };
-            if word.len() <= room {
+            if chars <= room {
                 if len > 0 {
                     line.push(' ');
                     len += 1;
                 }
-                len += word.len();
-                line.extend(word.drain(..));
-            } else if len > 0 && word.len() <= rest {
-                // It fits on a line of its own: start one.
-                lines.push(std::mem::take(&mut line));
+                line.push_str(word);
+                len += chars;
+                chars = 0;
+            } else if len > 0 {
+                // Start a new line; a word longer than any line is split there.
+                emit(index, &line);
+                index += 1;
+                line.clear();
                 len = 0;
-            } else if len == 0 {
-                // Longer than a whole line: split it.
-                line.extend(word.drain(..width));
-                lines.push(std::mem::take(&mut line));
             } else {
-                lines.push(std::mem::take(&mut line));
-                len = 0;
+                let cut = word
+                    .char_indices()
+                    .nth(width)
+                    .map_or(word.len(), |(i, _)| i);
+                emit(index, &word[..cut]);
+                index += 1;
+                word = &word[cut..];
+                chars -= width;
             }
         }
     }
-    if len > 0 || lines.is_empty() {
-        lines.push(line);
+    if len > 0 || index == 0 {
+        emit(index, &line);
     }
-    lines
 }
 
 /// Plain output under construction: every line fits [`WIDTH`].
@@ -79,9 +104,16 @@ impl Out {
         Out::default()
     }
 
+    /// An empty output with room for `bytes`.
+    pub fn with_capacity(bytes: usize) -> Out {
+        Out {
+            text: String::with_capacity(bytes),
+        }
+    }
+
     /// One line, cut to the width.
     pub fn line(&mut self, line: &str) {
-        self.text.push_str(&truncate(line, WIDTH));
+        push_truncated(&mut self.text, line, WIDTH);
         self.text.push('\n');
     }
 
@@ -94,10 +126,13 @@ impl Out {
     pub fn para(&mut self, indent: usize, hang: usize, text: &str) {
         let first = WIDTH.saturating_sub(indent).max(20);
         let rest = WIDTH.saturating_sub(indent + hang).max(20);
-        for (i, line) in wrap_hanging(text, first, rest).iter().enumerate() {
+        let out = &mut self.text;
+        wrap_each(text, first, rest, |i, line| {
             let pad = if i == 0 { indent } else { indent + hang };
-            self.line(&format!("{}{line}", " ".repeat(pad)));
-        }
+            (0..pad).for_each(|_| out.push(' '));
+            push_truncated(out, line, WIDTH.saturating_sub(pad));
+            out.push('\n');
+        });
     }
 
     /// `label: value` wrapped under `indent`; nothing when `value` is empty.

@@ -12,6 +12,7 @@ pub mod tree;
 use crate::core::records::{Body, Conclusion, Kind, Record};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 /// The longest summary or label a view carries, in characters; renderers may cut further.
 pub const SUMMARY_CHARS: usize = 72;
@@ -86,30 +87,40 @@ pub(crate) struct Index<'r> {
 impl<'r> Index<'r> {
     /// Index `records` (in any order).
     pub fn new(records: &'r [Record]) -> Index<'r> {
+        Index::build(records, |_, _| {})
+    }
+
+    /// Index `records` (in any order), calling `visit` with each record, in sequence order,
+    /// once it and every record before it are indexed. A view that needs one pass over the
+    /// records does it here, while each record is still in the cache, rather than after.
+    pub fn build(
+        records: &'r [Record],
+        mut visit: impl FnMut(&Index<'r>, &'r Record),
+    ) -> Index<'r> {
         let mut ordered: Vec<&Record> = records.iter().collect();
         ordered.sort_by_key(|r| r.envelope.sequence);
-        let mut by_id = HashMap::with_capacity(ordered.len());
-        let mut children: HashMap<&str, Vec<&Record>> = HashMap::new();
-        let mut superseded_by = HashMap::new();
-        for &record in &ordered {
-            by_id.insert(record.id(), record);
+        let mut index = Index {
+            ordered: Vec::with_capacity(ordered.len()),
+            by_id: HashMap::with_capacity(ordered.len()),
+            children: HashMap::with_capacity(ordered.len() / 2),
+            superseded_by: HashMap::new(),
+        };
+        for record in ordered {
+            index.ordered.push(record);
+            index.by_id.insert(record.id(), record);
             if let Some(parent) = parent_id(record) {
-                children.entry(parent).or_default().push(record);
+                index.children.entry(parent).or_default().push(record);
             }
             if let Body::Conclusion(Conclusion {
                 supersedes: Some(old),
                 ..
             }) = &record.body
             {
-                superseded_by.entry(old.as_str()).or_insert(record);
+                index.superseded_by.entry(old.as_str()).or_insert(record);
             }
+            visit(&index, record);
         }
-        Index {
-            ordered,
-            by_id,
-            children,
-            superseded_by,
-        }
+        index
     }
 
     /// The children of `id` (records whose parent it is), in sequence order.
@@ -165,49 +176,53 @@ impl<'r> Index<'r> {
 
     /// One line saying what `record` is about, at most [`SUMMARY_CHARS`] characters.
     pub fn summary(&self, record: &Record) -> String {
-        let text = match &record.body {
-            Body::Assessment(a) => format!("[{}] {}", a.materiality.as_str(), a.subject),
+        let mut w = OneLine::new(SUMMARY_CHARS);
+        // Writing to a `OneLine` never fails.
+        let _ = match &record.body {
+            Body::Assessment(a) => write!(w, "[{}] {}", a.materiality.as_str(), a.subject),
             Body::Plan(p) => {
-                let head = format!("{}, budget {}", p.mode.as_str(), p.budget);
+                let _ = write!(w, "{}, budget {}: ", p.mode.as_str(), p.budget);
                 if let Some(reuse) = &p.reuse {
-                    format!("{head}: reuses conclusion {reuse}")
+                    write!(w, "reuses conclusion {reuse}")
                 } else if p.selected.is_empty() && !p.local_review.is_empty() {
-                    format!("{head}: nobody selected, local review")
+                    w.write_str("nobody selected, local review")
                 } else if p.selected.is_empty() {
-                    format!("{head}: nobody selected")
+                    w.write_str("nobody selected")
                 } else {
-                    let names: Vec<&str> = p.selected.iter().map(|s| s.advisor.as_str()).collect();
-                    format!("{head}: {}", names.join(", "))
+                    for (i, s) in p.selected.iter().enumerate() {
+                        let _ = w.write_str(if i == 0 { "" } else { ", " });
+                        let _ = w.write_str(&s.advisor);
+                    }
+                    Ok(())
                 }
             }
             Body::Consultation(c) => match (&c.failure, &c.stance) {
-                (Some(failure), _) => format!("{} failed: {}", c.advisor, failure.as_str()),
-                (None, Some(stance)) => format!("{} completed: {}", c.advisor, stance.as_str()),
-                (None, None) => format!("{} {}", c.advisor, status_word(c)),
+                (Some(failure), _) => write!(w, "{} failed: {}", c.advisor, failure.as_str()),
+                (None, Some(stance)) => write!(w, "{} completed: {}", c.advisor, stance.as_str()),
+                (None, None) => write!(w, "{} {}", c.advisor, status_word(c)),
             },
-            Body::Disagreement(d) => {
-                format!(
-                    "{} positions: {}",
-                    d.positions.len(),
-                    d.discriminating_question
-                )
-            }
+            Body::Disagreement(d) => write!(
+                w,
+                "{} positions: {}",
+                d.positions.len(),
+                d.discriminating_question
+            ),
             Body::Resolution(r) => {
-                format!("favours {}: {}", self.source_name(&r.favours), r.observed)
-            }
-            Body::Conclusion(c) => {
-                format!(
-                    "{} (reviewed by {})",
-                    c.decision, c.independent_review_count
+                write!(
+                    w,
+                    "favours {}: {}",
+                    self.source_name(&r.favours),
+                    r.observed
                 )
             }
+            Body::Conclusion(c) => w.write_str(&c.decision),
             Body::Validation(v) => {
                 let verdict = if v.passed { "passed" } else { "failed" };
-                format!("{verdict}: {}", v.check)
+                write!(w, "{verdict}: {}", v.check)
             }
-            Body::Attempt(a) => format!("tried {}: {}", a.tried, a.failure_observed),
+            Body::Attempt(a) => write!(w, "tried {}: {}", a.tried, a.failure_observed),
         };
-        one_line(&text, SUMMARY_CHARS)
+        w.finish()
     }
 
     /// A position source or `favours` as a reader knows it: `executor`, `neither`, or the
@@ -226,12 +241,90 @@ fn status_word(c: &crate::core::records::Consultation) -> &'static str {
 
 /// `text` on one line (whitespace collapsed), cut to `max` characters with an ellipsis.
 pub fn one_line(text: &str, max: usize) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if collapsed.chars().count() <= max {
-        return collapsed;
+    let mut w = OneLine::new(max);
+    let _ = w.write_str(text);
+    w.finish()
+}
+
+/// A writer that keeps text on one line: runs of whitespace become one space (none at the
+/// ends), and past `max` characters the text is cut with an ellipsis.
+struct OneLine {
+    out: String,
+    count: usize,
+    max: usize,
+    space: bool,
+    full: bool,
+}
+
+impl OneLine {
+    fn new(max: usize) -> OneLine {
+        OneLine {
+            out: String::new(),
+            count: 0,
+            max,
+            space: false,
+            full: false,
+        }
     }
-    let kept: String = collapsed.chars().take(max.saturating_sub(1)).collect();
-    format!("{}…", kept.trim_end())
+
+    fn push(&mut self, c: char) {
+        if self.count == self.max {
+            // One character too many: make room for the ellipsis.
+            self.out.pop();
+            self.out.truncate(self.out.trim_end().len());
+            self.out.push('…');
+            self.full = true;
+            return;
+        }
+        self.out.push(c);
+        self.count += 1;
+    }
+
+    fn finish(self) -> String {
+        self.out
+    }
+}
+
+impl std::fmt::Write for OneLine {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for c in s.chars() {
+            if self.full {
+                break;
+            }
+            if c.is_whitespace() {
+                self.space = self.count > 0;
+                continue;
+            }
+            if std::mem::take(&mut self.space) {
+                self.push(' ');
+                if self.full {
+                    break;
+                }
+            }
+            self.push(c);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    fn check(text: &str, max: usize, expected: &str) {
+        assert_eq!(one_line(text, max), expected, "{text:?} at {max}");
+    }
+
+    #[test]
+    fn one_line_collapses_and_cuts() {
+        check("a  b\nc", 10, "a b c");
+        check("exactly", 7, "exactly");
+        check("one two three", 8, "one two…");
+        check("one two three", 9, "one two…");
+        check("one two three", 10, "one two t…");
+        check("ééé", 2, "é…");
+        check("", 5, "");
+    }
 }
 
 #[cfg(test)]

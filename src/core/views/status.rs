@@ -260,12 +260,14 @@ impl AdvisorTokens {
 }
 
 /// Derive the status of the task whose records are `records` (any order).
+///
+/// One pass indexes the records and writes the timeline and token totals; then each
+/// assessment gathers what hangs from it through the index.
 pub fn status(records: &[Record]) -> StatusView {
-    let index = Index::new(records);
     let mut tokens = TokenTotals::default();
-    let mut timeline = Vec::with_capacity(index.ordered.len());
+    let mut timeline = Vec::with_capacity(records.len());
     let mut assessments = Vec::new();
-    for &record in &index.ordered {
+    let index = Index::build(records, |index, record| {
         timeline.push(TimelineEntry {
             sequence: record.envelope.sequence,
             created_at: record.envelope.created_at.clone(),
@@ -282,14 +284,17 @@ pub fn status(records: &[Record]) -> StatusView {
                     .add(c.usage);
                 tokens.total.add(c.usage);
             }
-            Body::Assessment(a) => assessments.push(assessment_status(&index, record, a)),
+            Body::Assessment(a) => assessments.push((record, a)),
             _ => {}
         }
-    }
+    });
     StatusView {
         task: index.ordered.first().map(|r| r.envelope.task.clone()),
         records: records.len(),
-        assessments,
+        assessments: assessments
+            .into_iter()
+            .map(|(record, a)| assessment_status(&index, record, a))
+            .collect(),
         timeline,
         tokens,
     }
