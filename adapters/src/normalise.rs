@@ -24,8 +24,13 @@
 //! conclusion, or prose too short to be one, is [`NormaliseError`] (the contract records
 //! it as `malformed`).
 
+use serde::de::{self, Visitor};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
 /// The longest conclusion recorded, in characters.
 pub const MAX_CONCLUSION_CHARS: usize = 4000;
@@ -201,25 +206,27 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
         return Err(NormaliseError::Empty);
     }
     let objects = parsed_objects(text);
+    // The last object with a conclusion wins, so the search runs from the end and stops at
+    // the first one found.
+    if let Some(found) = objects
+        .iter()
+        .rev()
+        .find_map(|object| from_object(&unwrap_once(Fields::new(object))))
+    {
+        return Ok(found);
+    }
+    // No conclusion: what the error says is worked out only now, off the common path.
     let mut structured = looks_structured(text);
-    let mut keys_seen: Vec<String> = Vec::new();
-    let mut best: Option<Normalised> = None;
+    let mut keys_seen: Vec<&str> = Vec::new();
+    let mut distinct = std::collections::HashSet::new();
     for object in &objects {
-        let object = unwrap_once(object);
-        if object.keys().any(|k| is_known_key(k)) {
-            structured = true;
-        }
-        for key in object.keys() {
-            if !keys_seen.contains(key) {
-                keys_seen.push(key.clone());
+        let fields = unwrap_once(Fields::new(object));
+        structured |= fields.has_field_key();
+        for (key, _) in fields.object {
+            if distinct.insert(&**key) {
+                keys_seen.push(key);
             }
         }
-        if let Some(found) = from_object(object) {
-            best = Some(found);
-        }
-    }
-    if let Some(found) = best {
-        return Ok(found);
     }
     if structured {
         if objects.is_empty() {
@@ -249,24 +256,25 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
 /// stance word is found.
 pub fn parse_stance(text: &str) -> Option<Stance> {
     let lower = text.trim().to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    if words.is_empty() {
-        return None;
-    }
-    let whole = words.join(" ");
-    let exact = match whole.as_str() {
-        "yes" | "true" | "supports" | "support" | "supported" => Some(Stance::Supports),
-        "no" | "false" | "opposes" | "oppose" | "opposed" => Some(Stance::Opposes),
-        "n a" | "none" => Some(Stance::Inconclusive),
+    let words = || {
+        lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+    };
+    let mut leading = words();
+    let exact = match (leading.next(), leading.next(), leading.next()) {
+        (None, _, _) => return None,
+        (Some("yes" | "true" | "supports" | "support" | "supported"), None, _) => {
+            Some(Stance::Supports)
+        }
+        (Some("no" | "false" | "opposes" | "oppose" | "opposed"), None, _) => Some(Stance::Opposes),
+        (Some("n"), Some("a"), None) | (Some("none"), None, _) => Some(Stance::Inconclusive),
         _ => None,
     };
     if exact.is_some() {
         return exact;
     }
-    let any = |set: &[&str]| words.iter().any(|w| set.contains(w));
+    let any = |set: &[&str]| words().any(|w| set.contains(&w));
     const ALTERNATIVE: &[&str] = &[
         "partially",
         "partly",
@@ -349,6 +357,15 @@ pub fn parse_confidence(value: &Value) -> Option<f64> {
     match value {
         Value::Number(n) => n.as_f64().and_then(from_number),
         Value::String(s) => confidence_from_text(s),
+        _ => None,
+    }
+}
+
+/// [`parse_confidence`] of a value read from an answer.
+fn confidence_of(value: &Json<'_>) -> Option<f64> {
+    match value {
+        Json::Number(n) => n.as_f64().and_then(from_number),
+        Json::String(s) => confidence_from_text(s),
         _ => None,
     }
 }
@@ -451,15 +468,236 @@ fn unfence(text: &str) -> &str {
     }
 }
 
+/// A JSON value read from an answer. Like [`serde_json::Value`], but its strings borrow
+/// from the answer where they hold no escape, and an object is its entries in order (it
+/// has a handful, looked up by synonym, never by exact key), so reading an answer does not
+/// allocate a string per key and value or hash every key.
+#[derive(Debug, Clone, PartialEq)]
+enum Json<'a> {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(Cow<'a, str>),
+    Array(Vec<Json<'a>>),
+    Object(Object<'a>),
+}
+
+/// An object's entries in the order written; a repeated key keeps its first place and its
+/// last value, as in a [`serde_json::Map`].
+type Object<'a> = Vec<(Cow<'a, str>, Json<'a>)>;
+
+/// From this many entries on, a repeated key is found through a hash index, so that an
+/// object with very many keys costs linear time.
+const INDEXED_OBJECT: usize = 32;
+
+impl<'a> Json<'a> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Json::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn as_object(&self) -> Option<&Object<'a>> {
+        match self {
+            Json::Object(object) => Some(object),
+            _ => None,
+        }
+    }
+
+    fn is_string(&self) -> bool {
+        matches!(self, Json::String(_))
+    }
+
+    /// The value with nothing borrowed (for an object parsed from a repaired copy).
+    fn into_owned(self) -> Json<'static> {
+        match self {
+            Json::Null => Json::Null,
+            Json::Bool(b) => Json::Bool(b),
+            Json::Number(n) => Json::Number(n),
+            Json::String(s) => Json::String(Cow::Owned(s.into_owned())),
+            Json::Array(items) => Json::Array(items.into_iter().map(Json::into_owned).collect()),
+            Json::Object(object) => Json::Object(owned_object(object)),
+        }
+    }
+
+    /// A number or a boolean as JSON writes it.
+    fn scalar_text(&self) -> Option<String> {
+        match self {
+            Json::Number(n) => Some(Value::Number(n.clone()).to_string()),
+            Json::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+}
+
+fn owned_object(object: Object<'_>) -> Object<'static> {
+    object
+        .into_iter()
+        .map(|(key, value)| (Cow::Owned(key.into_owned()), value.into_owned()))
+        .collect()
+}
+
+/// Parse `text` as one JSON object (the whole text), borrowing from it.
+fn parse_object(text: &str) -> Option<Object<'_>> {
+    match serde_json::from_str::<Json<'_>>(text) {
+        Ok(Json::Object(object)) => Some(object),
+        _ => None,
+    }
+}
+
+impl<'de> Deserialize<'de> for Json<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(JsonVisitor)
+    }
+}
+
+/// Builds a [`Json`] the way `serde_json` builds a [`Value`] (same numbers, same nulls, same
+/// repeated-key rule), keeping strings borrowed when the parser can lend them.
+struct JsonVisitor;
+
+impl<'de> Visitor<'de> for JsonVisitor {
+    type Value = Json<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("any valid JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Json<'de>, E> {
+        Ok(Json::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Json<'de>, E> {
+        Ok(Json::Number(value.into()))
+    }
+
+    fn visit_i128<E: de::Error>(self, value: i128) -> Result<Json<'de>, E> {
+        let de = de::value::I128Deserializer::new(value);
+        serde_json::Number::deserialize(de).map(Json::Number)
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Json<'de>, E> {
+        Ok(Json::Number(value.into()))
+    }
+
+    fn visit_u128<E: de::Error>(self, value: u128) -> Result<Json<'de>, E> {
+        let de = de::value::U128Deserializer::new(value);
+        serde_json::Number::deserialize(de).map(Json::Number)
+    }
+
+    fn visit_f64<E>(self, value: f64) -> Result<Json<'de>, E> {
+        Ok(serde_json::Number::from_f64(value).map_or(Json::Null, Json::Number))
+    }
+
+    fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Json<'de>, E> {
+        Ok(Json::String(Cow::Borrowed(value)))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Json<'de>, E> {
+        Ok(Json::String(Cow::Owned(value.to_owned())))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Json<'de>, E> {
+        Ok(Json::String(Cow::Owned(value)))
+    }
+
+    fn visit_none<E>(self) -> Result<Json<'de>, E> {
+        Ok(Json::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Json<'de>, D::Error> {
+        Deserialize::deserialize(deserializer)
+    }
+
+    fn visit_unit<E>(self) -> Result<Json<'de>, E> {
+        Ok(Json::Null)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json<'de>, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Json::Array(items))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Json<'de>, A::Error> {
+        let mut entries: Object<'de> = Vec::new();
+        let mut index: Option<HashMap<Cow<'de, str>, usize>> = None;
+        while let Some(Key(key)) = map.next_key()? {
+            let value: Json<'de> = map.next_value()?;
+            let repeated = match &index {
+                Some(index) => index.get(&key).copied(),
+                None => entries.iter().position(|(k, _)| *k == key),
+            };
+            match repeated {
+                Some(at) => entries[at].1 = value,
+                None => {
+                    if let Some(index) = &mut index {
+                        index.insert(key.clone(), entries.len());
+                    }
+                    entries.push((key, value));
+                    if index.is_none() && entries.len() >= INDEXED_OBJECT {
+                        let built = entries.iter().enumerate();
+                        index = Some(built.map(|(at, (k, _))| (k.clone(), at)).collect());
+                    }
+                }
+            }
+        }
+        Ok(Json::Object(entries))
+    }
+}
+
+/// An object key, borrowed from the answer when it holds no escape.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, value: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(value)))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(value.to_owned())))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(value)))
+    }
+}
+
 /// Every object in `text` that parses (possibly after repair), outermost first, in order.
-fn parsed_objects(text: &str) -> Vec<Map<String, Value>> {
+fn parsed_objects(text: &str) -> Vec<Object<'_>> {
+    // The common answer is one bare object: when the whole text parses as one, the span
+    // scan below would find that single span and parse it the same way.
+    if text.starts_with('{') && text.ends_with('}') {
+        if let Some(object) = parse_object(text) {
+            return vec![object];
+        }
+    }
     let mut found = Vec::new();
     let mut attempts = 0;
     collect_objects(text, &mut found, &mut attempts);
     found
 }
 
-fn collect_objects(text: &str, found: &mut Vec<Map<String, Value>>, attempts: &mut usize) {
+fn collect_objects<'a>(text: &'a str, found: &mut Vec<Object<'a>>, attempts: &mut usize) {
     for (start, end) in balanced_spans(text) {
         if *attempts >= MAX_PARSE_ATTEMPTS {
             return;
@@ -536,19 +774,17 @@ fn scan_spans(text: &str) -> (Vec<(usize, usize)>, Option<usize>) {
 
 /// Parse an object strictly, then after removing trailing commas, then after converting
 /// single quotes, typographic quotes and Python literals.
-fn parse_repaired(candidate: &str) -> Option<Map<String, Value>> {
-    let attempt = |s: &str| match serde_json::from_str::<Value>(s) {
-        Ok(Value::Object(map)) => Some(map),
-        _ => None,
-    };
-    if let Some(map) = attempt(candidate) {
-        return Some(map);
+fn parse_repaired(candidate: &str) -> Option<Object<'_>> {
+    if let Some(object) = parse_object(candidate) {
+        return Some(object);
     }
+    // A repaired copy is dropped here: what is kept of it is owned.
     let no_commas = remove_trailing_commas(candidate);
-    if let Some(map) = attempt(&no_commas) {
-        return Some(map);
+    if let Some(object) = parse_object(&no_commas) {
+        return Some(owned_object(object));
     }
-    attempt(&remove_trailing_commas(&loosen_quotes(candidate)))
+    let loosened = remove_trailing_commas(&loosen_quotes(candidate));
+    parse_object(&loosened).map(owned_object)
 }
 
 /// Drop a `,` that is followed (after whitespace) by `}` or `]`, outside strings.
@@ -640,87 +876,200 @@ fn loosen_quotes(s: &str) -> String {
     out
 }
 
-/// Whether `key` reads as `wanted` (already canonical): `Conclusion` as `conclusion`,
-/// `final-answer` as `final_answer`. Compares without allocating: it runs for every key
-/// of every object against every synonym, on every answer.
-fn key_is(key: &str, wanted: &str) -> bool {
-    key.trim()
-        .chars()
-        .map(|c| {
-            if c == '-' || c == ' ' {
-                '_'
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
-        .eq(wanted.chars())
+/// The key sets an object's keys are looked up in. The first [`FIELD_SETS`] are the
+/// consultation's fields (a key in one of them shows the answer was meant as JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeySet {
+    Conclusion,
+    Stance,
+    Confidence,
+    Assumption,
+    Risk,
+    Action,
+    Falsifier,
+    Wrapper,
+    ItemText,
 }
 
-fn is_known_key(key: &str) -> bool {
-    [
-        CONCLUSION_KEYS,
-        STANCE_KEYS,
-        CONFIDENCE_KEYS,
-        ASSUMPTION_KEYS,
-        RISK_KEYS,
-        ACTION_KEYS,
-        FALSIFIER_KEYS,
-    ]
-    .iter()
-    .any(|set| set.iter().any(|wanted| key_is(key, wanted)))
-}
+/// The synonyms of every [`KeySet`], indexed by it, in order of preference.
+const KEY_SETS: [&[&str]; 9] = [
+    CONCLUSION_KEYS,
+    STANCE_KEYS,
+    CONFIDENCE_KEYS,
+    ASSUMPTION_KEYS,
+    RISK_KEYS,
+    ACTION_KEYS,
+    FALSIFIER_KEYS,
+    WRAPPER_KEYS,
+    ITEM_TEXT_KEYS,
+];
 
-/// The values of every one of `keys` present in `object`, in the order of `keys` (keys
-/// compared canonically).
-fn lookup<'a>(object: &'a Map<String, Value>, keys: &[&str]) -> Vec<&'a Value> {
-    let mut values = Vec::new();
-    for wanted in keys {
-        for (key, value) in object {
-            if key_is(key, wanted) {
-                values.push(value);
+/// How many of [`KEY_SETS`], from the first, are the consultation's fields.
+const FIELD_SETS: usize = 7;
+
+/// A key's place in every [`KEY_SETS`] entry: its rank among the synonyms, or
+/// [`NOT_IN_SET`].
+type Ranks = [u8; KEY_SETS.len()];
+
+/// The rank of a key that is not in a set.
+const NOT_IN_SET: u8 = u8::MAX;
+
+/// The longest canonical key of any set, in bytes (checked by a test): a longer key
+/// cannot match and is not canonicalised.
+const MAX_KEY_BYTES: usize = 32;
+
+/// Every canonical synonym and its ranks, built once: a key is then classified by one
+/// lookup instead of a comparison with each synonym of each set.
+fn key_table() -> &'static KeyTable {
+    static TABLE: OnceLock<KeyTable> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = KeyTable::default();
+        for (set, keys) in KEY_SETS.iter().enumerate() {
+            for (rank, key) in keys.iter().enumerate() {
+                let ranks = table.entry(key).or_insert([NOT_IN_SET; KEY_SETS.len()]);
+                if ranks[set] == NOT_IN_SET {
+                    ranks[set] = u8::try_from(rank).unwrap_or(NOT_IN_SET - 1);
+                }
             }
         }
+        table
+    })
+}
+
+/// The canonical synonyms and their ranks. Hashed with FNV-1a: the keys are a few ASCII
+/// bytes, and the table is fixed, so a slow collision-resistant hash buys nothing.
+type KeyTable = HashMap<&'static str, Ranks, BuildHasherDefault<Fnv1a>>;
+
+/// The FNV-1a hash (64 bits).
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Fnv1a {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
     }
-    values
+}
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// The ranks of `key` read canonically (`Conclusion` as `conclusion`, `final-answer` and
+/// `final answer` as `final_answer`, surrounding whitespace ignored), or `None` when it is
+/// in no set. Every synonym is ASCII, so a key with any other character matches none.
+fn ranks_of(key: &str) -> Option<&'static Ranks> {
+    let key = key.trim();
+    if key.len() > MAX_KEY_BYTES || !key.is_ascii() {
+        return None;
+    }
+    let mut canonical = [0u8; MAX_KEY_BYTES];
+    for (slot, byte) in canonical.iter_mut().zip(key.bytes()) {
+        *slot = match byte {
+            b'-' | b' ' => b'_',
+            other => other.to_ascii_lowercase(),
+        };
+    }
+    let canonical = std::str::from_utf8(&canonical[..key.len()]).ok()?;
+    key_table().get(canonical)
+}
+
+/// An object with each of its keys classified once, so that the many look-ups of one
+/// answer (every field, the wrapper, the conclusion's synonyms) do not re-read its keys.
+struct Fields<'a> {
+    object: &'a Object<'a>,
+    /// The entries whose key is in some set, in the object's order.
+    known: Vec<(&'static Ranks, &'a Json<'a>)>,
+}
+
+impl<'a> Fields<'a> {
+    fn new(object: &'a Object<'a>) -> Fields<'a> {
+        let mut known = Vec::with_capacity(object.len());
+        known.extend(
+            object
+                .iter()
+                .filter_map(|(key, value)| ranks_of(key).map(|ranks| (ranks, value))),
+        );
+        Fields { object, known }
+    }
+
+    /// The values of every synonym of `set` present, in the order of the synonyms (then
+    /// of the object, when two keys read alike).
+    fn lookup(&self, set: KeySet) -> Lookup<'_, 'a> {
+        Lookup {
+            known: &self.known,
+            set: set as usize,
+            after: None,
+        }
+    }
+
+    /// Whether any key names one of the consultation's fields.
+    fn has_field_key(&self) -> bool {
+        self.known
+            .iter()
+            .any(|(ranks, _)| ranks[..FIELD_SETS].iter().any(|&r| r != NOT_IN_SET))
+    }
+}
+
+/// The values under one key set, in (rank, position) order, found without allocating:
+/// an object has a handful of keys and a set usually matches one of them.
+struct Lookup<'f, 'a> {
+    known: &'f [(&'static Ranks, &'a Json<'a>)],
+    set: usize,
+    /// The (rank, position) of the value last returned.
+    after: Option<(u8, usize)>,
+}
+
+impl<'a> Iterator for Lookup<'_, 'a> {
+    type Item = &'a Json<'a>;
+
+    fn next(&mut self) -> Option<&'a Json<'a>> {
+        let (order, value) = self
+            .known
+            .iter()
+            .enumerate()
+            .filter_map(|(position, &(ranks, value))| {
+                let order = (ranks[self.set], position);
+                let later = self.after.map_or(true, |after| order > after);
+                (order.0 != NOT_IN_SET && later).then_some((order, value))
+            })
+            .min_by_key(|&(order, _)| order)?;
+        self.after = Some(order);
+        Some(value)
+    }
 }
 
 /// An object without a conclusion that wraps the answer under one key is read through it.
-fn unwrap_once(object: &Map<String, Value>) -> &Map<String, Value> {
-    let has_conclusion = lookup(object, CONCLUSION_KEYS)
-        .iter()
-        .any(|v| v.is_string());
+fn unwrap_once(fields: Fields<'_>) -> Fields<'_> {
+    let has_conclusion = fields.lookup(KeySet::Conclusion).any(Json::is_string);
     if has_conclusion {
-        return object;
+        return fields;
     }
-    for value in lookup(object, WRAPPER_KEYS) {
-        if let Value::Object(inner) = value {
-            return inner;
+    if let Some(inner) = fields.lookup(KeySet::Wrapper).find_map(Json::as_object) {
+        return Fields::new(inner);
+    }
+    if fields.object.len() == 1 {
+        if let Some((_, Json::Object(inner))) = fields.object.first() {
+            return Fields::new(inner);
         }
     }
-    if object.len() == 1 {
-        if let Some(Value::Object(inner)) = object.values().next() {
-            return inner;
-        }
-    }
-    object
+    fields
 }
 
 /// The consultation's fields from one object, or `None` if it carries no conclusion.
-fn from_object(object: &Map<String, Value>) -> Option<Normalised> {
-    let stated_stance = lookup(object, STANCE_KEYS)
-        .into_iter()
-        .find_map(|v| match v {
-            Value::Bool(true) => Some(Stance::Supports),
-            Value::Bool(false) => Some(Stance::Opposes),
-            Value::String(s) => parse_stance(s),
-            _ => None,
-        });
+fn from_object(fields: &Fields<'_>) -> Option<Normalised> {
     let mut stance_from_conclusion = None;
     let mut conclusion = None;
-    for value in lookup(object, CONCLUSION_KEYS) {
+    for value in fields.lookup(KeySet::Conclusion) {
         let text = match value {
-            Value::String(s) => clean_text(s, MAX_CONCLUSION_CHARS),
-            Value::Array(items) => clean_text(
+            Json::String(s) => clean_text(s, MAX_CONCLUSION_CHARS),
+            Json::Array(items) => clean_text(
                 &items
                     .iter()
                     .filter_map(|i| i.as_str())
@@ -728,7 +1077,7 @@ fn from_object(object: &Map<String, Value>) -> Option<Normalised> {
                     .join(" "),
                 MAX_CONCLUSION_CHARS,
             ),
-            Value::Object(inner) => clean_text(&object_text(inner), MAX_CONCLUSION_CHARS),
+            Json::Object(inner) => clean_text(&object_text(inner), MAX_CONCLUSION_CHARS),
             _ => continue,
         };
         if text.is_empty() || is_placeholder(&text) {
@@ -736,17 +1085,25 @@ fn from_object(object: &Map<String, Value>) -> Option<Normalised> {
         }
         // `{"verdict": "agree", "reasoning": "..."}`: a bare stance word is the stance,
         // and the conclusion is the next key that says more.
-        if text.split_whitespace().count() <= 2 && parse_stance(&text).is_some() {
-            stance_from_conclusion = stance_from_conclusion.or_else(|| parse_stance(&text));
-            continue;
+        if text.split_whitespace().nth(2).is_none() {
+            if let Some(stance) = parse_stance(&text) {
+                stance_from_conclusion = stance_from_conclusion.or(Some(stance));
+                continue;
+            }
         }
         conclusion = Some(text);
         break;
     }
     let conclusion = conclusion?;
-    let list = |keys: &[&str]| {
+    let stated_stance = fields.lookup(KeySet::Stance).find_map(|v| match v {
+        Json::Bool(true) => Some(Stance::Supports),
+        Json::Bool(false) => Some(Stance::Opposes),
+        Json::String(s) => parse_stance(s),
+        _ => None,
+    });
+    let list = |set: KeySet| {
         let mut items = Vec::new();
-        for value in lookup(object, keys) {
+        for value in fields.lookup(set) {
             collect_items(value, &mut items);
         }
         finish_items(items)
@@ -756,13 +1113,11 @@ fn from_object(object: &Map<String, Value>) -> Option<Normalised> {
         stance: stated_stance
             .or(stance_from_conclusion)
             .unwrap_or(Stance::Inconclusive),
-        assumptions: list(ASSUMPTION_KEYS),
-        risks: list(RISK_KEYS),
-        actions: list(ACTION_KEYS),
-        falsifiers: list(FALSIFIER_KEYS),
-        confidence: lookup(object, CONFIDENCE_KEYS)
-            .into_iter()
-            .find_map(parse_confidence),
+        assumptions: list(KeySet::Assumption),
+        risks: list(KeySet::Risk),
+        actions: list(KeySet::Action),
+        falsifiers: list(KeySet::Falsifier),
+        confidence: fields.lookup(KeySet::Confidence).find_map(confidence_of),
     })
 }
 
@@ -788,24 +1143,27 @@ const ITEM_TEXT_KEYS: &[&str] = &[
     "value",
 ];
 
-fn collect_items(value: &Value, items: &mut Vec<String>) {
+/// The raw items of a list value; borrowed from the answer where no text is built.
+fn collect_items<'a>(value: &'a Json<'a>, items: &mut Vec<Cow<'a, str>>) {
     match value {
-        Value::Null => {}
-        Value::String(s) => items.extend(split_list_text(s)),
-        Value::Number(_) | Value::Bool(_) => items.push(value.to_string()),
-        Value::Array(values) => {
+        Json::Null => {}
+        Json::String(s) => split_list_text(s, items),
+        Json::Number(_) | Json::Bool(_) => items.extend(value.scalar_text().map(Cow::Owned)),
+        Json::Array(values) => {
             for v in values {
                 match v {
-                    Value::String(s) => items.push(strip_bullet(s).to_string()),
-                    Value::Array(_) => collect_items(v, items),
-                    Value::Object(o) => items.push(object_text(o)),
-                    Value::Number(_) | Value::Bool(_) => items.push(v.to_string()),
-                    Value::Null => {}
+                    Json::String(s) => items.push(Cow::Borrowed(strip_bullet(s))),
+                    Json::Array(_) => collect_items(v, items),
+                    Json::Object(o) => items.push(Cow::Owned(object_text(o))),
+                    Json::Number(_) | Json::Bool(_) => {
+                        items.extend(v.scalar_text().map(Cow::Owned));
+                    }
+                    Json::Null => {}
                 }
             }
         }
-        Value::Object(o) => {
-            for v in o.values() {
+        Json::Object(o) => {
+            for (_, v) in o {
                 collect_items(v, items);
             }
         }
@@ -813,47 +1171,43 @@ fn collect_items(value: &Value, items: &mut Vec<String>) {
 }
 
 /// The text of an object given as a list item: a text-like key, else its strings joined.
-fn object_text(object: &Map<String, Value>) -> String {
-    for value in lookup(object, ITEM_TEXT_KEYS) {
-        if let Value::String(s) = value {
+fn object_text(object: &Object<'_>) -> String {
+    for value in Fields::new(object).lookup(KeySet::ItemText) {
+        if let Json::String(s) = value {
             if !s.trim().is_empty() {
-                return s.clone();
+                return s.to_string();
             }
         }
     }
     object
-        .values()
-        .filter_map(|v| v.as_str())
+        .iter()
+        .filter_map(|(_, v)| v.as_str())
         .collect::<Vec<_>>()
         .join(" — ")
 }
 
-/// Split a string given where a list was asked: bulleted lines start items and other lines
-/// continue them; without bullets each non-empty line is an item.
-fn split_list_text(text: &str) -> Vec<String> {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let bulleted = lines.iter().any(|l| bullet_len(l).is_some());
+/// Split a string given where a list was asked, into `items`: bulleted lines start items
+/// and other lines continue them; without bullets each non-empty line is an item.
+fn split_list_text<'a>(text: &'a str, items: &mut Vec<Cow<'a, str>>) {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let bulleted = lines().any(|l| bullet_len(l).is_some());
     if !bulleted {
-        return lines.into_iter().map(str::to_string).collect();
+        items.extend(lines().map(Cow::Borrowed));
+        return;
     }
-    let mut items: Vec<String> = Vec::new();
-    for line in lines {
+    // Items before `first` came from other values: a continuation never joins them.
+    let first = items.len();
+    for line in lines() {
         match bullet_len(line) {
-            Some(n) => items.push(line[n..].trim().to_string()),
-            None => match items.last_mut() {
-                Some(last) => {
-                    last.push(' ');
-                    last.push_str(line);
-                }
-                None => items.push(line.to_string()),
-            },
+            Some(n) => items.push(Cow::Borrowed(line[n..].trim())),
+            None if items.len() > first => {
+                let last = items.last_mut().expect("an item of this text").to_mut();
+                last.push(' ');
+                last.push_str(line);
+            }
+            None => items.push(Cow::Borrowed(line)),
         }
     }
-    items
 }
 
 /// The byte length of a leading bullet (`- `, `* `, `• `, `+ `, `1. `, `1) `, `(1) `).
@@ -888,13 +1242,13 @@ fn strip_bullet(text: &str) -> &str {
 }
 
 /// Clean, de-duplicate and cap list items.
-fn finish_items(items: Vec<String>) -> Vec<String> {
+fn finish_items(items: Vec<Cow<'_, str>>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for item in items {
-        let flat = item.split_whitespace().collect::<Vec<_>>().join(" ");
-        let cleaned = clean_text(&flat, MAX_ITEM_CHARS);
-        if !cleaned.is_empty() && !is_placeholder(&cleaned) && !out.contains(&cleaned) {
-            out.push(cleaned);
+        let flat = collapse_whitespace(&item);
+        let cleaned = clean_cow(&flat, MAX_ITEM_CHARS);
+        if !cleaned.is_empty() && !is_placeholder(&cleaned) && !out.iter().any(|o| *o == cleaned) {
+            out.push(cleaned.into_owned());
         }
         if out.len() == MAX_ITEMS {
             break;
@@ -903,33 +1257,88 @@ fn finish_items(items: Vec<String>) -> Vec<String> {
     out
 }
 
+/// `text` with every whitespace run made one space and none at either end; borrowed when
+/// it is so already (the common item).
+fn collapse_whitespace(text: &str) -> Cow<'_, str> {
+    let collapsed = !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !text.contains("  ")
+        && !text.chars().any(|c| c != ' ' && c.is_whitespace());
+    if collapsed {
+        return Cow::Borrowed(text);
+    }
+    let mut flat = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !flat.is_empty() {
+            flat.push(' ');
+        }
+        flat.push_str(word);
+    }
+    Cow::Owned(flat)
+}
+
 /// Remove control characters (newlines and tabs kept as layout), trim every line's end and
 /// the whole, and cap at `max` characters with an ellipsis.
 pub fn clean_text(text: &str, max: usize) -> String {
-    let no_ansi = strip_ansi(text);
+    clean_cow(text, max).into_owned()
+}
+
+/// [`clean_text`], borrowing from `text` when there is nothing to remove or cut.
+fn clean_cow(text: &str, max: usize) -> Cow<'_, str> {
+    // Most texts hold no control character (no newline, tab or escape): cleaning one is
+    // trimming it, without the passes below.
+    if !may_hold_control(text) {
+        return truncate_cow(text.trim(), max);
+    }
+    let no_ansi = if text.contains('\u{1b}') {
+        Cow::Owned(strip_ansi(text))
+    } else {
+        Cow::Borrowed(text)
+    };
     let mut cleaned = String::with_capacity(no_ansi.len());
     for line in no_ansi.lines() {
-        let line: String = line
-            .chars()
-            .map(|c| if c == '\t' { ' ' } else { c })
-            .filter(|c| !c.is_control())
-            .collect();
-        cleaned.push_str(line.trim_end());
+        let start = cleaned.len();
+        cleaned.extend(
+            line.chars()
+                .map(|c| if c == '\t' { ' ' } else { c })
+                .filter(|c| !c.is_control()),
+        );
+        let kept = cleaned[start..].trim_end().len();
+        cleaned.truncate(start + kept);
         cleaned.push('\n');
     }
-    let trimmed = cleaned.trim();
-    truncate_chars(trimmed, max)
+    // Trimmed in place, so that an uncut text is returned without another copy.
+    cleaned.truncate(cleaned.trim_end().len());
+    let leading = cleaned.len() - cleaned.trim_start().len();
+    cleaned.drain(..leading);
+    match truncate_cow(&cleaned, max) {
+        Cow::Owned(cut) => Cow::Owned(cut),
+        Cow::Borrowed(_) => Cow::Owned(cleaned),
+    }
+}
+
+/// Whether `text` may hold a control character (C0, DEL or C1), by its bytes: `false`
+/// means it holds none. C1 characters are encoded `C2 80`..`C2 9F`, so any `C2` byte
+/// answers `true` (also for `U+00A0`..`U+00BF`, which the full pass then keeps).
+fn may_hold_control(text: &str) -> bool {
+    text.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2)
 }
 
 /// `text` cut to at most `max` characters, the last one an ellipsis when cut.
 pub fn truncate_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
+    truncate_cow(text, max).into_owned()
+}
+
+/// [`truncate_chars`], borrowing `text` when it is short enough.
+fn truncate_cow(text: &str, max: usize) -> Cow<'_, str> {
+    // A text of at most `max` bytes has at most `max` characters.
+    if text.len() <= max || text.chars().count() <= max {
+        return Cow::Borrowed(text);
     }
     let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
     out.truncate(out.trim_end().len());
     out.push('…');
-    out
+    Cow::Owned(out)
 }
 
 /// Remove ANSI escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ESC \`, and
@@ -1302,6 +1711,14 @@ mod tests {
             "{".repeat(300_000),
             "{\"a\":".repeat(50_000),
             "}{".repeat(200_000),
+            // Tens of thousands of keys, each looked for among the ones before it.
+            format!(
+                "{{{}}}",
+                (0..15_000)
+                    .map(|i| format!("\"k{i}\":{i}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
         ];
         for flood in &floods {
             let started = std::time::Instant::now();
@@ -1355,5 +1772,93 @@ mod tests {
         let v = serde_json::to_value(&n).unwrap();
         assert_eq!(v["stance"], json!("opposes"));
         assert_eq!(v["falsifiers"], json!([]));
+    }
+
+    /// The value `serde_json` would have built, to compare the two readings.
+    fn as_value(json: &Json<'_>) -> Value {
+        match json {
+            Json::Null => Value::Null,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => Value::Number(n.clone()),
+            Json::String(s) => Value::String(s.to_string()),
+            Json::Array(items) => Value::Array(items.iter().map(as_value).collect()),
+            Json::Object(object) => Value::Object(
+                object
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), as_value(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    #[test]
+    fn objects_read_as_serde_json_reads_them() {
+        let many_keys = (0..INDEXED_OBJECT * 3)
+            .map(|i| format!("\"k{}\": {i}", i % (INDEXED_OBJECT + 5)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cases = [
+            r#"{"a": 1, "b": 2, "a": 3}"#.to_string(),
+            r#"{"x": {"y": [1, -2, 3.5, 1e3, -0, 18446744073709551616]}, "x": null}"#.into(),
+            r#"{"esc\"aped": "line\nbreak \u00e9 \ud83d\ude42", "plain": "é🙂"}"#.into(),
+            r#"{"t": true, "f": false, "n": null, "e": [], "o": {}}"#.into(),
+            format!("{{{many_keys}}}"),
+            r#"{"a": 1e400}"#.into(),
+            r#"{"a": 1} trailing"#.into(),
+            r#"[1, 2]"#.into(),
+        ];
+        for text in &cases {
+            let ours = serde_json::from_str::<Json<'_>>(text)
+                .map(|j| as_value(&j))
+                .ok();
+            let theirs = serde_json::from_str::<Value>(text).ok();
+            assert_eq!(ours, theirs, "reading {text}");
+            if let Some(Value::Object(map)) = &theirs {
+                let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+                let object = parse_object(text).expect("an object");
+                let ours: Vec<&str> = object.iter().map(|(k, _)| &**k).collect();
+                assert_eq!(ours, keys, "key order of {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_synonym_is_found_by_its_canonical_spellings() {
+        for (set, keys) in KEY_SETS.iter().enumerate() {
+            for (rank, key) in keys.iter().enumerate() {
+                assert!(
+                    key.len() <= MAX_KEY_BYTES,
+                    "`{key}` is longer than MAX_KEY_BYTES"
+                );
+                assert!(
+                    key.bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                    "`{key}` is not canonical"
+                );
+                assert_eq!(
+                    keys.iter().position(|k| k == key),
+                    Some(rank),
+                    "`{key}` is repeated"
+                );
+                let spellings = [
+                    key.to_string(),
+                    key.to_uppercase(),
+                    format!("  {} ", key.replace('_', "-")),
+                    key.replace('_', " "),
+                ];
+                for spelling in &spellings {
+                    let ranks = ranks_of(spelling).unwrap_or_else(|| panic!("{spelling:?}"));
+                    assert_eq!(usize::from(ranks[set]), rank, "{spelling:?} in set {set}");
+                }
+            }
+        }
+        for stranger in [
+            "conclusión",
+            "conclusions",
+            "",
+            "x".repeat(MAX_KEY_BYTES + 1).as_str(),
+        ] {
+            assert!(ranks_of(stranger).is_none(), "{stranger:?}");
+        }
     }
 }
