@@ -45,6 +45,9 @@ pub const DAEMON_EXECUTABLE: &str = "advisord";
 /// How long autostart waits for a daemon it started to answer on the socket.
 pub const AUTOSTART_WAIT: Duration = Duration::from_secs(5);
 
+/// How long one request (not an event stream) may take before the daemon is given up on.
+pub const REQUEST_BOUND: Duration = Duration::from_secs(60);
+
 /// What to do when no daemon answers and none may be started.
 pub const START_HINT: &str = "start one with `advisord --detach` (or drop `--no-autostart`); \
                               `--no-daemon` runs the network-free verbs in-process";
@@ -53,12 +56,22 @@ pub const START_HINT: &str = "start one with `advisord --detach` (or drop `--no-
 #[derive(Debug, Clone)]
 pub struct Client {
     socket: PathBuf,
+    bound: Duration,
 }
 
 impl Client {
     /// A client of the daemon on `socket` (nothing is connected yet).
     pub fn new(socket: PathBuf) -> Client {
-        Client { socket }
+        Client {
+            socket,
+            bound: REQUEST_BOUND,
+        }
+    }
+
+    /// The same client giving up on a request after `bound` instead of [`REQUEST_BOUND`].
+    pub fn with_request_bound(mut self, bound: Duration) -> Client {
+        self.bound = bound;
+        self
     }
 
     /// The socket this client talks to.
@@ -131,14 +144,32 @@ impl Client {
         let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
             BackendError::Protocol(format!("the request could not be encoded: {e}"))
         })?;
-        let response = self.send(route, query, body).await?;
-        let status = response.status();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| self.lost(&e))?
-            .to_bytes();
+        let exchange = async {
+            let response = self.send(route, query, body).await?;
+            let status = response.status();
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| self.lost(&e))?
+                .to_bytes();
+            Ok::<_, BackendError>((status, bytes))
+        };
+        let (status, bytes) =
+            tokio::time::timeout(self.bound, exchange)
+                .await
+                .map_err(|_| {
+                    self.unreachable(
+                        format!(
+                            "it accepted `{} {}` but did not answer within {} s",
+                            route.method(),
+                            route.path(),
+                            self.bound.as_secs_f64()
+                        ),
+                        "the daemon may be stuck: see its log, restart it (`kill $(cat \
+                     <data-dir>/advisord.pid)`), or use `--no-daemon` for the network-free verbs",
+                    )
+                })??;
         if !status.is_success() {
             return Err(self.error_reply(status, &bytes));
         }
@@ -207,7 +238,19 @@ impl Client {
     /// `GET /api/v1/consultations/{id}/events`: the job's events, past then live.
     pub async fn events(&self, id: &str) -> BackendResult<EventStream> {
         let route = Route::JobEvents(id.to_string());
-        let response = self.send(&route, &[], None).await?;
+        // Only the head is bounded: the stream itself lasts as long as the job.
+        let response = tokio::time::timeout(self.bound, self.send(&route, &[], None))
+            .await
+            .map_err(|_| {
+                self.unreachable(
+                    format!(
+                        "it accepted `GET {}` but did not answer within {} s",
+                        route.path(),
+                        self.bound.as_secs_f64()
+                    ),
+                    "the daemon may be stuck: see its log and restart it",
+                )
+            })??;
         let status = response.status();
         if !status.is_success() {
             let bytes = response
@@ -685,6 +728,32 @@ mod tests {
             std::os::unix::net::UnixListener::bind(dir.path().join("live.sock")).expect("bind");
         assert_eq!(answers(&dir.path().join("live.sock")), Ok(()));
         drop(listener);
+    }
+
+    #[test]
+    fn a_daemon_that_accepts_but_never_answers_is_given_up_on() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("stuck.sock");
+        runtime.block_on(async {
+            let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+            let _held = tokio::spawn(async move {
+                let (stream, _) = listener.accept().await.expect("accept");
+                std::future::pending::<()>().await;
+                drop(stream);
+            });
+            let err = Client::new(socket.clone())
+                .with_request_bound(Duration::from_millis(200))
+                .health()
+                .await
+                .expect_err("no answer");
+            let (code, shown) = exit_of(err);
+            assert_eq!(code, 4);
+            assert!(shown.contains("did not answer within 0.2 s"), "{shown}");
+        });
     }
 
     #[test]
