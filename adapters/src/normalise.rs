@@ -255,7 +255,13 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
 /// are an alternative; `unsure`, `unclear`, `neutral` are inconclusive. `None` when no
 /// stance word is found.
 pub fn parse_stance(text: &str) -> Option<Stance> {
-    let lower = text.trim().to_lowercase();
+    let trimmed = text.trim();
+    // Lower-casing ASCII text without capitals changes nothing: no copy for it.
+    let lower = if trimmed.is_ascii() && !trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Borrowed(trimmed)
+    } else {
+        Cow::Owned(trimmed.to_lowercase())
+    };
     let words = || {
         lower
             .split(|c: char| !c.is_alphanumeric())
@@ -274,71 +280,32 @@ pub fn parse_stance(text: &str) -> Option<Stance> {
     if exact.is_some() {
         return exact;
     }
-    let any = |set: &[&str]| words().any(|w| set.contains(&w));
-    const ALTERNATIVE: &[&str] = &[
-        "partially",
-        "partly",
-        "partial",
-        "alternative",
-        "alternatively",
-        "mixed",
-        "different",
-        "nuanced",
-        "qualified",
-        "somewhat",
-    ];
-    const OPPOSES: &[&str] = &[
-        "disagree",
-        "disagrees",
-        "oppose",
-        "opposes",
-        "opposed",
-        "against",
-        "incorrect",
-        "wrong",
-        "reject",
-        "rejects",
-        "refute",
-        "refutes",
-        "refuted",
-        "contradicts",
-        "contradict",
-        "unsupported",
-    ];
-    const INCONCLUSIVE: &[&str] = &[
-        "inconclusive",
-        "unsure",
-        "unknown",
-        "unclear",
-        "neutral",
-        "undecided",
-        "uncertain",
-        "insufficient",
-    ];
-    const SUPPORTS: &[&str] = &[
-        "agree",
-        "agrees",
-        "support",
-        "supports",
-        "supported",
-        "correct",
-        "confirm",
-        "confirms",
-        "confirmed",
-        "yes",
-        "right",
-        "sound",
-        "valid",
-    ];
-    const NEGATIONS: &[&str] = &["not", "no", "never", "cannot", "nor"];
-    let negated = any(NEGATIONS) || lower.contains("n't") || lower.contains("n\u{2019}t");
-    if any(ALTERNATIVE) {
+    // One pass: each word is read once as what it says.
+    let (mut alternative, mut opposes, mut inconclusive, mut supports) =
+        (false, false, false, false);
+    let mut negated = lower.contains("n't") || lower.contains("n\u{2019}t");
+    for word in words() {
+        match word {
+            "partially" | "partly" | "partial" | "alternative" | "alternatively" | "mixed"
+            | "different" | "nuanced" | "qualified" | "somewhat" => alternative = true,
+            "disagree" | "disagrees" | "oppose" | "opposes" | "opposed" | "against"
+            | "incorrect" | "wrong" | "reject" | "rejects" | "refute" | "refutes" | "refuted"
+            | "contradicts" | "contradict" | "unsupported" => opposes = true,
+            "inconclusive" | "unsure" | "unknown" | "unclear" | "neutral" | "undecided"
+            | "uncertain" | "insufficient" => inconclusive = true,
+            "agree" | "agrees" | "support" | "supports" | "supported" | "correct" | "confirm"
+            | "confirms" | "confirmed" | "yes" | "right" | "sound" | "valid" => supports = true,
+            "not" | "no" | "never" | "cannot" | "nor" => negated = true,
+            _ => {}
+        }
+    }
+    if alternative {
         Some(Stance::Alternative)
-    } else if any(OPPOSES) {
+    } else if opposes {
         Some(Stance::Opposes)
-    } else if any(INCONCLUSIVE) {
+    } else if inconclusive {
         Some(Stance::Inconclusive)
-    } else if any(SUPPORTS) {
+    } else if supports {
         if negated {
             Some(Stance::Opposes)
         } else {
@@ -625,7 +592,8 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 
     fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Json<'de>, A::Error> {
-        let mut entries: Object<'de> = Vec::new();
+        // Room for an answer's usual handful of keys, so that it grows at most rarely.
+        let mut entries: Object<'de> = Vec::with_capacity(8);
         let mut index: Option<HashMap<Cow<'de, str>, usize>> = None;
         while let Some(Key(key)) = map.next_key()? {
             let value: Json<'de> = map.next_value()?;
@@ -926,7 +894,9 @@ fn key_table() -> &'static KeyTable {
         let mut table = KeyTable::default();
         for (set, keys) in KEY_SETS.iter().enumerate() {
             for (rank, key) in keys.iter().enumerate() {
-                let ranks = table.entry(key).or_insert([NOT_IN_SET; KEY_SETS.len()]);
+                let ranks = table
+                    .entry(key.as_bytes())
+                    .or_insert([NOT_IN_SET; KEY_SETS.len()]);
                 if ranks[set] == NOT_IN_SET {
                     ranks[set] = u8::try_from(rank).unwrap_or(NOT_IN_SET - 1);
                 }
@@ -938,7 +908,7 @@ fn key_table() -> &'static KeyTable {
 
 /// The canonical synonyms and their ranks. Hashed with FNV-1a: the keys are a few ASCII
 /// bytes, and the table is fixed, so a slow collision-resistant hash buys nothing.
-type KeyTable = HashMap<&'static str, Ranks, BuildHasherDefault<Fnv1a>>;
+type KeyTable = HashMap<&'static [u8], Ranks, BuildHasherDefault<Fnv1a>>;
 
 /// The FNV-1a hash (64 bits).
 struct Fnv1a(u64);
@@ -976,72 +946,60 @@ fn ranks_of(key: &str) -> Option<&'static Ranks> {
             other => other.to_ascii_lowercase(),
         };
     }
-    let canonical = std::str::from_utf8(&canonical[..key.len()]).ok()?;
-    key_table().get(canonical)
+    key_table().get(&canonical[..key.len()])
 }
 
 /// An object with each of its keys classified once, so that the many look-ups of one
 /// answer (every field, the wrapper, the conclusion's synonyms) do not re-read its keys.
 struct Fields<'a> {
     object: &'a Object<'a>,
-    /// The entries whose key is in some set, in the object's order.
-    known: Vec<(&'static Ranks, &'a Json<'a>)>,
+    /// (set, rank, position, value) for every set a key is in, sorted: each set's values
+    /// are one run, in the order a look-up returns them.
+    hits: Vec<(u8, u8, usize, &'a Json<'a>)>,
+    /// Where each set's run starts in `hits`; the last entry is where the runs end.
+    starts: [usize; KEY_SETS.len() + 1],
 }
 
 impl<'a> Fields<'a> {
     fn new(object: &'a Object<'a>) -> Fields<'a> {
-        let mut known = Vec::with_capacity(object.len());
-        known.extend(
-            object
-                .iter()
-                .filter_map(|(key, value)| ranks_of(key).map(|ranks| (ranks, value))),
-        );
-        Fields { object, known }
+        let mut hits = Vec::with_capacity(object.len());
+        let mut counts = [0usize; KEY_SETS.len()];
+        for (position, (key, value)) in object.iter().enumerate() {
+            let Some(ranks) = ranks_of(key) else {
+                continue;
+            };
+            for (set, &rank) in ranks.iter().enumerate() {
+                if rank != NOT_IN_SET {
+                    counts[set] += 1;
+                    // `set` < KEY_SETS.len(), so it fits.
+                    hits.push((set as u8, rank, position, value));
+                }
+            }
+        }
+        hits.sort_unstable_by_key(|&(set, rank, position, _)| (set, rank, position));
+        let mut starts = [0usize; KEY_SETS.len() + 1];
+        for (set, count) in counts.iter().enumerate() {
+            starts[set + 1] = starts[set] + count;
+        }
+        Fields {
+            object,
+            hits,
+            starts,
+        }
     }
 
     /// The values of every synonym of `set` present, in the order of the synonyms (then
     /// of the object, when two keys read alike).
-    fn lookup(&self, set: KeySet) -> Lookup<'_, 'a> {
-        Lookup {
-            known: &self.known,
-            set: set as usize,
-            after: None,
-        }
+    fn lookup(&self, set: KeySet) -> impl Iterator<Item = &'a Json<'a>> + '_ {
+        let set = set as usize;
+        self.hits[self.starts[set]..self.starts[set + 1]]
+            .iter()
+            .map(|&(_, _, _, value)| value)
     }
 
     /// Whether any key names one of the consultation's fields.
     fn has_field_key(&self) -> bool {
-        self.known
-            .iter()
-            .any(|(ranks, _)| ranks[..FIELD_SETS].iter().any(|&r| r != NOT_IN_SET))
-    }
-}
-
-/// The values under one key set, in (rank, position) order, found without allocating:
-/// an object has a handful of keys and a set usually matches one of them.
-struct Lookup<'f, 'a> {
-    known: &'f [(&'static Ranks, &'a Json<'a>)],
-    set: usize,
-    /// The (rank, position) of the value last returned.
-    after: Option<(u8, usize)>,
-}
-
-impl<'a> Iterator for Lookup<'_, 'a> {
-    type Item = &'a Json<'a>;
-
-    fn next(&mut self) -> Option<&'a Json<'a>> {
-        let (order, value) = self
-            .known
-            .iter()
-            .enumerate()
-            .filter_map(|(position, &(ranks, value))| {
-                let order = (ranks[self.set], position);
-                let later = self.after.map_or(true, |after| order > after);
-                (order.0 != NOT_IN_SET && later).then_some((order, value))
-            })
-            .min_by_key(|&(order, _)| order)?;
-        self.after = Some(order);
-        Some(value)
+        self.starts[FIELD_SETS] > 0
     }
 }
 
@@ -1101,12 +1059,14 @@ fn from_object(fields: &Fields<'_>) -> Option<Normalised> {
         Json::String(s) => parse_stance(s),
         _ => None,
     });
-    let list = |set: KeySet| {
-        let mut items = Vec::new();
+    // One buffer for the raw items of every list.
+    let mut items = Vec::new();
+    let mut list = |set: KeySet| {
+        items.clear();
         for value in fields.lookup(set) {
             collect_items(value, &mut items);
         }
-        finish_items(items)
+        finish_items(&items)
     };
     Some(Normalised {
         conclusion,
@@ -1242,10 +1202,10 @@ fn strip_bullet(text: &str) -> &str {
 }
 
 /// Clean, de-duplicate and cap list items.
-fn finish_items(items: Vec<Cow<'_, str>>) -> Vec<String> {
+fn finish_items(items: &[Cow<'_, str>]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for item in items {
-        let flat = collapse_whitespace(&item);
+        let flat = collapse_whitespace(item);
         let cleaned = clean_cow(&flat, MAX_ITEM_CHARS);
         if !cleaned.is_empty() && !is_placeholder(&cleaned) && !out.iter().any(|o| *o == cleaned) {
             out.push(cleaned.into_owned());
@@ -1260,11 +1220,7 @@ fn finish_items(items: Vec<Cow<'_, str>>) -> Vec<String> {
 /// `text` with every whitespace run made one space and none at either end; borrowed when
 /// it is so already (the common item).
 fn collapse_whitespace(text: &str) -> Cow<'_, str> {
-    let collapsed = !text.starts_with(' ')
-        && !text.ends_with(' ')
-        && !text.contains("  ")
-        && !text.chars().any(|c| c != ' ' && c.is_whitespace());
-    if collapsed {
+    if is_collapsed(text) {
         return Cow::Borrowed(text);
     }
     let mut flat = String::with_capacity(text.len());
@@ -1275,6 +1231,27 @@ fn collapse_whitespace(text: &str) -> Cow<'_, str> {
         flat.push_str(word);
     }
     Cow::Owned(flat)
+}
+
+/// Whether `text` has no whitespace but single spaces between words.
+fn is_collapsed(text: &str) -> bool {
+    // One pass over the bytes for ASCII text; any other text is checked by characters.
+    let mut after_space = true;
+    for &byte in text.as_bytes() {
+        match byte {
+            b' ' if after_space => return false,
+            b' ' => after_space = true,
+            b'\t'..=b'\r' => return false,
+            0x80.. => {
+                return !text.starts_with(' ')
+                    && !text.ends_with(' ')
+                    && !text.contains("  ")
+                    && !text.chars().any(|c| c != ' ' && c.is_whitespace());
+            }
+            _ => after_space = false,
+        }
+    }
+    text.is_empty() || !after_space
 }
 
 /// Remove control characters (newlines and tabs kept as layout), trim every line's end and
@@ -1321,7 +1298,10 @@ fn clean_cow(text: &str, max: usize) -> Cow<'_, str> {
 /// means it holds none. C1 characters are encoded `C2 80`..`C2 9F`, so any `C2` byte
 /// answers `true` (also for `U+00A0`..`U+00BF`, which the full pass then keeps).
 fn may_hold_control(text: &str) -> bool {
-    text.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2)
+    // A fold without an early exit, which the compiler turns into a wide scan.
+    text.bytes().fold(false, |found, b| {
+        found | (b < 0x20) | (b == 0x7f) | (b == 0xc2)
+    })
 }
 
 /// `text` cut to at most `max` characters, the last one an ellipsis when cut.
