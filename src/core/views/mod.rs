@@ -10,8 +10,8 @@ pub mod status;
 pub mod tree;
 
 use crate::core::records::{Body, Conclusion, Kind, Record};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// The longest summary or label a view carries, in characters; renderers may cut further.
@@ -87,23 +87,13 @@ pub(crate) struct Index<'r> {
 impl<'r> Index<'r> {
     /// Index `records` (in any order).
     pub fn new(records: &'r [Record]) -> Index<'r> {
-        Index::build(records, |_, _| {})
-    }
-
-    /// Index `records` (in any order), calling `visit` with each record, in sequence order,
-    /// once it and every record before it are indexed. A view that needs one pass over the
-    /// records does it here, while each record is still in the cache, rather than after.
-    pub fn build(
-        records: &'r [Record],
-        mut visit: impl FnMut(&Index<'r>, &'r Record),
-    ) -> Index<'r> {
         let mut ordered: Vec<&Record> = records.iter().collect();
         ordered.sort_by_key(|r| r.envelope.sequence);
         let mut index = Index {
             ordered: Vec::with_capacity(ordered.len()),
-            by_id: HashMap::with_capacity(ordered.len()),
-            children: HashMap::with_capacity(ordered.len() / 2),
-            superseded_by: HashMap::new(),
+            by_id: HashMap::with_capacity_and_hasher(ordered.len(), Default::default()),
+            children: HashMap::with_capacity_and_hasher(ordered.len() / 2, Default::default()),
+            superseded_by: HashMap::default(),
         };
         for record in ordered {
             index.ordered.push(record);
@@ -118,7 +108,6 @@ impl<'r> Index<'r> {
             {
                 index.superseded_by.entry(old.as_str()).or_insert(record);
             }
-            visit(&index, record);
         }
         index
     }
@@ -176,60 +165,63 @@ impl<'r> Index<'r> {
 
     /// One line saying what `record` is about, at most [`SUMMARY_CHARS`] characters.
     pub fn summary(&self, record: &Record) -> String {
-        let mut w = OneLine::new(SUMMARY_CHARS);
-        // Writing to a `OneLine` never fails.
-        let _ = match &record.body {
-            Body::Assessment(a) => write!(w, "[{}] {}", a.materiality.as_str(), a.subject),
-            Body::Plan(p) => {
-                let _ = write!(w, "{}, budget {}: ", p.mode.as_str(), p.budget);
-                if let Some(reuse) = &p.reuse {
-                    write!(w, "reuses conclusion {reuse}")
-                } else if p.selected.is_empty() && !p.local_review.is_empty() {
-                    w.write_str("nobody selected, local review")
-                } else if p.selected.is_empty() {
-                    w.write_str("nobody selected")
-                } else {
-                    for (i, s) in p.selected.iter().enumerate() {
-                        let _ = w.write_str(if i == 0 { "" } else { ", " });
-                        let _ = w.write_str(&s.advisor);
-                    }
-                    Ok(())
-                }
-            }
-            Body::Consultation(c) => match (&c.failure, &c.stance) {
-                (Some(failure), _) => write!(w, "{} failed: {}", c.advisor, failure.as_str()),
-                (None, Some(stance)) => write!(w, "{} completed: {}", c.advisor, stance.as_str()),
-                (None, None) => write!(w, "{} {}", c.advisor, status_word(c)),
-            },
-            Body::Disagreement(d) => write!(
-                w,
-                "{} positions: {}",
-                d.positions.len(),
-                d.discriminating_question
-            ),
-            Body::Resolution(r) => {
-                write!(
-                    w,
-                    "favours {}: {}",
-                    self.source_name(&r.favours),
-                    r.observed
-                )
-            }
-            Body::Conclusion(c) => w.write_str(&c.decision),
-            Body::Validation(v) => {
-                let verdict = if v.passed { "passed" } else { "failed" };
-                write!(w, "{verdict}: {}", v.check)
-            }
-            Body::Attempt(a) => write!(w, "tried {}: {}", a.tried, a.failure_observed),
-        };
-        w.finish()
+        summary(record, |id| self.advisor_of(id))
     }
+}
 
-    /// A position source or `favours` as a reader knows it: `executor`, `neither`, or the
-    /// advisor of the consultation it names (the id itself when it names none).
-    pub fn source_name<'a>(&'a self, source: &'a str) -> &'a str {
-        self.advisor_of(source).unwrap_or(source)
-    }
+/// One line saying what `record` is about, at most [`SUMMARY_CHARS`] characters;
+/// `advisor_of` names the advisor of a consultation id (for a resolution's `favours`).
+pub(crate) fn summary<'a>(
+    record: &'a Record,
+    advisor_of: impl Fn(&str) -> Option<&'a str>,
+) -> String {
+    let mut w = OneLine::new(SUMMARY_CHARS);
+    // Writing to a `OneLine` never fails.
+    let _ = match &record.body {
+        Body::Assessment(a) => write!(w, "[{}] {}", a.materiality.as_str(), a.subject),
+        Body::Plan(p) => {
+            let _ = write!(w, "{}, budget {}: ", p.mode.as_str(), p.budget);
+            if let Some(reuse) = &p.reuse {
+                write!(w, "reuses conclusion {reuse}")
+            } else if p.selected.is_empty() && !p.local_review.is_empty() {
+                w.write_str("nobody selected, local review")
+            } else if p.selected.is_empty() {
+                w.write_str("nobody selected")
+            } else {
+                for (i, s) in p.selected.iter().enumerate() {
+                    let _ = w.write_str(if i == 0 { "" } else { ", " });
+                    let _ = w.write_str(&s.advisor);
+                }
+                Ok(())
+            }
+        }
+        Body::Consultation(c) => match (&c.failure, &c.stance) {
+            (Some(failure), _) => write!(w, "{} failed: {}", c.advisor, failure.as_str()),
+            (None, Some(stance)) => write!(w, "{} completed: {}", c.advisor, stance.as_str()),
+            (None, None) => write!(w, "{} {}", c.advisor, status_word(c)),
+        },
+        Body::Disagreement(d) => write!(
+            w,
+            "{} positions: {}",
+            d.positions.len(),
+            d.discriminating_question
+        ),
+        Body::Resolution(r) => {
+            write!(
+                w,
+                "favours {}: {}",
+                advisor_of(&r.favours).unwrap_or(&r.favours),
+                r.observed
+            )
+        }
+        Body::Conclusion(c) => w.write_str(&c.decision),
+        Body::Validation(v) => {
+            let verdict = if v.passed { "passed" } else { "failed" };
+            write!(w, "{verdict}: {}", v.check)
+        }
+        Body::Attempt(a) => write!(w, "tried {}: {}", a.tried, a.failure_observed),
+    };
+    w.finish()
 }
 
 fn status_word(c: &crate::core::records::Consultation) -> &'static str {

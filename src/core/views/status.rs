@@ -14,11 +14,12 @@
 //! set to `failed`: the decision stands until a new conclusion supersedes it, but it is not
 //! validated.
 
-use super::{Index, ValidationState};
+use super::{summary, ValidationState};
 use crate::core::records::{
     Assessment, Body, Confidence, ConsultationStatus, FailureKind, Kind, Materiality, Mode, Record,
     Stance, Usage,
 };
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -261,49 +262,214 @@ impl AdvisorTokens {
 
 /// Derive the status of the task whose records are `records` (any order).
 ///
-/// One pass indexes the records and writes the timeline and token totals; then each
-/// assessment gathers what hangs from it through the index.
+/// One pass in sequence order touches each record once, while it is in the cache: a record
+/// refers only to records before it, so its assessment (and plan, disagreement or
+/// conclusion) already has its line to add to. Then the states are computed from the lines.
 pub fn status(records: &[Record]) -> StatusView {
-    let mut tokens = TokenTotals::default();
-    let mut timeline = Vec::with_capacity(records.len());
-    let mut assessments = Vec::new();
-    let index = Index::build(records, |index, record| {
+    let mut ordered: Vec<&Record> = records.iter().collect();
+    ordered.sort_by_key(|r| r.envelope.sequence);
+    let mut pass = Pass::default();
+    let mut timeline = Vec::with_capacity(ordered.len());
+    for &record in &ordered {
         timeline.push(TimelineEntry {
             sequence: record.envelope.sequence,
             created_at: record.envelope.created_at.clone(),
             kind: record.kind(),
             id: record.id().to_string(),
-            summary: index.summary(record),
+            summary: summary(record, |id| pass.advisors.get(id).copied()),
         });
+        pass.add(record);
+    }
+    let mut assessments = pass.assessments;
+    for (assessment, diverges) in assessments.iter_mut().zip(pass.diverges) {
+        assessment.state = state_of(assessment, diverges);
+        if assessment
+            .conclusions
+            .iter()
+            .all(|c| c.superseded_by.is_some())
+        {
+            assessment.superseded_by = assessment
+                .conclusions
+                .last()
+                .and_then(|c| c.superseded_by.clone());
+        }
+    }
+    StatusView {
+        task: ordered.first().map(|r| r.envelope.task.clone()),
+        records: records.len(),
+        assessments,
+        timeline,
+        tokens: pass.tokens,
+    }
+}
+
+/// What the pass of [`status`] has gathered so far, with where each line went.
+#[derive(Default)]
+struct Pass<'r> {
+    assessments: Vec<AssessmentStatus>,
+    /// Per assessment: a completed consultation of it diverges.
+    diverges: Vec<bool>,
+    tokens: TokenTotals,
+    /// Consultation id → advisor.
+    advisors: HashMap<&'r str, &'r str>,
+    /// Assessment id → its index in `assessments`.
+    assessment_at: HashMap<&'r str, usize>,
+    /// Plan id → its assessment's index.
+    plan_at: HashMap<&'r str, usize>,
+    /// Disagreement id → (assessment index, disagreement index).
+    disagreement_at: HashMap<&'r str, (usize, usize)>,
+    /// Conclusion id → (assessment index, conclusion index).
+    conclusion_at: HashMap<&'r str, (usize, usize)>,
+}
+
+impl<'r> Pass<'r> {
+    /// Add `record` to the line of what it refers to. A record whose reference names
+    /// nothing before it (impossible through the writer) is left to the timeline alone.
+    fn add(&mut self, record: &'r Record) {
+        let (id, sequence) = (record.id(), record.envelope.sequence);
         match &record.body {
+            Body::Assessment(a) => {
+                self.assessment_at.insert(id, self.assessments.len());
+                self.assessments.push(assessment_line(record, a));
+                self.diverges.push(false);
+            }
+            Body::Plan(plan) => {
+                let Some(&at) = self.assessment_at.get(plan.assessment.as_str()) else {
+                    return;
+                };
+                self.plan_at.insert(id, at);
+                self.assessments[at].plans.push(PlanLine {
+                    id: id.to_string(),
+                    sequence,
+                    mode: plan.mode,
+                    budget: plan.budget,
+                    selected: plan.selected.iter().map(|s| s.advisor.clone()).collect(),
+                    reuse: plan.reuse.clone(),
+                    local_review: !plan.local_review.is_empty(),
+                });
+            }
             Body::Consultation(c) => {
-                tokens
+                self.advisors.insert(id, &c.advisor);
+                self.tokens
                     .advisors
                     .entry(c.advisor.clone())
                     .or_default()
                     .add(c.usage);
-                tokens.total.add(c.usage);
+                self.tokens.total.add(c.usage);
+                let Some(&at) = self.plan_at.get(c.plan.as_str()) else {
+                    return;
+                };
+                self.diverges[at] |= c.status == ConsultationStatus::Completed
+                    && c.stance.is_some_and(Stance::diverges);
+                self.assessments[at].consultations.push(ConsultationLine {
+                    id: id.to_string(),
+                    sequence,
+                    plan: c.plan.clone(),
+                    advisor: c.advisor.clone(),
+                    status: c.status,
+                    stance: c.stance,
+                    failure: c.failure,
+                    diagnostic: c.diagnostic.clone(),
+                    duration_ms: c.duration_ms,
+                    usage: c.usage,
+                });
             }
-            Body::Assessment(a) => assessments.push((record, a)),
-            _ => {}
+            Body::Disagreement(d) => {
+                let Some(&at) = self.assessment_at.get(d.assessment.as_str()) else {
+                    return;
+                };
+                let positions = d
+                    .positions
+                    .iter()
+                    .map(|p| self.source_name(&p.source).to_string())
+                    .collect();
+                let lines = &mut self.assessments[at].disagreements;
+                self.disagreement_at.insert(id, (at, lines.len()));
+                lines.push(DisagreementLine {
+                    id: id.to_string(),
+                    sequence,
+                    positions,
+                    discriminating_question: d.discriminating_question.clone(),
+                    resolved: false,
+                    resolutions: Vec::new(),
+                });
+            }
+            Body::Resolution(r) => {
+                let Some(&(at, i)) = self.disagreement_at.get(r.disagreement.as_str()) else {
+                    return;
+                };
+                let favours = self.source_name(&r.favours).to_string();
+                let line = &mut self.assessments[at].disagreements[i];
+                line.resolved = true;
+                line.resolutions.push(ResolutionLine {
+                    id: id.to_string(),
+                    sequence,
+                    favours,
+                    observed: r.observed.clone(),
+                });
+            }
+            Body::Conclusion(c) => {
+                let Some(&at) = self.assessment_at.get(c.assessment.as_str()) else {
+                    return;
+                };
+                if let Some(&(old_at, old)) = c
+                    .supersedes
+                    .as_deref()
+                    .and_then(|old| self.conclusion_at.get(old))
+                {
+                    // The first conclusion to name it supersedes it.
+                    let old = &mut self.assessments[old_at].conclusions[old];
+                    old.superseded_by.get_or_insert_with(|| id.to_string());
+                }
+                let lines = &mut self.assessments[at].conclusions;
+                self.conclusion_at.insert(id, (at, lines.len()));
+                lines.push(ConclusionLine {
+                    id: id.to_string(),
+                    sequence,
+                    decision: c.decision.clone(),
+                    reviewed_by: c.reviewed_by.clone(),
+                    independent_review_count: c.independent_review_count,
+                    supersedes: c.supersedes.clone(),
+                    superseded_by: None,
+                    validation: ValidationState::NotValidated,
+                    validations: 0,
+                });
+            }
+            Body::Validation(v) => {
+                let Some(&(at, i)) = self.conclusion_at.get(v.conclusion.as_str()) else {
+                    return;
+                };
+                // Records come in sequence order: the last one seen is the newest.
+                let line = &mut self.assessments[at].conclusions[i];
+                line.validations += 1;
+                line.validation = if v.passed {
+                    ValidationState::Passed
+                } else {
+                    ValidationState::Failed
+                };
+            }
+            Body::Attempt(a) => {
+                let Some(&at) = self.assessment_at.get(a.assessment.as_str()) else {
+                    return;
+                };
+                self.assessments[at].attempts.push(AttemptLine {
+                    id: id.to_string(),
+                    sequence,
+                    tried: a.tried.clone(),
+                });
+            }
         }
-    });
-    StatusView {
-        task: index.ordered.first().map(|r| r.envelope.task.clone()),
-        records: records.len(),
-        assessments: assessments
-            .into_iter()
-            .map(|(record, a)| assessment_status(&index, record, a))
-            .collect(),
-        timeline,
-        tokens,
+    }
+
+    /// `executor`, `neither`, or the advisor of the consultation a source names.
+    fn source_name<'s>(&'s self, source: &'s str) -> &'s str {
+        self.advisors.get(source).copied().unwrap_or(source)
     }
 }
 
-fn assessment_status(index: &Index, record: &Record, assessment: &Assessment) -> AssessmentStatus {
-    let id = record.id();
-    let mut view = AssessmentStatus {
-        id: id.to_string(),
+fn assessment_line(record: &Record, assessment: &Assessment) -> AssessmentStatus {
+    AssessmentStatus {
+        id: record.id().to_string(),
         sequence: record.envelope.sequence,
         created_at: record.envelope.created_at.clone(),
         subject: assessment.subject.clone(),
@@ -316,97 +482,7 @@ fn assessment_status(index: &Index, record: &Record, assessment: &Assessment) ->
         disagreements: Vec::new(),
         conclusions: Vec::new(),
         attempts: Vec::new(),
-    };
-    let mut diverges = false;
-    for &child in index.children_of(id) {
-        let (child_id, sequence) = (child.id().to_string(), child.envelope.sequence);
-        match &child.body {
-            Body::Plan(plan) => {
-                view.plans.push(PlanLine {
-                    id: child_id,
-                    sequence,
-                    mode: plan.mode,
-                    budget: plan.budget,
-                    selected: plan.selected.iter().map(|s| s.advisor.clone()).collect(),
-                    reuse: plan.reuse.clone(),
-                    local_review: !plan.local_review.is_empty(),
-                });
-                for consultation in index.children_of_kind(child.id(), Kind::Consultation) {
-                    let Body::Consultation(c) = &consultation.body else {
-                        continue;
-                    };
-                    diverges |= c.status == ConsultationStatus::Completed
-                        && c.stance.is_some_and(Stance::diverges);
-                    view.consultations.push(ConsultationLine {
-                        id: consultation.id().to_string(),
-                        sequence: consultation.envelope.sequence,
-                        plan: c.plan.clone(),
-                        advisor: c.advisor.clone(),
-                        status: c.status,
-                        stance: c.stance,
-                        failure: c.failure,
-                        diagnostic: c.diagnostic.clone(),
-                        duration_ms: c.duration_ms,
-                        usage: c.usage,
-                    });
-                }
-            }
-            Body::Disagreement(d) => {
-                let resolutions: Vec<ResolutionLine> = index
-                    .children_of_kind(child.id(), Kind::Resolution)
-                    .filter_map(|r| match &r.body {
-                        Body::Resolution(res) => Some(ResolutionLine {
-                            id: r.id().to_string(),
-                            sequence: r.envelope.sequence,
-                            favours: index.source_name(&res.favours).to_string(),
-                            observed: res.observed.clone(),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                view.disagreements.push(DisagreementLine {
-                    id: child_id,
-                    sequence,
-                    positions: d
-                        .positions
-                        .iter()
-                        .map(|p| index.source_name(&p.source).to_string())
-                        .collect(),
-                    discriminating_question: d.discriminating_question.clone(),
-                    resolved: !resolutions.is_empty(),
-                    resolutions,
-                });
-            }
-            Body::Conclusion(c) => view.conclusions.push(ConclusionLine {
-                decision: c.decision.clone(),
-                reviewed_by: c.reviewed_by.clone(),
-                independent_review_count: c.independent_review_count,
-                supersedes: c.supersedes.clone(),
-                superseded_by: index
-                    .superseded_by
-                    .get(child.id())
-                    .map(|r| r.id().to_string()),
-                validation: index.validation_state(child.id()),
-                validations: index.children_of_kind(child.id(), Kind::Validation).count(),
-                id: child_id,
-                sequence,
-            }),
-            Body::Attempt(a) => view.attempts.push(AttemptLine {
-                id: child_id,
-                sequence,
-                tried: a.tried.clone(),
-            }),
-            _ => {}
-        }
     }
-    view.state = state_of(&view, diverges);
-    if view.conclusions.iter().all(|c| c.superseded_by.is_some()) {
-        view.superseded_by = view
-            .conclusions
-            .last()
-            .and_then(|c| c.superseded_by.clone());
-    }
-    view
 }
 
 /// The state of an assessment from its lines (see the module documentation).
