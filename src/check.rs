@@ -24,7 +24,7 @@ use std::path::{Component, Path, PathBuf};
 pub const PROJECT_FILE: &str = ".advisord/project.yaml";
 
 /// The rule a finding breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// A provider-independent file names an advisor, executable, provider, vendor or model.
@@ -47,7 +47,7 @@ impl Rule {
 }
 
 /// One finding: a rule broken at a file and line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// The rule broken.
     pub rule: Rule,
@@ -62,12 +62,12 @@ pub struct Finding {
 }
 
 /// What `check` found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckReport {
     /// Whether the repository declares `project.advisors-are-optional: true`.
     pub declared: bool,
     /// The `--path` the scan was restricted to, relative to the root.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     /// How many files were read.
     pub files_scanned: usize,

@@ -318,37 +318,57 @@ fn check_view(name: &str, view: &impl Render, with_table: bool) {
     );
 }
 
+/// The daemon sends views as json and the client renders them: a view must read back as
+/// itself, or `--no-daemon` and the daemon would print different things.
+fn round_trip<T>(view: &T)
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let json = serde_json::to_string(view).unwrap();
+    let back: T = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!(&back, view);
+}
+
 #[test]
 fn explain_a_validation_shows_the_whole_chain() {
     let view = explain(&records(), V1).unwrap();
     check_view("explain_validation", &view, false);
+    round_trip(&view);
 }
 
 #[test]
 fn explain_a_superseding_conclusion_links_back() {
     let view = explain(&records(), K2).unwrap();
     check_view("explain_superseding", &view, false);
+    round_trip(&view);
 }
 
 #[test]
 fn tree_hides_superseded_conclusions() {
-    check_view("tree", &tree(&records(), None, false), true);
+    let view = tree(&records(), None, false);
+    check_view("tree", &view, true);
+    round_trip(&view);
 }
 
 #[test]
 fn tree_shows_superseded_when_asked() {
-    check_view("tree_superseded", &tree(&records(), Some(0), true), false);
+    let view = tree(&records(), Some(0), true);
+    check_view("tree_superseded", &view, false);
+    round_trip(&view);
 }
 
 #[test]
 fn tree_depth_two() {
-    check_view("tree_depth2", &tree(&records(), Some(2), false), false);
+    let view = tree(&records(), Some(2), false);
+    check_view("tree_depth2", &view, false);
+    round_trip(&view);
 }
 
 #[test]
 fn status_of_the_flow() {
     let view = status(&records());
     check_view("status", &view, true);
+    round_trip(&view);
 }
 
 #[test]
@@ -360,6 +380,8 @@ fn record_and_plan_preview() {
     };
     plan.assessment = String::new();
     check_view("plan_preview", &plan, true);
+    round_trip(&plan);
+    round_trip(&records[6]);
 }
 
 #[test]
@@ -419,6 +441,7 @@ fn advisors_and_capacity() {
         ],
     );
     check_view("advisors", &view, true);
+    round_trip(&view);
 }
 
 #[test]
@@ -440,4 +463,5 @@ fn check_report() {
         }],
     };
     check_view("check", &report, true);
+    round_trip(&report);
 }

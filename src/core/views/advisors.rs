@@ -4,11 +4,11 @@
 use crate::core::availability;
 use crate::core::catalogue::{Catalogue, Transport};
 use crate::core::records::{AdvisorAvailability, Mode, Status};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// The advisors view: `{"mode", "advisors": [...], "capacity": {CAPABILITY: N}}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdvisorsView {
     /// The mode in force.
     pub mode: Mode,
@@ -20,7 +20,7 @@ pub struct AdvisorsView {
 }
 
 /// One advisor with its availability.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AdvisorRow {
     /// Its id.
     pub id: String,

@@ -12,7 +12,7 @@ use crate::core::records::{
     Assessment, Attempt, Body, Conclusion, Consultation, Disagreement, Kind, Plan, Record,
     Resolution, Validation,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// No record with the id asked for exists in the task.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,7 +23,7 @@ pub struct NotFound {
 }
 
 /// A record's envelope (what a reader needs of it) and its fields.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item<T> {
     /// Its id.
     pub id: String,
@@ -32,10 +32,10 @@ pub struct Item<T> {
     /// When it was recorded.
     pub created_at: String,
     /// Secret shapes the writer removed from it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redacted: Vec<String>,
     /// Whether this is the record asked for.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub asked: bool,
     /// The fields of its kind.
     #[serde(flatten)]
@@ -43,7 +43,7 @@ pub struct Item<T> {
 }
 
 /// The provenance chain of one record.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExplainView {
     /// The record asked for.
     pub asked: Link,
@@ -52,7 +52,7 @@ pub struct ExplainView {
     /// From the assessment (or the highest record found) down to the record asked for.
     pub path: Vec<Link>,
     /// The assessment at the root of the chain.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assessment: Option<Item<Assessment>>,
     /// Plans of the assessment, each with its consultations.
     pub plans: Vec<PlanChain>,
@@ -64,15 +64,15 @@ pub struct ExplainView {
     pub attempts: Vec<Item<Attempt>>,
     /// When a reference on the way up names no record of the task: the id it names, and
     /// below it in `detached` the records of the path that hang from it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<String>,
     /// The records of the path when the chain does not reach an assessment.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detached: Vec<Item<Body>>,
 }
 
 /// A plan and its consultations.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanChain {
     /// The plan.
     #[serde(flatten)]
@@ -82,7 +82,7 @@ pub struct PlanChain {
 }
 
 /// A disagreement and its resolutions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DisagreementChain {
     /// The disagreement.
     #[serde(flatten)]
@@ -92,16 +92,16 @@ pub struct DisagreementChain {
 }
 
 /// A conclusion, its validations and its place in supersession.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConclusionChain {
     /// The conclusion (with its computed `reviewed_by` and `independent_review_count`).
     #[serde(flatten)]
     pub conclusion: Item<Conclusion>,
     /// The conclusion named in `supersedes`, as a link.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<Link>,
     /// The conclusion that names this one in `supersedes`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<Link>,
     /// How its newest validation went.
     pub validation: ValidationState,
@@ -303,5 +303,8 @@ mod tests {
         assert!(view.assessment.is_none());
         assert_eq!(view.detached.len(), 1);
         assert!(view.detached[0].asked);
+        let json = serde_json::to_value(&view).unwrap();
+        let back: ExplainView = serde_json::from_value(json).unwrap();
+        assert_eq!(back, view, "a detached record reads back with its kind");
     }
 }

@@ -11,7 +11,7 @@ pub mod tree;
 
 use crate::core::records::{Body, Conclusion, Kind, Record};
 use rustc_hash::FxHashMap as HashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
 /// The longest summary or label a view carries, in characters; renderers may cut further.
@@ -34,7 +34,7 @@ pub fn parent_id(record: &Record) -> Option<&str> {
 }
 
 /// How the newest validation of a conclusion went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ValidationState {
     /// No validation was recorded.
@@ -57,7 +57,7 @@ impl ValidationState {
 }
 
 /// A short pointer at another record, with what it is about.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Link {
     /// Its kind.
     pub kind: Kind,

@@ -20,11 +20,11 @@ use crate::core::records::{
     Stance, Usage,
 };
 use rustc_hash::FxHashMap as HashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Where an assessment stands (SPEC §10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// No plan yet.
@@ -53,7 +53,7 @@ impl State {
 }
 
 /// The derived status of one task.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusView {
     /// The task (from the records; `None` when it has none).
     pub task: Option<String>,
@@ -68,7 +68,7 @@ pub struct StatusView {
 }
 
 /// One assessment and what hangs from it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssessmentStatus {
     /// The assessment's id.
     pub id: String,
@@ -85,7 +85,7 @@ pub struct AssessmentStatus {
     /// Where it stands (see the module documentation).
     pub state: State,
     /// When every conclusion on it is superseded: the conclusion that replaced the newest.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
     /// Its plans.
     pub plans: Vec<PlanLine>,
@@ -100,7 +100,7 @@ pub struct AssessmentStatus {
 }
 
 /// A plan, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanLine {
     /// Its id.
     pub id: String,
@@ -113,14 +113,14 @@ pub struct PlanLine {
     /// The advisors selected, in consultation order.
     pub selected: Vec<String>,
     /// The standing conclusion it reuses.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reuse: Option<String>,
     /// Whether it asks for a local review (nobody selected for material doubt).
     pub local_review: bool,
 }
 
 /// A consultation, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConsultationLine {
     /// Its id.
     pub id: String,
@@ -133,24 +133,24 @@ pub struct ConsultationLine {
     /// Completed or failed.
     pub status: ConsultationStatus,
     /// Its stance (completed).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stance: Option<Stance>,
     /// Why it failed (failed).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<FailureKind>,
     /// The advisor's last diagnostic line (failed).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostic: Option<String>,
     /// How long the exchange took.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     /// Tokens reported.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
 
 /// A disagreement and its resolutions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DisagreementLine {
     /// Its id.
     pub id: String,
@@ -167,7 +167,7 @@ pub struct DisagreementLine {
 }
 
 /// A resolution, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolutionLine {
     /// Its id.
     pub id: String,
@@ -180,7 +180,7 @@ pub struct ResolutionLine {
 }
 
 /// A conclusion with its computed review and validation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConclusionLine {
     /// Its id.
     pub id: String,
@@ -193,10 +193,10 @@ pub struct ConclusionLine {
     /// How many distinct advisors reviewed it.
     pub independent_review_count: u32,
     /// The conclusion it replaces.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
     /// The conclusion that replaced it, when it no longer stands.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
     /// How its newest validation went.
     pub validation: ValidationState,
@@ -205,7 +205,7 @@ pub struct ConclusionLine {
 }
 
 /// An attempt, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptLine {
     /// Its id.
     pub id: String,
@@ -216,7 +216,7 @@ pub struct AttemptLine {
 }
 
 /// One record in the timeline.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimelineEntry {
     /// Its sequence.
     pub sequence: u64,
@@ -231,7 +231,7 @@ pub struct TimelineEntry {
 }
 
 /// Token totals per advisor and overall.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TokenTotals {
     /// Per advisor, by id.
     pub advisors: BTreeMap<String, AdvisorTokens>,
@@ -240,7 +240,7 @@ pub struct TokenTotals {
 }
 
 /// What one advisor (or all) consumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct AdvisorTokens {
     /// Consultations recorded.
     pub consultations: u64,

@@ -12,10 +12,10 @@
 
 use super::{parent_id, Index};
 use crate::core::records::{Kind, Record};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The tree of a task.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeView {
     /// The task (from the records; `None` when it has none).
     pub task: Option<String>,
@@ -30,7 +30,7 @@ pub struct TreeView {
 }
 
 /// One record in the tree.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TreeNode {
     /// Its kind.
     pub kind: Kind,
@@ -41,10 +41,10 @@ pub struct TreeNode {
     /// One line saying what it is about.
     pub label: String,
     /// A conclusion that another conclusion supersedes.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
     /// Children not shown because of the depth limit.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub hidden_children: usize,
     /// The records that refer to it, in sequence order.
     pub children: Vec<TreeNode>,
