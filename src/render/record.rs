@@ -98,3 +98,80 @@ impl Render for Record {
         out.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::core::views::testing::Task;
+    use crate::core::views::{explain::explain, status::status, tree::tree};
+    use crate::render::{render, Format, Render, WIDTH};
+
+    fn fits(text: &str) {
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= WIDTH,
+                "over {WIDTH} columns: {line:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_kind_prints_what_was_recorded() {
+        let mut t = Task::new();
+        let a = t.assessment(&"a long subject ".repeat(10));
+        let p = t.plan(&a, &["x"]);
+        let c = t.completed(&p, "x", "opposes");
+        t.failed(&p, "y", "timeout");
+        let d = t.disagreement(&a, &c);
+        t.resolution(&d);
+        let k = t.conclusion(&a, &[&c], None);
+        t.validation(&k, false);
+        t.add(
+            "attempt",
+            serde_json::json!({"assessment": a, "tried": "t", "failure_observed": "f"}),
+        );
+        for record in &t.records {
+            let text = record.plain();
+            let first = text.lines().next().unwrap();
+            assert_eq!(
+                first,
+                format!(
+                    "recorded {} {} (sequence {})",
+                    record.kind(),
+                    record.id(),
+                    record.envelope.sequence
+                )
+            );
+            assert!(text.lines().count() > 1, "key fields follow: {text}");
+            fits(&text);
+            let json: serde_json::Value =
+                serde_json::from_str(&render(record, Format::Json)).unwrap();
+            assert_eq!(json["id"], record.id(), "json is the stored record");
+        }
+    }
+
+    #[test]
+    fn empty_tasks_say_so() {
+        let plain = status(&[]).plain();
+        assert!(plain.starts_with("no records in this task yet"), "{plain}");
+        let plain = tree(&[], None, false).plain();
+        assert!(plain.starts_with("no records in this task yet"), "{plain}");
+    }
+
+    #[test]
+    fn long_text_stays_within_80_columns() {
+        let mut t = Task::new();
+        let a = t.assessment(&"word ".repeat(100));
+        let p = t.plan(
+            &a,
+            &["an-advisor-with-a-rather-long-identifier-for-testing-widths"],
+        );
+        t.completed(
+            &p,
+            "an-advisor-with-a-rather-long-identifier-for-testing-widths",
+            "supports",
+        );
+        fits(&status(&t.records).plain());
+        fits(&tree(&t.records, None, true).plain());
+        fits(&explain(&t.records, &p).unwrap().plain());
+    }
+}
