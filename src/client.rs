@@ -12,7 +12,7 @@
 //! connection per call keeps a long event stream from blocking a cancellation.
 
 use crate::check::CheckReport;
-use crate::cli::backend::{Backend, BackendError, BackendResult, Local};
+use crate::cli::backend::{Backend, BackendError, BackendResult};
 use crate::context::{self, GlobalFlags, RequestContext};
 use crate::core::records::{Confidence, Materiality, Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
@@ -20,8 +20,8 @@ use crate::core::views::explain::ExplainView;
 use crate::core::views::status::StatusView;
 use crate::core::views::tree::TreeView;
 use crate::protocol::{
-    codes, ConsultRequest, ErrorBody, Event, Health, Job, JobList, PlanRequest, RecordRequest,
-    Route,
+    codes, ConsultRequest, ContextBody, ErrorBody, Event, Health, Job, JobList, PlanRequest,
+    RecordRequest, Route,
 };
 use crate::service::ServiceError;
 use bytes::Bytes;
@@ -545,21 +545,18 @@ impl Remote {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         self.runtime.block_on(future)
     }
-}
 
-impl Remote {
-    /// The in-process backend for the views the daemon's JSON cannot be read back into
-    /// yet (see the `Backend` impl below).
-    fn local(&self) -> Local {
-        Local::new(self.ctx.clone())
+    /// A GET route answered with a JSON `T`, the context in its body.
+    fn get<T: DeserializeOwned>(&self, route: Route, query: &[(&str, String)]) -> BackendResult<T> {
+        let body = ContextBody {
+            context: self.ctx.clone(),
+        };
+        self.block_on(self.client.call(&route, query, Some(&body)))
     }
 }
 
-/// The writer and the plan preview run in the daemon. The five read-only views
-/// (`advisors`, `status`, `explain`, `tree`, `check`) are computed in this process by the
-/// same service functions the daemon's handlers call, from the same state directory,
-/// until the view types can be deserialised from the daemon's replies (requested from
-/// their owner); their output is identical either way.
+/// Every network-free verb is one request to the daemon with this process's context; its
+/// JSON reply is read back into the same view `--no-daemon` computes, so both print alike.
 impl Backend for Remote {
     fn record(&self, input: &serde_json::Value) -> BackendResult<Record> {
         let body = RecordRequest {
@@ -570,7 +567,7 @@ impl Backend for Remote {
     }
 
     fn advisors(&self) -> BackendResult<AdvisorsView> {
-        self.local().advisors()
+        self.get(Route::Advisors, &[])
     }
 
     fn plan_preview(
@@ -589,19 +586,27 @@ impl Backend for Remote {
     }
 
     fn status(&self) -> BackendResult<StatusView> {
-        self.local().status()
+        self.get(Route::Status, &[])
     }
 
     fn explain(&self, id: &str) -> BackendResult<ExplainView> {
-        self.local().explain(id)
+        self.get(Route::Explain, &[("id", id.to_string())])
     }
 
     fn tree(&self, depth: Option<usize>, show_superseded: bool) -> BackendResult<TreeView> {
-        self.local().tree(depth, show_superseded)
+        let mut query = vec![("show_superseded", show_superseded.to_string())];
+        if let Some(depth) = depth {
+            query.push(("depth", depth.to_string()));
+        }
+        self.get(Route::Tree, &query)
     }
 
     fn check(&self, path: Option<&Path>) -> BackendResult<CheckReport> {
-        self.local().check(path)
+        let query: Vec<(&str, String)> = path
+            .map(|p| ("path", p.display().to_string()))
+            .into_iter()
+            .collect();
+        self.get(Route::Check, &query)
     }
 }
 

@@ -17,7 +17,9 @@ use crate::cli::print_stdout;
 use crate::client::{self, Client};
 use crate::context::RequestContext;
 use crate::core::records::{Record, EXECUTOR};
-use crate::protocol::{self, RecordRequest, Route};
+use crate::core::views::status::StatusView;
+use crate::core::views::tree::TreeView;
+use crate::protocol::{self, ContextBody, RecordRequest, Route};
 use crate::render::text::Out;
 use crate::render::{self, Format};
 use anyhow::{bail, Context as _};
@@ -407,11 +409,20 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
     say.text(&render::render(&concluded, Format::Plain));
 
     say.heading(10, "status: where the assessment stands");
-    let status = crate::service::status(&ctx)?;
+    let body = ContextBody {
+        context: ctx.clone(),
+    };
+    let status: StatusView = client.call(&Route::Status, &[], Some(&body)).await?;
     say.text(&render::render(&status, Format::Plain));
 
     say.heading(11, "tree: the records as a tree");
-    let tree = crate::service::tree(&ctx, None, false)?;
+    let tree: TreeView = client
+        .call(
+            &Route::Tree,
+            &[("show_superseded", "false".to_string())],
+            Some(&body),
+        )
+        .await?;
     say.text(&render::render(&tree, Format::Plain));
 
     let summary = match format {
