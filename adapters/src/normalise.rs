@@ -201,9 +201,19 @@ pub enum NormaliseError {
 
 /// Read an answer into the consultation's fields, or say why no conclusion is in it.
 pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
-    let text = tail(text.trim(), MAX_READ_BYTES);
+    let text = tail(trimmed(text), MAX_READ_BYTES);
     if text.trim().is_empty() {
         return Err(NormaliseError::Empty);
+    }
+    // The common answer is one bare object: when the whole text parses as one, the span
+    // scan of `parsed_objects` would find that single span and parse it the same way.
+    if text.starts_with('{') && text.ends_with('}') {
+        if let Some(object) = parse_object(text) {
+            return match from_object(&unwrap_once(Fields::new(&object))) {
+                Some(found) => Ok(found),
+                None => without_conclusion(text, &[object]),
+            };
+        }
     }
     let objects = parsed_objects(text);
     // The last object with a conclusion wins, so the search runs from the end and stops at
@@ -215,11 +225,16 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
     {
         return Ok(found);
     }
-    // No conclusion: what the error says is worked out only now, off the common path.
+    without_conclusion(text, &objects)
+}
+
+/// `text` whose `objects` hold no conclusion: prose when it was not meant as JSON, else
+/// the error that says why it is not an answer. Off the common path.
+fn without_conclusion(text: &str, objects: &[Object<'_>]) -> Result<Normalised, NormaliseError> {
     let mut structured = looks_structured(text);
     let mut keys_seen: Vec<&str> = Vec::new();
     let mut distinct = std::collections::HashSet::new();
-    for object in &objects {
+    for object in objects {
         let fields = unwrap_once(Fields::new(object));
         structured |= fields.has_field_key();
         for (key, _) in fields.object {
@@ -228,26 +243,26 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
             }
         }
     }
-    if structured {
-        if objects.is_empty() {
-            return Err(NormaliseError::Unparseable {
-                excerpt: excerpt(text, 80),
-            });
-        }
-        let keys = keys_seen
-            .iter()
-            .map(|k| format!("`{k}`"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(NormaliseError::NoConclusion {
-            keys: if keys.is_empty() {
-                "none".to_string()
-            } else {
-                keys
-            },
+    if !structured {
+        return from_prose(unfence(text));
+    }
+    if objects.is_empty() {
+        return Err(NormaliseError::Unparseable {
+            excerpt: excerpt(text, 80),
         });
     }
-    from_prose(unfence(text))
+    let keys = keys_seen
+        .iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Err(NormaliseError::NoConclusion {
+        keys: if keys.is_empty() {
+            "none".to_string()
+        } else {
+            keys
+        },
+    })
 }
 
 /// Read a stance liberally: `agree`, `yes`, `correct` support; `disagree`, `against`,
@@ -255,12 +270,12 @@ pub fn normalise(text: &str) -> Result<Normalised, NormaliseError> {
 /// are an alternative; `unsure`, `unclear`, `neutral` are inconclusive. `None` when no
 /// stance word is found.
 pub fn parse_stance(text: &str) -> Option<Stance> {
-    let trimmed = text.trim();
+    let text = trimmed(text);
     // Lower-casing ASCII text without capitals changes nothing: no copy for it.
-    let lower = if trimmed.is_ascii() && !trimmed.bytes().any(|b| b.is_ascii_uppercase()) {
-        Cow::Borrowed(trimmed)
+    let lower = if text.is_ascii() && !text.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Borrowed(text)
     } else {
-        Cow::Owned(trimmed.to_lowercase())
+        Cow::Owned(text.to_lowercase())
     };
     let words = || {
         lower
@@ -283,7 +298,7 @@ pub fn parse_stance(text: &str) -> Option<Stance> {
     // One pass: each word is read once as what it says.
     let (mut alternative, mut opposes, mut inconclusive, mut supports) =
         (false, false, false, false);
-    let mut negated = lower.contains("n't") || lower.contains("n\u{2019}t");
+    let mut negated = has_negating_contraction(&lower);
     for word in words() {
         match word {
             "partially" | "partly" | "partial" | "alternative" | "alternatively" | "mixed"
@@ -314,6 +329,17 @@ pub fn parse_stance(text: &str) -> Option<Stance> {
     } else {
         None
     }
+}
+
+/// Whether `text` holds `n't` or `n’t` (`don't`, `isn’t`), found in one pass.
+fn has_negating_contraction(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.iter().enumerate().any(|(at, &b)| {
+        b == b'n' && {
+            let rest = &bytes[at + 1..];
+            rest.starts_with(b"'t") || rest.starts_with("\u{2019}t".as_bytes())
+        }
+    })
 }
 
 /// Read a confidence liberally and clamp it to 0..1: a number from 0 to 1 is taken as is,
@@ -393,6 +419,15 @@ fn from_number(x: f64) -> Option<f64> {
     };
     // Four decimals are more than any advisor means, and keep `0.30000000000000004` out.
     Some((clamped * 10_000.0).round() / 10_000.0)
+}
+
+/// `text.trim()`, answered from the end bytes alone when both are visible ASCII (the usual
+/// case), without decoding characters from either end.
+fn trimmed(text: &str) -> &str {
+    match (text.as_bytes().first(), text.as_bytes().last()) {
+        (Some(first), Some(last)) if first.is_ascii_graphic() && last.is_ascii_graphic() => text,
+        _ => text.trim(),
+    }
 }
 
 /// The last `max` bytes of `text`, cut at a character boundary.
@@ -652,13 +687,6 @@ impl<'de> Visitor<'de> for KeyVisitor {
 
 /// Every object in `text` that parses (possibly after repair), outermost first, in order.
 fn parsed_objects(text: &str) -> Vec<Object<'_>> {
-    // The common answer is one bare object: when the whole text parses as one, the span
-    // scan below would find that single span and parse it the same way.
-    if text.starts_with('{') && text.ends_with('}') {
-        if let Some(object) = parse_object(text) {
-            return vec![object];
-        }
-    }
     let mut found = Vec::new();
     let mut attempts = 0;
     collect_objects(text, &mut found, &mut attempts);
@@ -875,12 +903,27 @@ const KEY_SETS: [&[&str]; 9] = [
 /// How many of [`KEY_SETS`], from the first, are the consultation's fields.
 const FIELD_SETS: usize = 7;
 
-/// A key's place in every [`KEY_SETS`] entry: its rank among the synonyms, or
-/// [`NOT_IN_SET`].
-type Ranks = [u8; KEY_SETS.len()];
+/// The sets a canonical key is in, each with the key's rank among its synonyms: usually
+/// one set, two when sets share a synonym (`answer` is a conclusion and a wrapper).
+#[derive(Debug, Clone, Copy, Default)]
+struct Memberships {
+    /// (set, rank), the first `len` of them.
+    sets: [(u8, u8); KEY_SETS.len()],
+    len: u8,
+}
 
-/// The rank of a key that is not in a set.
-const NOT_IN_SET: u8 = u8::MAX;
+impl Memberships {
+    fn iter(&self) -> impl Iterator<Item = (u8, u8)> + '_ {
+        self.sets[..usize::from(self.len)].iter().copied()
+    }
+
+    /// The key's rank in `set`, if it is in it.
+    fn rank_in(&self, set: usize) -> Option<u8> {
+        self.iter()
+            .find(|&(s, _)| usize::from(s) == set)
+            .map(|(_, rank)| rank)
+    }
+}
 
 /// The longest canonical key of any set, in bytes (checked by a test): a longer key
 /// cannot match and is not canonicalised.
@@ -892,13 +935,13 @@ fn key_table() -> &'static KeyTable {
     static TABLE: OnceLock<KeyTable> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = KeyTable::default();
-        for (set, keys) in KEY_SETS.iter().enumerate() {
-            for (rank, key) in keys.iter().enumerate() {
-                let ranks = table
-                    .entry(key.as_bytes())
-                    .or_insert([NOT_IN_SET; KEY_SETS.len()]);
-                if ranks[set] == NOT_IN_SET {
-                    ranks[set] = u8::try_from(rank).unwrap_or(NOT_IN_SET - 1);
+        for (set, keys) in (0u8..).zip(KEY_SETS) {
+            for (rank, key) in (0u8..).zip(keys.iter()) {
+                let memberships = table.entry(key.as_bytes()).or_default();
+                // A set lists a synonym once (checked by a test); each set is counted once.
+                if memberships.rank_in(usize::from(set)).is_none() {
+                    memberships.sets[usize::from(memberships.len)] = (set, rank);
+                    memberships.len += 1;
                 }
             }
         }
@@ -906,36 +949,57 @@ fn key_table() -> &'static KeyTable {
     })
 }
 
-/// The canonical synonyms and their ranks. Hashed with FNV-1a: the keys are a few ASCII
-/// bytes, and the table is fixed, so a slow collision-resistant hash buys nothing.
-type KeyTable = HashMap<&'static [u8], Ranks, BuildHasherDefault<Fnv1a>>;
+/// The canonical synonyms and their ranks. The keys are a few ASCII bytes and the table is
+/// fixed, so a slow collision-resistant hash buys nothing: [`KeyHasher`] is used.
+type KeyTable = HashMap<&'static [u8], Memberships, BuildHasherDefault<KeyHasher>>;
 
-/// The FNV-1a hash (64 bits).
-struct Fnv1a(u64);
+/// A multiply-xor hash taking eight bytes a step, with a final mix so that every input
+/// bit reaches the bits the table indexes by.
+struct KeyHasher(u64);
 
-impl Default for Fnv1a {
-    fn default() -> Fnv1a {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
+impl KeyHasher {
+    const MULTIPLIER: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    fn mix(&mut self, word: u64) {
+        self.0 = (self.0 ^ word).wrapping_mul(Self::MULTIPLIER);
     }
 }
 
-impl Hasher for Fnv1a {
+impl Default for KeyHasher {
+    fn default() -> KeyHasher {
+        KeyHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
-        self.0
+        let h = self.0 ^ (self.0 >> 32);
+        let h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 29)
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            let mut eight = [0u8; 8];
+            eight.copy_from_slice(word);
+            self.mix(u64::from_le_bytes(eight));
         }
+        let mut rest = [0u8; 8];
+        rest[..words.remainder().len()].copy_from_slice(words.remainder());
+        self.mix(u64::from_le_bytes(rest));
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.mix(n as u64);
     }
 }
 
 /// The ranks of `key` read canonically (`Conclusion` as `conclusion`, `final-answer` and
 /// `final answer` as `final_answer`, surrounding whitespace ignored), or `None` when it is
 /// in no set. Every synonym is ASCII, so a key with any other character matches none.
-fn ranks_of(key: &str) -> Option<&'static Ranks> {
-    let key = key.trim();
+fn memberships_of(key: &str) -> Option<&'static Memberships> {
+    let key = trimmed(key);
     if key.len() > MAX_KEY_BYTES || !key.is_ascii() {
         return None;
     }
@@ -953,30 +1017,30 @@ fn ranks_of(key: &str) -> Option<&'static Ranks> {
 /// answer (every field, the wrapper, the conclusion's synonyms) do not re-read its keys.
 struct Fields<'a> {
     object: &'a Object<'a>,
-    /// (set, rank, position, value) for every set a key is in, sorted: each set's values
-    /// are one run, in the order a look-up returns them.
-    hits: Vec<(u8, u8, usize, &'a Json<'a>)>,
+    /// For every set a key is in, its value under the look-up order (set, rank, position)
+    /// packed in one number, sorted: each set's values are one run, in the order a look-up
+    /// returns them.
+    hits: Vec<(u64, &'a Json<'a>)>,
     /// Where each set's run starts in `hits`; the last entry is where the runs end.
     starts: [usize; KEY_SETS.len() + 1],
 }
 
 impl<'a> Fields<'a> {
     fn new(object: &'a Object<'a>) -> Fields<'a> {
-        let mut hits = Vec::with_capacity(object.len());
+        let mut hits = Vec::with_capacity(object.len() * 2);
         let mut counts = [0usize; KEY_SETS.len()];
         for (position, (key, value)) in object.iter().enumerate() {
-            let Some(ranks) = ranks_of(key) else {
+            let Some(memberships) = memberships_of(key) else {
                 continue;
             };
-            for (set, &rank) in ranks.iter().enumerate() {
-                if rank != NOT_IN_SET {
-                    counts[set] += 1;
-                    // `set` < KEY_SETS.len(), so it fits.
-                    hits.push((set as u8, rank, position, value));
-                }
+            for (set, rank) in memberships.iter() {
+                counts[usize::from(set)] += 1;
+                // An answer is far shorter than 2^48 keys.
+                let order = u64::from(set) << 56 | u64::from(rank) << 48 | position as u64;
+                hits.push((order, value));
             }
         }
-        hits.sort_unstable_by_key(|&(set, rank, position, _)| (set, rank, position));
+        hits.sort_unstable_by_key(|&(order, _)| order);
         let mut starts = [0usize; KEY_SETS.len() + 1];
         for (set, count) in counts.iter().enumerate() {
             starts[set + 1] = starts[set] + count;
@@ -994,7 +1058,7 @@ impl<'a> Fields<'a> {
         let set = set as usize;
         self.hits[self.starts[set]..self.starts[set + 1]]
             .iter()
-            .map(|&(_, _, _, value)| value)
+            .map(|&(_, value)| value)
     }
 
     /// Whether any key names one of the consultation's fields.
@@ -1059,14 +1123,12 @@ fn from_object(fields: &Fields<'_>) -> Option<Normalised> {
         Json::String(s) => parse_stance(s),
         _ => None,
     });
-    // One buffer for the raw items of every list.
-    let mut items = Vec::new();
-    let mut list = |set: KeySet| {
-        items.clear();
+    let list = |set: KeySet| {
+        let mut items = ListItems::default();
         for value in fields.lookup(set) {
             collect_items(value, &mut items);
         }
-        finish_items(&items)
+        items.kept
     };
     Some(Normalised {
         conclusion,
@@ -1103,20 +1165,26 @@ const ITEM_TEXT_KEYS: &[&str] = &[
     "value",
 ];
 
-/// The raw items of a list value; borrowed from the answer where no text is built.
-fn collect_items<'a>(value: &'a Json<'a>, items: &mut Vec<Cow<'a, str>>) {
+/// The items of a list value, in order, handed to `items`.
+fn collect_items(value: &Json<'_>, items: &mut ListItems) {
     match value {
         Json::Null => {}
         Json::String(s) => split_list_text(s, items),
-        Json::Number(_) | Json::Bool(_) => items.extend(value.scalar_text().map(Cow::Owned)),
+        Json::Number(_) | Json::Bool(_) => {
+            if let Some(text) = value.scalar_text() {
+                items.push(&text);
+            }
+        }
         Json::Array(values) => {
             for v in values {
                 match v {
-                    Json::String(s) => items.push(Cow::Borrowed(strip_bullet(s))),
+                    Json::String(s) => items.push(strip_bullet(s)),
                     Json::Array(_) => collect_items(v, items),
-                    Json::Object(o) => items.push(Cow::Owned(object_text(o))),
+                    Json::Object(o) => items.push(&object_text(o)),
                     Json::Number(_) | Json::Bool(_) => {
-                        items.extend(v.scalar_text().map(Cow::Owned));
+                        if let Some(text) = v.scalar_text() {
+                            items.push(&text);
+                        }
                     }
                     Json::Null => {}
                 }
@@ -1148,25 +1216,34 @@ fn object_text(object: &Object<'_>) -> String {
 
 /// Split a string given where a list was asked, into `items`: bulleted lines start items
 /// and other lines continue them; without bullets each non-empty line is an item.
-fn split_list_text<'a>(text: &'a str, items: &mut Vec<Cow<'a, str>>) {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+fn split_list_text(text: &str, items: &mut ListItems) {
+    let lines = || text.lines().map(trimmed).filter(|l| !l.is_empty());
     let bulleted = lines().any(|l| bullet_len(l).is_some());
     if !bulleted {
-        items.extend(lines().map(Cow::Borrowed));
+        for line in lines() {
+            items.push(line);
+        }
         return;
     }
-    // Items before `first` came from other values: a continuation never joins them.
-    let first = items.len();
+    // The item being read: it is handed on when the next one starts.
+    let mut open: Option<Cow<'_, str>> = None;
     for line in lines() {
-        match bullet_len(line) {
-            Some(n) => items.push(Cow::Borrowed(line[n..].trim())),
-            None if items.len() > first => {
-                let last = items.last_mut().expect("an item of this text").to_mut();
-                last.push(' ');
-                last.push_str(line);
+        match (bullet_len(line), &mut open) {
+            (Some(n), _) => {
+                if let Some(done) = open.replace(Cow::Borrowed(line[n..].trim())) {
+                    items.push(&done);
+                }
             }
-            None => items.push(Cow::Borrowed(line)),
+            (None, Some(item)) => {
+                let item = item.to_mut();
+                item.push(' ');
+                item.push_str(line);
+            }
+            (None, None) => open = Some(Cow::Borrowed(line)),
         }
+    }
+    if let Some(done) = open {
+        items.push(&done);
     }
 }
 
@@ -1194,27 +1271,49 @@ fn bullet_len(line: &str) -> Option<usize> {
 }
 
 fn strip_bullet(text: &str) -> &str {
-    let t = text.trim();
+    let t = trimmed(text);
     match bullet_len(t) {
-        Some(n) => t[n..].trim(),
+        Some(n) => trimmed(&t[n..]),
         None => t,
     }
 }
 
-/// Clean, de-duplicate and cap list items.
-fn finish_items(items: &[Cow<'_, str>]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for item in items {
-        let flat = collapse_whitespace(item);
-        let cleaned = clean_cow(&flat, MAX_ITEM_CHARS);
-        if !cleaned.is_empty() && !is_placeholder(&cleaned) && !out.iter().any(|o| *o == cleaned) {
-            out.push(cleaned.into_owned());
+/// A list's items as recorded: cleaned, de-duplicated and capped as they come.
+#[derive(Default)]
+struct ListItems {
+    kept: Vec<String>,
+}
+
+impl ListItems {
+    fn push(&mut self, item: &str) {
+        if self.kept.len() == MAX_ITEMS {
+            return;
         }
-        if out.len() == MAX_ITEMS {
-            break;
+        let flat;
+        let cleaned = if is_plain(item) {
+            // What collapsing and cleaning would leave as it is.
+            truncate_cow(item, MAX_ITEM_CHARS)
+        } else {
+            flat = collapse_whitespace(item);
+            clean_cow(&flat, MAX_ITEM_CHARS)
+        };
+        if !cleaned.is_empty()
+            && !is_placeholder(&cleaned)
+            && !self.kept.iter().any(|k| *k == cleaned)
+        {
+            self.kept.push(cleaned.into_owned());
         }
     }
-    out
+}
+
+/// Whether `text` is non-empty printable ASCII with single spaces between words and none
+/// at either end: collapsing its whitespace and cleaning it changes nothing.
+fn is_plain(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
+    first != b' ' && last != b' ' && is_printable_ascii(bytes) && !text.contains("  ")
 }
 
 /// `text` with every whitespace run made one space and none at either end; borrowed when
@@ -1265,7 +1364,7 @@ fn clean_cow(text: &str, max: usize) -> Cow<'_, str> {
     // Most texts hold no control character (no newline, tab or escape): cleaning one is
     // trimming it, without the passes below.
     if !may_hold_control(text) {
-        return truncate_cow(text.trim(), max);
+        return truncate_cow(trimmed(text), max);
     }
     let no_ansi = if text.contains('\u{1b}') {
         Cow::Owned(strip_ansi(text))
@@ -1298,10 +1397,29 @@ fn clean_cow(text: &str, max: usize) -> Cow<'_, str> {
 /// means it holds none. C1 characters are encoded `C2 80`..`C2 9F`, so any `C2` byte
 /// answers `true` (also for `U+00A0`..`U+00BF`, which the full pass then keeps).
 fn may_hold_control(text: &str) -> bool {
-    // A fold without an early exit, which the compiler turns into a wide scan.
-    text.bytes().fold(false, |found, b| {
-        found | (b < 0x20) | (b == 0x7f) | (b == 0xc2)
-    })
+    !is_printable_ascii(text.as_bytes()) && text.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2)
+}
+
+/// Whether every byte is printable ASCII (`0x20`..`0x7e`), eight bytes a step: the usual
+/// answer text passes this test and so skips the byte-by-byte ones.
+fn is_printable_ascii(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        let w = u64::from_le_bytes(eight);
+        // The high bit of a byte is set in `below` when the byte is under 0x20, in `del`
+        // when it is 0x7f, and in `w` itself when it is 0x80 or more.
+        let below = w.wrapping_sub(ONES * 0x20) & !w;
+        let flipped = w ^ (ONES * 0x7f);
+        let del = flipped.wrapping_sub(ONES) & !flipped;
+        if (w | below | del) & HIGH_BITS != 0 {
+            return false;
+        }
+    }
+    words.remainder().iter().all(|&b| (0x20..0x7f).contains(&b))
 }
 
 /// `text` cut to at most `max` characters, the last one an ellipsis when cut.
@@ -1827,8 +1945,13 @@ mod tests {
                     key.replace('_', " "),
                 ];
                 for spelling in &spellings {
-                    let ranks = ranks_of(spelling).unwrap_or_else(|| panic!("{spelling:?}"));
-                    assert_eq!(usize::from(ranks[set]), rank, "{spelling:?} in set {set}");
+                    let memberships =
+                        memberships_of(spelling).unwrap_or_else(|| panic!("{spelling:?}"));
+                    assert_eq!(
+                        memberships.rank_in(set).map(usize::from),
+                        Some(rank),
+                        "{spelling:?} in set {set}"
+                    );
                 }
             }
         }
@@ -1838,7 +1961,28 @@ mod tests {
             "",
             "x".repeat(MAX_KEY_BYTES + 1).as_str(),
         ] {
-            assert!(ranks_of(stranger).is_none(), "{stranger:?}");
+            assert!(memberships_of(stranger).is_none(), "{stranger:?}");
         }
+    }
+
+    #[test]
+    fn the_wide_printable_scan_agrees_with_the_plain_one() {
+        let naive = |bytes: &[u8]| bytes.iter().all(|&b| (0x20..0x7f).contains(&b));
+        for len in [1, 7, 8, 9, 16, 23] {
+            for at in 0..len {
+                for byte in 0..=u8::MAX {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = byte;
+                    assert_eq!(
+                        is_printable_ascii(&bytes),
+                        naive(&bytes),
+                        "byte {byte:#x} at {at} of {len}"
+                    );
+                    bytes[len - 1 - at] = 0x1f;
+                    assert!(!is_printable_ascii(&bytes), "two bytes, {byte:#x} at {at}");
+                }
+            }
+        }
+        assert!(is_printable_ascii(b""));
     }
 }
