@@ -9,9 +9,10 @@
 //!   work and report its own, more precise failure (a process killed at the deadline whose
 //!   output shows rate-limit retries is `rate_limited`). At the caller's deadline the
 //!   adapter's future is dropped, whatever it is doing, and the outcome is `timeout`.
-//! - **the cancellation**: the adapter gets a child of the caller's token; once it is
-//!   cancelled the adapter has [`STOP_GRACE`] to return, then its future is dropped. The
-//!   outcome is `cancelled` whatever the adapter returns.
+//! - **the cancellation**: the adapter gets the caller's token (it observes it and must
+//!   never cancel it: a token per consultation is the caller's to make, as the daemon
+//!   does); once it is cancelled the adapter has [`STOP_GRACE`] to return, then its future
+//!   is dropped. The outcome is `cancelled` whatever the adapter returns.
 //! - **the normalisation**: an answer of only whitespace is `empty`; one with no
 //!   recoverable conclusion is `malformed`; anything else is read by
 //!   [`crate::normalise::normalise`].
@@ -224,7 +225,8 @@ pub trait Adapter: Send + Sync {
     /// Send `prompt` to `advisor` and return its answer text or a typed failure.
     ///
     /// An adapter should honour `io.deadline` and `io.cancel` and release what it holds,
-    /// but the contract layer stops it on time even if it does not.
+    /// but the contract layer stops it on time even if it does not. `io.cancel` is the
+    /// caller's: an adapter waits on it and never cancels it.
     fn exchange<'a>(
         &'a self,
         advisor: &'a AdvisorSpec,
@@ -294,7 +296,10 @@ pub async fn consult(
     let budget = io.deadline - start;
     let inner = Io {
         deadline: io.deadline - STOP_GRACE.min(budget / 4),
-        cancel: io.cancel.child_token(),
+        // The caller's token itself: a child token per exchange costs an allocation and
+        // two locks on the caller's token, a tenth of the contract's cost per exchange,
+        // and would only matter to an adapter that cancels its token, which none may.
+        cancel: io.cancel.clone(),
         env: io.env.clone(),
         http: io.http.clone(),
     };
@@ -320,7 +325,7 @@ pub async fn consult(
         }
         Some(Err(failure)) => finish(Err(exact(failure)), None),
         None => {
-            // Cancelled: the adapter sees its child token cancelled; give it a short grace
+            // Cancelled: the adapter sees its token cancelled; give it a short grace
             // to release what it holds in order, then drop it.
             let grace = tokio::time::timeout(STOP_GRACE, &mut exchange).await;
             let diagnostic = match grace {
