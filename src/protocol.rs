@@ -369,6 +369,26 @@ pub struct Job {
     pub reason: Option<String>,
 }
 
+#[cfg(test)]
+impl Job {
+    /// A job with placeholder fields in `state`, for unit tests.
+    pub(crate) fn sample(id: &str, state: JobState) -> Job {
+        Job {
+            id: id.into(),
+            state,
+            root: "/r".into(),
+            task: "t".into(),
+            assessment: "A".into(),
+            plan: None,
+            consultations: vec![],
+            disagreement: None,
+            created_at: "2026-01-01T00:00:00Z".into(),
+            finished_at: None,
+            reason: None,
+        }
+    }
+}
+
 impl Job {
     /// Whether the plan selected someone and no consultation completed: the client then
     /// exits 1 (SPEC §10), though the job itself is `done`.

@@ -251,19 +251,7 @@ mod tests {
     use super::*;
 
     fn job(id: &str, state: JobState) -> Job {
-        Job {
-            id: id.into(),
-            state,
-            root: "/r".into(),
-            task: "t".into(),
-            assessment: "A".into(),
-            plan: None,
-            consultations: vec![],
-            disagreement: None,
-            created_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: None,
-            reason: None,
-        }
+        Job::sample(id, state)
     }
 
     fn request() -> JobRequest {

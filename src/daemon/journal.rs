@@ -169,19 +169,7 @@ mod tests {
     fn entry(id: &str) -> JournalEntry {
         JournalEntry {
             schema: JOURNAL_SCHEMA,
-            job: Job {
-                id: id.into(),
-                state: JobState::Queued,
-                root: "/r".into(),
-                task: "t".into(),
-                assessment: "A".into(),
-                plan: None,
-                consultations: vec![],
-                disagreement: None,
-                created_at: "2026-01-01T00:00:00Z".into(),
-                finished_at: None,
-                reason: None,
-            },
+            job: Job::sample(id, JobState::Queued),
             context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
             question: Some("why?".into()),
             prior_opinion: None,

@@ -693,19 +693,7 @@ mod tests {
     }
 
     fn job(id: &str) -> Job {
-        Job {
-            id: id.into(),
-            state: JobState::Running,
-            root: "/r".into(),
-            task: "t".into(),
-            assessment: "A".into(),
-            plan: None,
-            consultations: vec![],
-            disagreement: None,
-            created_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: None,
-            reason: None,
-        }
+        Job::sample(id, JobState::Running)
     }
 
     fn check(records: &[Record], claimed: &[&str], expected: Option<&str>) {
