@@ -23,20 +23,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// The catalogue's common fields (SPEC §7); every other key is the adapter's setting.
-const COMMON: &[&str] = &[
-    "id",
-    "title",
-    "transport",
-    "adapter",
-    "references",
-    "executable",
-    "credential",
-    "capabilities",
-    "local",
-    "max_concurrent",
-];
-
 const PROMPT: &str = "Is it safe to cache this response per user? Reply with one JSON object \
                       with the fields conclusion and stance.";
 
@@ -176,12 +162,8 @@ fn load(catalogue: &Path) -> Result<Vec<Map<String, Value>>, String> {
 }
 
 fn spec(entry: &Map<String, Value>, without: &[&str]) -> AdvisorSpec {
-    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_string);
-    let mut settings: Map<String, Value> = entry
-        .iter()
-        .filter(|(key, _)| !COMMON.contains(&key.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let mut spec = AdvisorSpec::from_mapping(entry);
+    let settings = &mut spec.settings;
     for key in without {
         match key.strip_prefix("args:") {
             Some(arg) => {
@@ -194,13 +176,7 @@ fn spec(entry: &Map<String, Value>, without: &[&str]) -> AdvisorSpec {
             }
         }
     }
-    AdvisorSpec {
-        id: text("id").unwrap_or_default(),
-        adapter: text("adapter").unwrap_or_default(),
-        executable: text("executable"),
-        credential: text("credential"),
-        settings,
-    }
+    spec
 }
 
 /// A scratch home, XDG directories and working directory, and the `PATH` to `bin`.

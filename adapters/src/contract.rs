@@ -52,6 +52,40 @@ pub struct AdvisorSpec {
     pub settings: serde_json::Map<String, serde_json::Value>,
 }
 
+/// The catalogue keys every advisor shares (SPEC §7); every other key of an entry is the
+/// adapter's own setting.
+pub const COMMON_KEYS: &[&str] = &[
+    "id",
+    "title",
+    "transport",
+    "adapter",
+    "references",
+    "executable",
+    "credential",
+    "capabilities",
+    "local",
+    "max_concurrent",
+];
+
+impl AdvisorSpec {
+    /// The spec of one catalogue entry read as a mapping (YAML or JSON): the fields an
+    /// adapter needs, and every key outside [`COMMON_KEYS`] as its settings.
+    pub fn from_mapping(entry: &serde_json::Map<String, serde_json::Value>) -> AdvisorSpec {
+        let text = |key: &str| entry.get(key).and_then(|v| v.as_str()).map(str::to_string);
+        AdvisorSpec {
+            id: text("id").unwrap_or_default(),
+            adapter: text("adapter").unwrap_or_default(),
+            executable: text("executable"),
+            credential: text("credential"),
+            settings: entry
+                .iter()
+                .filter(|(key, _)| !COMMON_KEYS.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        }
+    }
+}
+
 /// Why an exchange failed. Names match the consultation record's `failure`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

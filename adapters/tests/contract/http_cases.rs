@@ -560,18 +560,6 @@ fn settings_are_validated_through_the_registry() {
 
 #[test]
 fn the_shipped_catalogues_http_entries_validate() {
-    const COMMON: &[&str] = &[
-        "id",
-        "title",
-        "transport",
-        "adapter",
-        "references",
-        "executable",
-        "credential",
-        "capabilities",
-        "local",
-        "max_concurrent",
-    ];
     let text = include_str!("../../../share/advisors.yaml");
     let catalogue: serde_json::Value =
         serde_yaml_ng::from_str(text).expect("the catalogue is YAML");
@@ -579,23 +567,7 @@ fn the_shipped_catalogues_http_entries_validate() {
     let mut seen = Vec::new();
     for entry in entries.iter().filter(|entry| entry["transport"] == "http") {
         let entry = entry.as_object().expect("an entry is a mapping");
-        let spec = AdvisorSpec {
-            id: entry["id"].as_str().expect("an id").to_owned(),
-            adapter: entry["adapter"].as_str().expect("an adapter").to_owned(),
-            executable: entry
-                .get("executable")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned),
-            credential: entry
-                .get("credential")
-                .and_then(|v| v.as_str())
-                .map(str::to_owned),
-            settings: entry
-                .iter()
-                .filter(|(key, _)| !COMMON.contains(&key.as_str()))
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect(),
-        };
+        let spec = AdvisorSpec::from_mapping(entry);
         assert_eq!(Registry::builtin().validate(&spec), Ok(()), "{}", spec.id);
         seen.push(spec.adapter);
     }

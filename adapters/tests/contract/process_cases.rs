@@ -647,18 +647,6 @@ async fn json_lines_output_is_read_from_the_selected_line() {
 /// The shipped catalogue entry `id`, with `extra_env` added to its `env` setting (the fake
 /// drop-ins read their script from there: the advisor's environment is otherwise closed).
 fn shipped(id: &str, extra_env: &[(&str, &str)]) -> AdvisorSpec {
-    const COMMON: &[&str] = &[
-        "id",
-        "title",
-        "transport",
-        "adapter",
-        "references",
-        "executable",
-        "credential",
-        "capabilities",
-        "local",
-        "max_concurrent",
-    ];
     let file: Map<String, Value> =
         serde_yaml_ng::from_str(include_str!("../../../share/advisors.yaml")).expect("parses");
     let entry = file["advisors"]
@@ -669,13 +657,9 @@ fn shipped(id: &str, extra_env: &[(&str, &str)]) -> AdvisorSpec {
         .find(|a| a["id"] == id)
         .unwrap_or_else(|| panic!("`{id}` is in the shipped catalogue"))
         .clone();
-    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_string);
-    let mut settings: Map<String, Value> = entry
-        .iter()
-        .filter(|(key, _)| !COMMON.contains(&key.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let env = settings
+    let mut spec = AdvisorSpec::from_mapping(&entry);
+    let env = spec
+        .settings
         .entry("env")
         .or_insert_with(|| json!({}))
         .as_object_mut()
@@ -684,13 +668,7 @@ fn shipped(id: &str, extra_env: &[(&str, &str)]) -> AdvisorSpec {
     for (name, value) in extra_env {
         env.insert((*name).to_string(), json!(value));
     }
-    AdvisorSpec {
-        id: id.to_string(),
-        adapter: text("adapter").expect("an adapter"),
-        executable: text("executable"),
-        credential: text("credential"),
-        settings,
-    }
+    spec
 }
 
 struct CliRow {

@@ -6,20 +6,6 @@ use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
 use serde_json::{Map, Value};
 
-/// The catalogue's common fields (SPEC §7); every other key is the adapter's setting.
-const COMMON: &[&str] = &[
-    "id",
-    "title",
-    "transport",
-    "adapter",
-    "references",
-    "executable",
-    "credential",
-    "capabilities",
-    "local",
-    "max_concurrent",
-];
-
 fn shipped() -> Vec<Map<String, Value>> {
     let text = include_str!("../../../share/advisors.yaml");
     let file: Map<String, Value> = serde_yaml_ng::from_str(text).expect("the catalogue parses");
@@ -34,18 +20,7 @@ fn shipped() -> Vec<Map<String, Value>> {
 }
 
 fn spec(entry: &Map<String, Value>) -> AdvisorSpec {
-    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_string);
-    AdvisorSpec {
-        id: text("id").unwrap_or_default(),
-        adapter: text("adapter").unwrap_or_default(),
-        executable: text("executable"),
-        credential: text("credential"),
-        settings: entry
-            .iter()
-            .filter(|(key, _)| !COMMON.contains(&key.as_str()))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-    }
+    AdvisorSpec::from_mapping(entry)
 }
 
 #[test]
