@@ -396,14 +396,18 @@ pub fn validate_settings(entry: &AdvisorEntry) -> Result<(), (String, String)> {
     if registry.get(&entry.adapter).is_none() && extra_names_read().contains(&entry.adapter) {
         return Ok(());
     }
-    let spec = AdvisorSpec {
+    registry.validate(&advisor_spec(entry))
+}
+
+/// The adapter's view of a catalogue entry: what it needs to reach the advisor.
+pub fn advisor_spec(entry: &AdvisorEntry) -> AdvisorSpec {
+    AdvisorSpec {
         id: entry.id.clone(),
         adapter: entry.adapter.clone(),
         executable: entry.executable.clone(),
         credential: entry.credential.clone(),
         settings: entry.settings.clone(),
-    };
-    registry.validate(&spec)
+    }
 }
 
 /// Makes adapter names registered in a daemon's own registry acceptable in catalogues.

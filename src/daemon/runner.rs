@@ -6,8 +6,7 @@
 //! resumed job asks only the others, and the writer refuses a second consultation for the
 //! same advisor and plan anyway (such a refusal is taken as "already recorded").
 
-use crate::context::{RequestContext, Resolved};
-use crate::core::catalogue::AdvisorEntry;
+use crate::context::{advisor_spec, RequestContext, Resolved};
 use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
 use crate::daemon::dispatch::fill_credentials_from_daemon;
@@ -350,7 +349,8 @@ async fn consult_and_record(
         shared.tracker.spawn(async move {
             let exchange = match (catalogue_entry, adapter, slots) {
                 (Some(catalogue_entry), Some(adapter), Some(slots)) => {
-                    turn.run(adapter, spec_of(&catalogue_entry), slots).await
+                    turn.run(adapter, advisor_spec(&catalogue_entry), slots)
+                        .await
                 }
                 (None, _, _) => Exchange::Ran(unreachable_outcome(format!(
                     "advisor `{}` is no longer in the catalogue; add it back or plan again",
@@ -531,17 +531,6 @@ fn unreachable_outcome(diagnostic: String) -> Outcome {
         result: Err(Failure::new(FailureKind::Error, &diagnostic)),
         usage: None,
         duration_ms: 0,
-    }
-}
-
-/// The adapter's view of a catalogue entry.
-pub fn spec_of(entry: &AdvisorEntry) -> AdvisorSpec {
-    AdvisorSpec {
-        id: entry.id.clone(),
-        adapter: entry.adapter.clone(),
-        executable: entry.executable.clone(),
-        credential: entry.credential.clone(),
-        settings: entry.settings.clone(),
     }
 }
 
