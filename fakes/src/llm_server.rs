@@ -14,7 +14,7 @@ use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, Method, Request, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Extension, Router};
+use axum::Router;
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -518,83 +518,45 @@ struct Incoming {
     body: Bytes,
 }
 
-async fn openai(
-    State(shared): State<Arc<Shared>>,
-    Extension(connection): Extension<ConnectionHandle>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let incoming = Incoming {
-        shared,
-        connection,
-        method,
-        uri,
-        headers,
-        body,
-    };
+impl axum::extract::FromRequest<Arc<Shared>> for Incoming {
+    type Rejection = Response;
+
+    async fn from_request(request: Request<Body>, shared: &Arc<Shared>) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let connection = parts
+            .extensions
+            .remove::<ConnectionHandle>()
+            .ok_or_else(|| StatusCode::INTERNAL_SERVER_ERROR.into_response())?;
+        let body = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()).into_response())?;
+        Ok(Incoming {
+            shared: shared.clone(),
+            connection,
+            method: parts.method,
+            uri: parts.uri,
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+async fn openai(incoming: Incoming) -> Response {
     handle(Protocol::OpenAi, incoming, None).await
 }
 
-async fn anthropic(
-    State(shared): State<Arc<Shared>>,
-    Extension(connection): Extension<ConnectionHandle>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let incoming = Incoming {
-        shared,
-        connection,
-        method,
-        uri,
-        headers,
-        body,
-    };
+async fn anthropic(incoming: Incoming) -> Response {
     handle(Protocol::Anthropic, incoming, None).await
 }
 
-async fn gemini(
-    State(shared): State<Arc<Shared>>,
-    Extension(connection): Extension<ConnectionHandle>,
-    Path(target): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let incoming = Incoming {
-        shared,
-        connection,
-        method,
-        uri,
-        headers,
-        body,
-    };
+async fn gemini(Path(target): Path<String>, incoming: Incoming) -> Response {
     match target.strip_suffix(":generateContent") {
         Some(model) => handle(Protocol::Gemini, incoming, Some(model.to_owned())).await,
         None => unknown_route(State(incoming.shared), incoming.method, incoming.uri).await,
     }
 }
 
-async fn ollama(
-    State(shared): State<Arc<Shared>>,
-    Extension(connection): Extension<ConnectionHandle>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let incoming = Incoming {
-        shared,
-        connection,
-        method,
-        uri,
-        headers,
-        body,
-    };
+async fn ollama(incoming: Incoming) -> Response {
     handle(Protocol::Ollama, incoming, None).await
 }
 
