@@ -15,6 +15,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "../support/output.rs"]
+mod output;
+pub use output::Output;
+
 /// The longest a single run may take before it is killed as hung.
 pub const RUN_BOUND: Duration = Duration::from_secs(30);
 
@@ -331,64 +335,6 @@ pub fn wait_bounded(child: &mut Child, bound: Duration, description: &str) -> i3
             panic!("{description} did not end within {bound:?}: killed");
         }
         std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// What a run printed and how it ended.
-#[derive(Debug)]
-pub struct Output {
-    description: String,
-    /// The exit status.
-    pub code: i32,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-}
-
-impl Output {
-    fn context(&self) -> String {
-        format!(
-            "{}\n--- exit {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.description, self.code, self.stdout, self.stderr
-        )
-    }
-
-    /// Fail unless the run exited with `code`.
-    pub fn expect_exit(self, code: i32) -> Output {
-        assert_eq!(
-            self.code,
-            code,
-            "unexpected exit status: {}",
-            self.context()
-        );
-        self
-    }
-
-    /// Standard output as JSON.
-    pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", self.context()))
-    }
-
-    /// Fail unless standard output contains `fragment`.
-    pub fn expect_stdout(self, fragment: &str) -> Output {
-        assert!(
-            self.stdout.contains(fragment),
-            "stdout lacks {fragment:?}: {}",
-            self.context()
-        );
-        self
-    }
-
-    /// Fail unless standard error contains `fragment`.
-    pub fn expect_stderr(self, fragment: &str) -> Output {
-        assert!(
-            self.stderr.contains(fragment),
-            "stderr lacks {fragment:?}: {}",
-            self.context()
-        );
-        self
     }
 }
 
