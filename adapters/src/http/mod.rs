@@ -157,8 +157,14 @@ pub trait Wire: Send + Sync + 'static {
     /// The URL the prompt is posted to.
     fn url(settings: &HttpSettings) -> String;
 
-    /// Adds the credential, if any, the way this format expects it.
-    fn authorise(request: RequestBuilder, credential: Option<&str>) -> RequestBuilder;
+    /// Adds the credential, if any, the way this format expects it; by default as
+    /// `Authorization: Bearer`, and nothing without one.
+    fn authorise(request: RequestBuilder, credential: Option<&str>) -> RequestBuilder {
+        match credential {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
 
     /// The JSON request body.
     fn body(settings: &HttpSettings, prompt: &str) -> Value;

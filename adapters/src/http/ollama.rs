@@ -2,10 +2,10 @@
 
 use super::{answer, malformed, text_of, usage, HttpSettings, Wire};
 use crate::contract::{Answer, Failure};
-use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
-/// The chat wire format of a local server.
+/// The chat wire format of a local server. It takes no key; an entry that names one (a
+/// server behind an authenticating proxy) gets it as a bearer token, the trait's default.
 pub struct Ollama;
 
 impl Wire for Ollama {
@@ -13,15 +13,6 @@ impl Wire for Ollama {
 
     fn url(settings: &HttpSettings) -> String {
         settings.url("api/chat")
-    }
-
-    fn authorise(request: RequestBuilder, credential: Option<&str>) -> RequestBuilder {
-        // A local server takes no key; an entry that names one (a server behind an
-        // authenticating proxy) gets it as a bearer token.
-        match credential {
-            Some(key) => request.bearer_auth(key),
-            None => request,
-        }
     }
 
     fn body(settings: &HttpSettings, prompt: &str) -> Value {

@@ -3,7 +3,6 @@
 
 use super::{answer, malformed, usage, HttpSettings, Wire};
 use crate::contract::{Answer, Failure};
-use reqwest::RequestBuilder;
 use serde_json::{json, Value};
 
 /// The chat completions wire format (`POST {endpoint}/chat/completions`).
@@ -14,13 +13,6 @@ impl Wire for OpenAi {
 
     fn url(settings: &HttpSettings) -> String {
         settings.url("chat/completions")
-    }
-
-    fn authorise(request: RequestBuilder, credential: Option<&str>) -> RequestBuilder {
-        match credential {
-            Some(key) => request.bearer_auth(key),
-            None => request,
-        }
     }
 
     fn body(settings: &HttpSettings, prompt: &str) -> Value {
