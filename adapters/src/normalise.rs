@@ -136,6 +136,14 @@ pub enum Stance {
 }
 
 impl Stance {
+    /// Every stance.
+    pub const ALL: [Stance; 4] = [
+        Stance::Supports,
+        Stance::Opposes,
+        Stance::Alternative,
+        Stance::Inconclusive,
+    ];
+
     /// The stance as written in records.
     pub fn as_str(self) -> &'static str {
         match self {

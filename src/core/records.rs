@@ -568,6 +568,14 @@ pub enum Stance {
 }
 
 impl Stance {
+    /// Every stance.
+    pub const ALL: [Stance; 4] = [
+        Stance::Supports,
+        Stance::Opposes,
+        Stance::Alternative,
+        Stance::Inconclusive,
+    ];
+
     /// Whether this stance diverges from the executor's hypothesis.
     pub fn diverges(self) -> bool {
         matches!(self, Stance::Opposes | Stance::Alternative)

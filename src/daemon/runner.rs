@@ -667,6 +667,30 @@ mod tests {
     use super::*;
     use crate::protocol::Job;
 
+    /// The adapters crate cannot depend on the records, so it mirrors their failure kinds
+    /// and stances; outcomes cross by name. The two sets of names must stay the same.
+    #[test]
+    fn adapter_outcomes_and_records_name_the_same_kinds_and_stances() {
+        use crate::core::records;
+        use advisord_adapters::normalise;
+        let set = |names: Vec<&'static str>| names.into_iter().collect::<BTreeSet<_>>();
+        assert_eq!(
+            set(FailureKind::ALL.map(FailureKind::as_str).to_vec()),
+            set(records::FailureKind::ALL
+                .map(records::FailureKind::as_str)
+                .to_vec()),
+        );
+        assert_eq!(
+            set(normalise::Stance::ALL
+                .map(normalise::Stance::as_str)
+                .to_vec()),
+            set(records::Stance::ALL.map(records::Stance::as_str).to_vec()),
+        );
+        for kind in FailureKind::ALL {
+            assert!(record_failure_kind(kind).is_some(), "{kind:?}");
+        }
+    }
+
     fn ulid_at(ms: u64) -> String {
         ulid::Ulid::from_parts(ms, 7).to_string()
     }
