@@ -624,6 +624,14 @@ fn absolute(path: PathBuf) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// A current-thread runtime for a test's async half.
+    fn test_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a test runtime")
+    }
+
     #[test]
     fn query_values_are_percent_encoded() {
         let check = |input: &str, expected: &str| assert_eq!(percent_encode(input), expected);
@@ -737,10 +745,7 @@ mod tests {
 
     #[test]
     fn a_daemon_that_accepts_but_never_answers_is_given_up_on() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = test_runtime();
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("stuck.sock");
         runtime.block_on(async {
@@ -763,10 +768,7 @@ mod tests {
 
     #[test]
     fn events_are_read_line_by_line_across_frames() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = test_runtime();
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("events.sock");
         runtime.block_on(async {
