@@ -528,6 +528,14 @@ mod tests {
         accept_adapter_names(["x".to_string()]);
     }
 
+    #[test]
+    fn the_core_and_the_adapters_agree_on_the_common_catalogue_keys() {
+        assert_eq!(
+            crate::core::catalogue::COMMON_KEYS,
+            advisord_adapters::contract::COMMON_KEYS
+        );
+    }
+
     fn flags(args: &[&str]) -> GlobalFlags {
         let mut argv = vec!["test"];
         argv.extend_from_slice(args);

@@ -22,6 +22,22 @@ pub const CAPABILITIES: &[&str] = &[
     "reviews",
 ];
 
+/// The keys every advisor shares; every other key of an entry is the adapter's setting.
+/// (The adapters crate keeps the same list for reading entries without the core; a test in
+/// `context` holds the two equal.)
+pub const COMMON_KEYS: &[&str] = &[
+    "id",
+    "title",
+    "transport",
+    "adapter",
+    "references",
+    "executable",
+    "credential",
+    "capabilities",
+    "local",
+    "max_concurrent",
+];
+
 /// The capability requested when an assessment names none.
 pub const DEFAULT_CAPABILITY: &str = "independent_reasoning";
 
@@ -515,19 +531,7 @@ mod parse {
         })
     }
 
-    /// The keys the core reads; every other key is an adapter setting.
-    const COMMON_KEYS: &[&str] = &[
-        "id",
-        "title",
-        "transport",
-        "adapter",
-        "references",
-        "executable",
-        "credential",
-        "capabilities",
-        "local",
-        "max_concurrent",
-    ];
+    use super::COMMON_KEYS;
 
     /// The common fields of one advisor's mapping.
     struct Fields<'m> {
