@@ -1,37 +1,35 @@
-//! The client side of the daemon's socket: HTTP/1.1 with JSON bodies over a unix socket
-//! (SPEC §9), the [`Remote`] backend that runs the network-free verbs in the daemon, the
-//! job calls, and the autostart of a daemon when nobody answers.
+//! The client side of the daemon's socket: HTTP/1.1 with JSON bodies over a unix socket.
+//! [`Client`] implements the façade ([`Api`]) by sending each verb as its route of
+//! `crate::protocol::ROUTES` says; it is async all the way, so a server can call it.
+//! Starting a daemon when nobody answers (autostart) is here too.
 //!
-//! Every request carries the asking process's [`RequestContext`] as `src/protocol.rs`
-//! says: POST routes in their body, GET routes as a [`ContextBody`]. Error replies come
-//! back as [`ServiceError::Remote`] with the daemon's code and HTTP status, so exit codes
-//! are the ones `--no-daemon` gives (a writer refusal is 422 and keeps its reason code:
-//! exit 3, printed the same way).
+//! Error replies come back as [`Error::Remote`] with the daemon's code and HTTP status, so
+//! exit codes are the ones `--no-daemon` gives (a writer refusal is 422 and keeps its
+//! reason code: exit 3, printed the same way).
 //!
 //! One connection per request: a unix socket connects in microseconds, and a fresh
 //! connection per call keeps a long event stream from blocking a cancellation.
 
 use crate::check::CheckReport;
-use crate::cli::backend::{Backend, BackendError, BackendResult};
-use crate::context::{self, GlobalFlags, RequestContext};
-use crate::core::records::{Confidence, Materiality, Plan, Record};
+use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
 use crate::core::views::status::StatusView;
 use crate::core::views::tree::TreeView;
+use crate::error::{Error, Result};
+use crate::facade::{Answer, Api, EventStream};
+use crate::paths;
 use crate::protocol::{
-    codes, ConsultRequest, ContextBody, ErrorBody, Event, Health, Job, JobList, PlanRequest,
-    RecordRequest, Route,
+    codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
+    EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,
+    JobsRequest, PlanRequest, RecordRequest, StatusRequest, TreeRequest, Verb,
 };
-use crate::service::ServiceError;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
-use std::future::Future;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -79,21 +77,16 @@ impl Client {
         &self.socket
     }
 
-    fn unreachable(&self, reason: String, hint: &str) -> BackendError {
-        BackendError::Unreachable {
+    fn unreachable(&self, reason: String, hint: &str) -> Error {
+        Error::Unreachable {
             socket: self.socket.clone(),
             reason,
             hint: hint.to_string(),
         }
     }
 
-    /// Send one request on a fresh connection and return the response head and body.
-    async fn send(
-        &self,
-        route: &Route,
-        query: &[(&str, String)],
-        body: Option<Vec<u8>>,
-    ) -> BackendResult<Response<Incoming>> {
+    /// Send one call on a fresh connection and return the response head and body.
+    async fn send(&self, call: &HttpCall) -> Result<Response<Incoming>> {
         let stream = UnixStream::connect(&self.socket)
             .await
             .map_err(|e| self.unreachable(connect_reason(&e), START_HINT))?;
@@ -102,24 +95,30 @@ impl Client {
             .map_err(|e| self.lost(&e))?;
         // The connection is driven beside the request; it ends with the response body.
         tokio::spawn(connection);
-        let mut uri = route.path();
-        if !query.is_empty() {
-            let pairs: Vec<String> = query
+        let mut uri = call.path();
+        if !call.query.is_empty() {
+            let pairs: Vec<String> = call
+                .query
                 .iter()
                 .map(|(k, v)| format!("{k}={}", percent_encode(v)))
                 .collect();
             uri = format!("{uri}?{}", pairs.join("&"));
         }
         let mut request = hyper::Request::builder()
-            .method(route.method())
+            .method(call.method())
             .uri(uri)
             .header(hyper::header::HOST, "advisord");
-        if body.is_some() {
+        if call.body.is_some() {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
+        let body = match &call.body {
+            Some(body) => serde_json::to_vec(body)
+                .map_err(|e| Error::Protocol(format!("the request could not be encoded: {e}")))?,
+            None => Vec::new(),
+        };
         let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| BackendError::Protocol(format!("the request could not be built: {e}")))?;
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| Error::Protocol(format!("the request could not be built: {e}")))?;
         sender
             .send_request(request)
             .await
@@ -127,25 +126,21 @@ impl Client {
     }
 
     /// The connection broke: the daemon went away (or refused this peer).
-    fn lost(&self, e: &hyper::Error) -> BackendError {
+    fn lost(&self, e: &hyper::Error) -> Error {
         self.unreachable(
             format!("the connection failed ({e}); the daemon may have stopped or refused you"),
             "check `advisord` is running as your user, then retry",
         )
     }
 
-    /// One request whose reply is a JSON `T` (or an error body).
-    pub async fn call<T: DeserializeOwned>(
-        &self,
-        route: &Route,
-        query: &[(&str, String)],
-        body: Option<&(impl Serialize + ?Sized)>,
-    ) -> BackendResult<T> {
-        let body = body.map(serde_json::to_vec).transpose().map_err(|e| {
-            BackendError::Protocol(format!("the request could not be encoded: {e}"))
-        })?;
+    /// One verb whose reply is its JSON response (or an error body).
+    pub async fn call<V: Verb>(&self, request: &V) -> Result<V::Response>
+    where
+        V::Response: DeserializeOwned,
+    {
+        let call = request.call();
         let exchange = async {
-            let response = self.send(route, query, body).await?;
+            let response = self.send(&call).await?;
             let status = response.status();
             let bytes = response
                 .into_body()
@@ -153,39 +148,41 @@ impl Client {
                 .await
                 .map_err(|e| self.lost(&e))?
                 .to_bytes();
-            Ok::<_, BackendError>((status, bytes))
+            Ok::<_, Error>((status, bytes))
         };
-        let (status, bytes) =
-            tokio::time::timeout(self.bound, exchange)
-                .await
-                .map_err(|_| {
-                    self.unreachable(
-                        format!(
-                            "it accepted `{} {}` but did not answer within {} s",
-                            route.method(),
-                            route.path(),
-                            self.bound.as_secs_f64()
-                        ),
-                        "the daemon may be stuck: see its log, restart it (`kill $(cat \
-                     <data-dir>/advisord.pid)`), or use `--no-daemon` for the network-free verbs",
-                    )
-                })??;
+        let (status, bytes) = tokio::time::timeout(self.bound, exchange)
+            .await
+            .map_err(|_| self.stuck(&call))??;
         if !status.is_success() {
             return Err(self.error_reply(status, &bytes));
         }
         serde_json::from_slice(&bytes).map_err(|e| {
-            BackendError::Protocol(format!(
+            Error::Protocol(format!(
                 "`{} {}` answered {status} with a body that is not the expected JSON ({e})",
-                route.method(),
-                route.path()
+                call.method(),
+                call.path()
             ))
         })
     }
 
+    /// The daemon accepted `call` but did not answer within the bound.
+    fn stuck(&self, call: &HttpCall) -> Error {
+        self.unreachable(
+            format!(
+                "it accepted `{} {}` but did not answer within {} s",
+                call.method(),
+                call.path(),
+                self.bound.as_secs_f64()
+            ),
+            "the daemon may be stuck: see its log, restart it (`kill $(cat \
+             <data-dir>/advisord.pid)`), or use `--no-daemon` for the network-free verbs",
+        )
+    }
+
     /// An error reply turned back into the error the verb would have given in-process.
-    fn error_reply(&self, status: StatusCode, bytes: &[u8]) -> BackendError {
+    fn error_reply(&self, status: StatusCode, bytes: &[u8]) -> Error {
         let Ok(body) = serde_json::from_slice::<ErrorBody>(bytes) else {
-            return BackendError::Protocol(format!(
+            return Error::Protocol(format!(
                 "the daemon answered {status} without an error body: {}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
             ));
@@ -197,60 +194,20 @@ impl Client {
             (codes::REFUSED, Some(reason)) => reason,
             (_, _) => body.error,
         };
-        BackendError::Service(ServiceError::Remote {
+        Error::Remote {
             code,
             message: body.message,
             status: status.as_u16(),
-        })
+        }
     }
 
-    /// `GET /api/v1/health`.
-    pub async fn health(&self) -> BackendResult<Health> {
-        self.call(&Route::Health, &[], None::<&()>).await
-    }
-
-    /// `POST /api/v1/consultations`: queue a job; the daemon answers once it is journaled.
-    pub async fn consult(&self, request: &ConsultRequest) -> BackendResult<Job> {
-        self.call(&Route::Consult, &[], Some(request)).await
-    }
-
-    /// `GET /api/v1/consultations/{id}`.
-    pub async fn job(&self, id: &str) -> BackendResult<Job> {
-        self.call(&Route::Job(id.to_string()), &[], None::<&()>)
-            .await
-    }
-
-    /// `GET /api/v1/consultations`, only the jobs of `root` when given.
-    pub async fn jobs(&self, root: Option<&Path>) -> BackendResult<JobList> {
-        let query: Vec<(&str, String)> = root
-            .map(|r| ("root", r.display().to_string()))
-            .into_iter()
-            .collect();
-        self.call(&Route::Jobs, &query, None::<&()>).await
-    }
-
-    /// `DELETE /api/v1/consultations/{id}`: the job once it ended (or still stopping).
-    pub async fn cancel(&self, id: &str) -> BackendResult<Job> {
-        self.call(&Route::Cancel(id.to_string()), &[], None::<&()>)
-            .await
-    }
-
-    /// `GET /api/v1/consultations/{id}/events`: the job's events, past then live.
-    pub async fn events(&self, id: &str) -> BackendResult<EventStream> {
-        let route = Route::JobEvents(id.to_string());
+    /// A job's events as NDJSON, read one [`Event`] at a time.
+    pub async fn event_reader(&self, request: &EventsRequest) -> Result<EventReader> {
+        let call = request.call();
         // Only the head is bounded: the stream itself lasts as long as the job.
-        let response = tokio::time::timeout(self.bound, self.send(&route, &[], None))
+        let response = tokio::time::timeout(self.bound, self.send(&call))
             .await
-            .map_err(|_| {
-                self.unreachable(
-                    format!(
-                        "it accepted `GET {}` but did not answer within {} s",
-                        route.path(),
-                        self.bound.as_secs_f64()
-                    ),
-                    "the daemon may be stuck: see its log and restart it",
-                )
-            })??;
+            .map_err(|_| self.stuck(&call))??;
         let status = response.status();
         if !status.is_success() {
             let bytes = response
@@ -261,7 +218,7 @@ impl Client {
                 .to_bytes();
             return Err(self.error_reply(status, &bytes));
         }
-        Ok(EventStream {
+        Ok(EventReader {
             client: self.clone(),
             body: response.into_body(),
             buffer: Vec::new(),
@@ -269,16 +226,82 @@ impl Client {
     }
 }
 
+/// Every verb is one request to the daemon; its JSON reply is read back into the same
+/// type `--no-daemon` computes, so both print alike.
+impl Api for Client {
+    fn health(&self, request: HealthRequest) -> Answer<'_, Health> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn jobs(&self, request: JobsRequest) -> Answer<'_, JobList> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn job(&self, request: JobRequest) -> Answer<'_, Job> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn cancel(&self, request: CancelRequest) -> Answer<'_, Job> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn events(&self, request: EventsRequest) -> Answer<'_, EventStream> {
+        Box::pin(async move {
+            let reader = self.event_reader(&request).await?;
+            let stream = futures::stream::unfold(reader, |mut reader| async move {
+                match reader.next().await {
+                    Ok(Some(event)) => Some((Ok(event), reader)),
+                    Ok(None) => None,
+                    Err(e) => Some((Err(e), reader)),
+                }
+            });
+            Ok(Box::pin(stream) as EventStream)
+        })
+    }
+}
+
 /// A job's event stream (NDJSON), read one [`Event`] at a time.
-pub struct EventStream {
+pub struct EventReader {
     client: Client,
     body: Incoming,
     buffer: Vec<u8>,
 }
 
-impl EventStream {
+impl EventReader {
     /// The next event; `None` when the stream ended (after `done`, or the daemon stopped).
-    pub async fn next(&mut self) -> BackendResult<Option<Event>> {
+    pub async fn next(&mut self) -> Result<Option<Event>> {
         loop {
             if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buffer.drain(..=end).collect();
@@ -287,7 +310,7 @@ impl EventStream {
                     continue;
                 }
                 return serde_json::from_slice(line).map(Some).map_err(|e| {
-                    BackendError::Protocol(format!(
+                    Error::Protocol(format!(
                         "an event line is not an event ({e}): {}",
                         String::from_utf8_lossy(&line[..line.len().min(300)])
                     ))
@@ -343,12 +366,12 @@ pub fn answers(socket: &Path) -> Result<(), String> {
 /// Make sure a daemon answers on `socket`: it already does, or (when `autostart`) one is
 /// started from the `advisord` beside this executable and waited for, within
 /// [`AUTOSTART_WAIT`]. Exit 4 (unreachable) otherwise, with what to do.
-pub fn ensure_daemon(socket: &Path, autostart: bool) -> BackendResult<()> {
+pub fn ensure_daemon(socket: &Path, autostart: bool) -> Result<()> {
     let reason = match answers(socket) {
         Ok(()) => return Ok(()),
         Err(reason) => reason,
     };
-    let unreachable = |reason: String, hint: &str| BackendError::Unreachable {
+    let unreachable = |reason: String, hint: &str| Error::Unreachable {
         socket: socket.to_path_buf(),
         reason,
         hint: hint.to_string(),
@@ -372,17 +395,12 @@ pub fn ensure_daemon(socket: &Path, autostart: bool) -> BackendResult<()> {
              `--no-daemon` runs the network-free verbs in-process",
             daemon.display(),
             socket.display(),
-            log_path()
+            paths::log_path()
                 .map(|log| format!(" (a detached daemon logs to `{}`)", log.display()))
                 .unwrap_or_default()
         );
         unreachable(reason, &hint)
     })
-}
-
-/// The log of a daemon started from this process's environment, if it has a data dir.
-fn log_path() -> Option<PathBuf> {
-    crate::daemon::paths::data_dir(None).map(|dir| dir.join(crate::daemon::LOG_FILE))
 }
 
 /// The `advisord` in the directory of the running executable.
@@ -460,7 +478,7 @@ fn start_daemon(daemon: &Path, socket: &Path) -> Result<(), String> {
 /// What to tell the user once a daemon was started: where it serves and where it logs
 /// (the data directory it resolves from the same environment as ours).
 fn started_note(socket: &Path) -> String {
-    match log_path() {
+    match paths::log_path() {
         Some(log) => format!(
             "started advisord on `{}` (log `{}`)",
             socket.display(),
@@ -491,122 +509,13 @@ fn last_line(pipe: Option<impl Read>) -> String {
         .to_string()
 }
 
-/// The network-free verbs run in the daemon: each one request with the asking process's
-/// context, answered with the same view the in-process [`crate::cli::backend::Local`]
-/// would have computed.
-pub struct Remote {
-    client: Client,
-    ctx: RequestContext,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl std::fmt::Debug for Remote {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Remote")
-            .field("socket", &self.client.socket)
-            .field("ctx", &self.ctx)
-            .finish()
-    }
-}
-
-impl Remote {
-    /// The daemon on the socket the flags name (SPEC §3), started first when nobody
-    /// answers unless `--no-autostart`.
-    pub fn connect(flags: &GlobalFlags, ctx: RequestContext) -> BackendResult<Remote> {
-        let socket = absolute(context::socket_path(flags.socket.as_deref()));
-        ensure_daemon(&socket, !flags.no_autostart)?;
-        Remote::at(socket, ctx)
-    }
-
-    /// A backend on `socket` without checking that anyone answers.
-    pub fn at(socket: PathBuf, ctx: RequestContext) -> BackendResult<Remote> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| BackendError::Protocol(format!("cannot start the async runtime ({e})")))?;
-        Ok(Remote {
-            client: Client::new(socket),
-            ctx,
-            runtime,
-        })
-    }
-
-    /// The client of the socket.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The context sent with every request.
-    pub fn context(&self) -> &RequestContext {
-        &self.ctx
-    }
-
-    /// Run `future` to its end on this backend's runtime.
-    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.runtime.block_on(future)
-    }
-
-    /// A GET route answered with a JSON `T`, the context in its body.
-    fn get<T: DeserializeOwned>(&self, route: Route, query: &[(&str, String)]) -> BackendResult<T> {
-        let body = ContextBody {
-            context: self.ctx.clone(),
-        };
-        self.block_on(self.client.call(&route, query, Some(&body)))
-    }
-}
-
-/// Every network-free verb is one request to the daemon with this process's context; its
-/// JSON reply is read back into the same view `--no-daemon` computes, so both print alike.
-impl Backend for Remote {
-    fn record(&self, input: &serde_json::Value) -> BackendResult<Record> {
-        let body = RecordRequest {
-            context: self.ctx.clone(),
-            record: input.clone(),
-        };
-        self.block_on(self.client.call(&Route::Record, &[], Some(&body)))
-    }
-
-    fn advisors(&self) -> BackendResult<AdvisorsView> {
-        self.get(Route::Advisors, &[])
-    }
-
-    fn plan_preview(
-        &self,
-        materiality: Materiality,
-        confidence: Confidence,
-        capabilities: Vec<String>,
-    ) -> BackendResult<Plan> {
-        let body = PlanRequest {
-            context: self.ctx.clone(),
-            materiality,
-            confidence,
-            capabilities,
-        };
-        self.block_on(self.client.call(&Route::PlanPreview, &[], Some(&body)))
-    }
-
-    fn status(&self) -> BackendResult<StatusView> {
-        self.get(Route::Status, &[])
-    }
-
-    fn explain(&self, id: &str) -> BackendResult<ExplainView> {
-        self.get(Route::Explain, &[("id", id.to_string())])
-    }
-
-    fn tree(&self, depth: Option<usize>, show_superseded: bool) -> BackendResult<TreeView> {
-        let mut query = vec![("show_superseded", show_superseded.to_string())];
-        if let Some(depth) = depth {
-            query.push(("depth", depth.to_string()));
-        }
-        self.get(Route::Tree, &query)
-    }
-
-    fn check(&self, path: Option<&Path>) -> BackendResult<CheckReport> {
-        let query: Vec<(&str, String)> = path
-            .map(|p| ("path", p.display().to_string()))
-            .into_iter()
-            .collect();
-        self.get(Route::Check, &query)
+impl Client {
+    /// The client of the daemon on `socket` (made absolute), started first when nobody
+    /// answers and `autostart` allows.
+    pub fn connect(socket: PathBuf, autostart: bool) -> Result<Client> {
+        let socket = absolute(socket);
+        ensure_daemon(&socket, autostart)?;
+        Ok(Client::new(socket))
     }
 }
 
@@ -646,7 +555,7 @@ mod tests {
         Client::new(PathBuf::from("/nowhere/advisord.sock"))
     }
 
-    fn exit_of(err: BackendError) -> (i32, String) {
+    fn exit_of(err: Error) -> (i32, String) {
         let code = err.exit_code();
         (code, err.to_string())
     }
@@ -704,11 +613,8 @@ mod tests {
             StatusCode::UNPROCESSABLE_ENTITY,
             br#"{"error":"refused","reason":"invalid_task","message":"bad task"}"#,
         );
-        let BackendError::Service(service) = err else {
-            panic!("not a service error")
-        };
-        assert_eq!(service.refusal(), Some(("invalid_task", "bad task")));
-        assert_eq!(service.code(), "invalid_task");
+        assert_eq!(err.refusal(), Some(("invalid_task", "bad task")));
+        assert_eq!(err.code(), "invalid_task");
     }
 
     #[test]
@@ -757,7 +663,7 @@ mod tests {
             });
             let err = Client::new(socket.clone())
                 .with_request_bound(Duration::from_millis(200))
-                .health()
+                .health(HealthRequest::default())
                 .await
                 .expect_err("no answer");
             let (code, shown) = exit_of(err);
@@ -795,7 +701,13 @@ mod tests {
                 stream.write_all(reply.as_bytes()).await.expect("write");
             });
             let client = Client::new(socket.clone());
-            let mut events = client.events("J").await.expect("stream");
+            let mut events = client
+                .event_reader(&EventsRequest {
+                    id: "J".into(),
+                    from: 0,
+                })
+                .await
+                .expect("stream");
             let mut advisors = Vec::new();
             while let Some(event) = events.next().await.expect("an event") {
                 match event {

@@ -1,6 +1,6 @@
 //! Where a request runs: the global flags, the asking process's context, and its
 //! resolution into a root, a state directory, a task, a catalogue, a mode and what is
-//! present on the machine (SPEC §3, §5, §9, §11).
+//! present on the machine.
 //!
 //! [`RequestContext`] is what a client sends with every request, because the daemon is
 //! shared and must judge availability on the environment of the process asking, not its
@@ -11,11 +11,11 @@ use crate::core::availability::{DisableList, Presence};
 use crate::core::catalogue::{AdvisorEntry, Catalogue, CatalogueError, EMBEDDED_SOURCE};
 use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
-use crate::render::Format;
-use crate::service::ServiceError;
+use crate::error::Error;
+use crate::paths;
+use crate::protocol::RequestContext;
 use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, RwLock};
@@ -32,110 +32,30 @@ pub const ENV_CI: &str = "CI";
 pub const ENV_DISABLE: &str = "ADVISORD_ADVISORS_DISABLE";
 /// The variable replacing every cooldown, in seconds.
 pub const ENV_COOLDOWN: &str = "ADVISORD_COOLDOWN_SECONDS";
-/// The variable naming the daemon's socket when `--socket` is not given.
-pub const ENV_SOCKET: &str = "ADVISORD_SOCKET";
 
-/// The state directory under the root when `--state-dir` is not given.
-pub const DEFAULT_STATE_DIR: &str = ".ai/local/state/reasoning";
+/// Where the asker says things are (the command line's `--root`, `--state-dir`, `--task`
+/// and `--catalogue`); what is not given is found the usual way.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Locations {
+    /// The project root.
+    pub root: Option<PathBuf>,
+    /// Where records are kept.
+    pub state_dir: Option<PathBuf>,
+    /// The task.
+    pub task: Option<String>,
+    /// The advisor catalogue.
+    pub catalogue: Option<PathBuf>,
+}
 /// The project's own catalogue under the root.
 pub const PROJECT_CATALOGUE: &str = ".advisord/advisors.yaml";
 /// The task used when nothing else names one.
 pub const DEFAULT_TASK: &str = "default";
 
-/// The flags every `advisor-consult` verb accepts (SPEC §10).
-#[derive(Debug, Clone, clap::Args)]
-pub struct GlobalFlags {
-    /// The project root [default: the nearest ancestor holding `.git`, else the working
-    /// directory]
-    #[arg(long, global = true, value_name = "DIR")]
-    pub root: Option<PathBuf>,
-    /// Where records are kept [default: <root>/.ai/local/state/reasoning]
-    #[arg(long, global = true, value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-    /// The task [default: $ADVISORD_TASK, else the git branch, else `default`]
-    #[arg(long, global = true, value_name = "NAME")]
-    pub task: Option<String>,
-    /// The advisor catalogue [default: $ADVISORD_CATALOGUE, else
-    /// <root>/.advisord/advisors.yaml, else the embedded one]
-    #[arg(long, global = true, value_name = "FILE")]
-    pub catalogue: Option<PathBuf>,
-    /// The daemon's socket [default: $ADVISORD_SOCKET, else
-    /// $XDG_RUNTIME_DIR/advisord/advisord.sock, else /tmp/advisord-<uid>/advisord.sock]
-    #[arg(long, global = true, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
-    /// How to print the result
-    #[arg(long, global = true, value_enum, default_value_t = Format::Plain)]
-    pub format: Format,
-    /// Run in this process instead of through the daemon (network-free verbs only)
-    #[arg(long, global = true)]
-    pub no_daemon: bool,
-    /// Do not start the daemon when its socket does not answer
-    #[arg(long, global = true)]
-    pub no_autostart: bool,
-}
-
-/// The asking process's context, sent with every request (SPEC §9).
-///
-/// Paths are absolute (made so against the client's working directory) because the
-/// daemon runs elsewhere. Credential values are held for the request only and never
-/// appear in `Debug` output.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestContext {
-    /// The project root: absolute, an existing directory.
-    pub root: PathBuf,
-    /// `--state-dir`, absolute.
-    #[serde(default)]
-    pub state_dir: Option<PathBuf>,
-    /// `--task`, else `ADVISORD_TASK` (validated when resolved).
-    #[serde(default)]
-    pub task: Option<String>,
-    /// `--catalogue`, else `ADVISORD_CATALOGUE`, absolute.
-    #[serde(default)]
-    pub catalogue_path: Option<PathBuf>,
-    /// `ADVISORD_MODE`.
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// `CI`.
-    #[serde(default)]
-    pub ci: Option<String>,
-    /// `ADVISORD_ADVISORS_DISABLE`.
-    #[serde(default)]
-    pub disable: Option<String>,
-    /// `ADVISORD_COOLDOWN_SECONDS`.
-    #[serde(default)]
-    pub cooldown_s: Option<String>,
-    /// `PATH`, on which executables are looked up.
-    #[serde(default)]
-    pub path: Option<String>,
-    /// The values of the credential variables the catalogue names, by variable name.
-    #[serde(default)]
-    pub credentials: BTreeMap<String, String>,
-}
-
-impl std::fmt::Debug for RequestContext {
-    // Written by hand so that a credential value can never reach a log line.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let credentials: Vec<&str> = self.credentials.keys().map(String::as_str).collect();
-        f.debug_struct("RequestContext")
-            .field("root", &self.root)
-            .field("state_dir", &self.state_dir)
-            .field("task", &self.task)
-            .field("catalogue_path", &self.catalogue_path)
-            .field("mode", &self.mode)
-            .field("ci", &self.ci)
-            .field("disable", &self.disable)
-            .field("cooldown_s", &self.cooldown_s)
-            .field("path", &self.path)
-            .field("credentials (names only)", &credentials)
-            .finish()
-    }
-}
-
 impl RequestContext {
     /// The context of this process: its flags, its working directory and its environment.
-    pub fn from_process(flags: &GlobalFlags) -> Result<RequestContext, ServiceError> {
+    pub fn from_process(flags: &Locations) -> Result<RequestContext, Error> {
         let cwd = std::env::current_dir().map_err(|e| {
-            ServiceError::Usage(format!(
+            Error::Usage(format!(
                 "cannot read the working directory: {e}; run from an existing directory \
                  or pass `--root DIR`"
             ))
@@ -154,15 +74,10 @@ impl RequestContext {
         task: Option<String>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> RequestContext {
-        let flags = GlobalFlags {
+        let flags = Locations {
             root: Some(root.clone()),
-            state_dir: None,
             task,
-            catalogue: None,
-            socket: None,
-            format: Format::default(),
-            no_daemon: false,
-            no_autostart: false,
+            ..Locations::default()
         };
         let mut ctx = RequestContext::from_parts(&flags, &root, env);
         ctx.credentials = credentials_for(&ctx, env);
@@ -172,7 +87,7 @@ impl RequestContext {
     /// The context for `flags`, working directory `cwd` and environment `env`, without
     /// credentials (see [`RequestContext::from_process`]).
     pub fn from_parts(
-        flags: &GlobalFlags,
+        flags: &Locations,
         cwd: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> RequestContext {
@@ -204,6 +119,37 @@ impl RequestContext {
             credentials: BTreeMap::new(),
         }
     }
+}
+
+/// Give `ctx` the daemon's own values of the credential variables its catalogue names (a
+/// job resumed after a restart: credentials are never journaled).
+pub fn fill_credentials_from_daemon(ctx: &mut RequestContext) {
+    ctx.credentials = credentials_for(ctx, &|name| std::env::var(name).ok());
+}
+
+/// A context for `root` and `task` built from the daemon's own environment, credentials
+/// included (for requests that carry none, and for jobs resumed after a restart).
+pub fn daemon_context(root: &Path, task: Option<String>) -> RequestContext {
+    RequestContext::for_root(root.to_path_buf(), task, &|name| std::env::var(name).ok())
+}
+
+/// [`Error::InvalidRoot`] unless the context's root is an absolute, existing directory: the
+/// daemon's first check of every request that names a root.
+pub fn require_root(ctx: &RequestContext) -> Result<(), Error> {
+    let root = &ctx.root;
+    let problem = if !root.is_absolute() {
+        "is not absolute"
+    } else if !root.exists() {
+        "does not exist"
+    } else if !root.is_dir() {
+        "is not a directory"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidRoot(format!(
+        "root `{}` {problem}; every request names the project root by its absolute path",
+        root.display()
+    )))
 }
 
 /// The values of the credential variables named by the catalogue `ctx` resolves to.
@@ -274,16 +220,13 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// Resolve `ctx` (SPEC §3, §5, §6): root, state directory, task, catalogue, mode,
+    /// Resolve `ctx`: root, state directory, task, catalogue, mode,
     /// disable list, cooldown and presence, in that order; the first problem is the error.
-    pub fn resolve(ctx: &RequestContext) -> Result<Resolved, ServiceError> {
+    pub fn resolve(ctx: &RequestContext) -> Result<Resolved, Error> {
         let root = check_root(&ctx.root)?;
-        let state_dir = ctx
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| root.join(DEFAULT_STATE_DIR));
+        let state_dir = paths::state_dir(&root, ctx.state_dir.as_deref());
         if !state_dir.is_absolute() {
-            return Err(ServiceError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "state directory `{}` is not absolute; pass an absolute `--state-dir`",
                 state_dir.display()
             )));
@@ -295,7 +238,7 @@ impl Resolved {
             ctx.ci.as_deref(),
             catalogue.mode,
         )
-        .map_err(|message| ServiceError::Usage(format!("`{ENV_MODE}`: {message}")))?;
+        .map_err(|message| Error::Usage(format!("`{ENV_MODE}`: {message}")))?;
         let disable = DisableList::parse(ctx.disable.as_deref().unwrap_or(""));
         let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
         let presence = probe_presence(&catalogue, ctx, &root);
@@ -313,15 +256,15 @@ impl Resolved {
     }
 }
 
-fn check_root(root: &Path) -> Result<PathBuf, ServiceError> {
+fn check_root(root: &Path) -> Result<PathBuf, Error> {
     if !root.is_absolute() {
-        return Err(ServiceError::Usage(format!(
+        return Err(Error::Usage(format!(
             "root `{}` is not absolute; name the project root by its absolute path",
             root.display()
         )));
     }
     if !root.is_dir() {
-        return Err(ServiceError::Usage(format!(
+        return Err(Error::Usage(format!(
             "root `{}` is not an existing directory; pass `--root DIR` naming the project",
             root.display()
         )));
@@ -330,9 +273,9 @@ fn check_root(root: &Path) -> Result<PathBuf, ServiceError> {
 }
 
 /// The task: the given name, else the git branch of `root` (sanitised), else `default`.
-fn resolve_task(given: Option<&str>, root: &Path) -> Result<TaskName, ServiceError> {
+fn resolve_task(given: Option<&str>, root: &Path) -> Result<TaskName, Error> {
     if let Some(name) = given {
-        return TaskName::new(name).map_err(ServiceError::InvalidTask);
+        return TaskName::new(name).map_err(Error::InvalidTask);
     }
     let from_branch = git_branch(root).and_then(|b| TaskName::from_branch(&b));
     Ok(from_branch
@@ -361,8 +304,8 @@ pub fn git_branch(root: &Path) -> Option<String> {
     (!branch.is_empty()).then(|| branch.to_string())
 }
 
-/// The catalogue of `ctx` (SPEC §3 chain) and where it came from.
-fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), ServiceError> {
+/// The catalogue of `ctx` and where it came from.
+fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), Error> {
     let file = match &ctx.catalogue_path {
         Some(path) => Some(path.clone()),
         None => Some(ctx.root.join(PROJECT_CATALOGUE)).filter(|p| p.is_file()),
@@ -434,11 +377,11 @@ fn extra_names_read() -> BTreeSet<String> {
 }
 
 /// `ADVISORD_COOLDOWN_SECONDS`: a whole number of seconds; empty means unset.
-pub fn parse_cooldown(value: Option<&str>) -> Result<Option<u64>, ServiceError> {
+pub fn parse_cooldown(value: Option<&str>) -> Result<Option<u64>, Error> {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
         None => Ok(None),
         Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-            ServiceError::Usage(format!(
+            Error::Usage(format!(
                 "`{ENV_COOLDOWN}` is `{}`: it takes a whole number of seconds (e.g. `60`); \
                  fix or unset it",
                 v.escape_debug()
@@ -486,42 +429,10 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// The daemon's socket (SPEC §3): the flag, else `ADVISORD_SOCKET`, else
-/// `$XDG_RUNTIME_DIR/advisord/advisord.sock`, else `/tmp/advisord-<uid>/advisord.sock`.
-pub fn socket_path(flag: Option<&Path>) -> PathBuf {
-    let env = |name: &str| non_empty(std::env::var(name).ok());
-    socket_path_from(flag, &env, nix::unistd::getuid().as_raw())
-}
-
-/// [`socket_path`] over an explicit environment and uid.
-pub fn socket_path_from(
-    flag: Option<&Path>,
-    env: &dyn Fn(&str) -> Option<String>,
-    uid: u32,
-) -> PathBuf {
-    if let Some(flag) = flag {
-        return flag.to_path_buf();
-    }
-    if let Some(socket) = env(ENV_SOCKET).filter(|v| !v.is_empty()) {
-        return PathBuf::from(socket);
-    }
-    if let Some(runtime) = env("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
-        return Path::new(&runtime).join("advisord").join("advisord.sock");
-    }
-    PathBuf::from(format!("/tmp/advisord-{uid}/advisord.sock"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use std::collections::BTreeSet;
-
-    #[derive(Parser)]
-    struct Flags {
-        #[command(flatten)]
-        global: GlobalFlags,
-    }
 
     /// Test catalogues name a made-up adapter `x`, as a daemon's own registry would.
     fn accept_test_adapter() {
@@ -536,10 +447,20 @@ mod tests {
         );
     }
 
-    fn flags(args: &[&str]) -> GlobalFlags {
-        let mut argv = vec!["test"];
-        argv.extend_from_slice(args);
-        Flags::try_parse_from(argv).expect("flags parse").global
+    /// The locations the command line `args` names (`--root X --task Y ...`).
+    fn flags(args: &[&str]) -> Locations {
+        let mut flags = Locations::default();
+        for pair in args.chunks(2) {
+            let value = pair[1].to_string();
+            match pair[0] {
+                "--root" => flags.root = Some(value.into()),
+                "--state-dir" => flags.state_dir = Some(value.into()),
+                "--task" => flags.task = Some(value),
+                "--catalogue" => flags.catalogue = Some(value.into()),
+                other => panic!("not a location flag: {other}"),
+            }
+        }
+        flags
     }
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
@@ -702,10 +623,7 @@ mod tests {
         );
         for bad in ["", "..", "a/b", "../../etc"] {
             assert!(
-                matches!(
-                    resolve_task(Some(bad), root),
-                    Err(ServiceError::InvalidTask(_))
-                ),
+                matches!(resolve_task(Some(bad), root), Err(Error::InvalidTask(_))),
                 "{bad}"
             );
         }
@@ -721,26 +639,6 @@ mod tests {
             let message = parse_cooldown(Some(bad)).expect_err(bad).to_string();
             assert!(message.contains(ENV_COOLDOWN), "{message}");
         }
-    }
-
-    #[test]
-    fn the_socket_path_chain() {
-        let flag = Path::new("/flag.sock");
-        let full = env_of(&[
-            (ENV_SOCKET, "/env.sock"),
-            ("XDG_RUNTIME_DIR", "/run/user/7"),
-        ]);
-        assert_eq!(socket_path_from(Some(flag), &full, 7), flag);
-        assert_eq!(socket_path_from(None, &full, 7), Path::new("/env.sock"));
-        let runtime = env_of(&[("XDG_RUNTIME_DIR", "/run/user/7"), (ENV_SOCKET, "")]);
-        assert_eq!(
-            socket_path_from(None, &runtime, 7),
-            Path::new("/run/user/7/advisord/advisord.sock")
-        );
-        assert_eq!(
-            socket_path_from(None, &env_of(&[]), 7),
-            Path::new("/tmp/advisord-7/advisord.sock")
-        );
     }
 
     #[test]

@@ -1,34 +1,47 @@
-//! The socket protocol: every request and response body the client and the daemon
-//! exchange, the routes, the job, the events of a job's stream and the error body.
+//! The protocol of verbs: one request type and one response type per verb, each request
+//! carrying its own arguments, shared by every surface (the CLI, the daemon's socket, the
+//! coming MCP server and web page) and every transport.
 //!
-//! The daemon speaks HTTP/1.1 with JSON bodies over a unix socket (SPEC §9); this module
-//! is the one place that says what those bodies are, so the client (`src/client.rs`) and
-//! the daemon (`src/daemon/`) cannot drift apart. `docs/DAEMON.md` shows each route with
-//! `curl --unix-socket`.
+//! HTTP is one way to carry a verb: [`ROUTES`] is the one table from verbs to a method and
+//! a path, and [`Verb::call`] says where each argument goes on the wire (the path, the
+//! query, or a JSON body). `docs/DAEMON.md` shows each route with `curl --unix-socket`.
+//!
+//! This module depends only on the core's record and view types: nothing of the command
+//! line, the renderer, the service layer or the daemon.
 //!
 //! # How a request carries the asking process's context
 //!
-//! The daemon is shared by every session of the user, so availability and process
-//! advisors must see the environment of the process asking, not the daemon's. Each
-//! request therefore carries a [`RequestContext`] (root, state dir, task, catalogue
-//! path, mode, `CI`, disable list, cooldown, `PATH`, and the values of the credential
-//! variables its catalogue names):
+//! Every verb that concerns a root carries a [`RequestContext`]. On HTTP:
 //!
-//! - **POST routes** carry it in the JSON body, as the field `context`.
-//! - **GET routes** take it the same way, as an optional JSON body
-//!   [`ContextBody`] (`{"context": {...}}`; the client always sends one). Without a body
-//!   (`curl` by hand), the query parameters `root` (required) and `task` (optional) name
-//!   the root and task, and everything else comes from the daemon's own environment,
-//!   exactly as for a job resumed after a restart. A body, when present, wins: the query's
-//!   `root` and `task` are then not read.
+//! - **POST routes** carry the whole request as the JSON body, the context as the field
+//!   `context`.
+//! - **GET routes** carry their own arguments in the query string (`id`, `depth`,
+//!   `show_superseded`, `path`) and the context as the JSON body `{"context": {...}}`.
+//!   Without a body (`curl` by hand), the query parameters `root` (required) and `task`
+//!   (optional) name the root and task, and everything else comes from the daemon's own
+//!   environment, exactly as for a job resumed after a restart.
 //!
 //! Credential values are held in memory for the request (and its job) only: the daemon
 //! never journals, records or logs them.
 
-use crate::context::RequestContext;
-use crate::core::records::{Confidence, ConsultationStatus, FailureKind, Materiality, Record};
+mod context;
+mod ids;
+mod job;
+mod timeout;
+
+pub use context::RequestContext;
+pub use ids::{JobId, RecordId, Timestamp};
+pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState};
+pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
+
+use crate::check::CheckReport;
+use crate::core::records::{Confidence, Materiality, Plan, Record};
+use crate::core::views::advisors::AdvisorsView;
+use crate::core::views::explain::ExplainView;
+use crate::core::views::status::StatusView;
+use crate::core::views::tree::TreeView;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// The prefix of every route.
 pub const API_PREFIX: &str = "/api/v1";
@@ -36,178 +49,68 @@ pub const API_PREFIX: &str = "/api/v1";
 /// The largest request body the daemon reads (1 MiB); a larger one is refused with 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The consultation deadline when a request gives none, in seconds (SPEC §9).
-pub const DEFAULT_TIMEOUT_S: f64 = 90.0;
-
-/// The longest deadline a consultation may ask for, in seconds (one day).
-pub const MAX_TIMEOUT_S: f64 = 86_400.0;
-
 /// The content type of a job's event stream: one JSON [`Event`] per line.
 pub const NDJSON: &str = "application/x-ndjson";
 
-/// One route of the API (SPEC §9), parsed from a method and a path by [`Route::parse`].
-///
-/// The daemon dispatches on this enum in one exhaustive match; the client builds its
-/// request lines from [`Route::method`] and [`Route::path`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
-    /// `GET /api/v1/health`: [`Health`].
+// ---------------------------------------------------------------------------------------
+// The verbs
+// ---------------------------------------------------------------------------------------
+
+/// Every verb, by name: the key of [`ROUTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VerbName {
+    /// [`HealthRequest`] → [`Health`].
     Health,
-    /// `GET /api/v1/reasoning/advisors`: the advisors view (`advisors --format json`).
+    /// [`AdvisorsRequest`] → [`AdvisorsView`].
     Advisors,
-    /// `POST /api/v1/reasoning/plan` with a [`PlanRequest`]: a plan preview, not recorded.
-    PlanPreview,
-    /// `POST /api/v1/reasoning/records` with a [`RecordRequest`]: the one writer; replies
-    /// 201 with the stored record.
+    /// [`PlanRequest`] → [`Plan`] (a preview, not recorded).
+    Plan,
+    /// [`RecordRequest`] → the stored [`Record`].
     Record,
-    /// `GET /api/v1/reasoning`: the task's derived status (`status --format json`).
+    /// [`StatusRequest`] → [`StatusView`].
     Status,
-    /// `GET /api/v1/reasoning/explain?id=ID`: the provenance chain of a record.
+    /// [`ExplainRequest`] → [`ExplainView`].
     Explain,
-    /// `GET /api/v1/reasoning/tree?depth=N&show_superseded=true`: the task's records as a
-    /// tree (an addition to SPEC §9, so `tree` works through the daemon too).
+    /// [`TreeRequest`] → [`TreeView`].
     Tree,
-    /// `GET /api/v1/reasoning/check?path=DIR`: `check` findings.
+    /// [`CheckRequest`] → [`CheckReport`].
     Check,
-    /// `POST /api/v1/consultations` with a [`ConsultRequest`]: queue a job; replies 202
-    /// with the [`Job`] once it is journaled.
+    /// [`ConsultRequest`] → the queued [`Job`].
     Consult,
-    /// `GET /api/v1/consultations?root=&task=&state=`: the jobs kept, oldest first, as
-    /// [`JobList`]; the optional query parameters filter.
+    /// [`JobsRequest`] → [`JobList`].
     Jobs,
-    /// `GET /api/v1/consultations/{id}`: one [`Job`].
-    Job(String),
-    /// `GET /api/v1/consultations/{id}/events`: the job's [`Event`]s as NDJSON, past ones
-    /// first, then live ones, ending after [`Event::Done`].
-    JobEvents(String),
-    /// `DELETE /api/v1/consultations/{id}`: cancel a job; replies 200 with the [`Job`]
-    /// once it has ended (or 202 if it is still stopping), 409 when it had already ended.
-    Cancel(String),
+    /// [`JobRequest`] → one [`Job`].
+    Job,
+    /// [`EventsRequest`] → the job's [`Event`]s, past then live, until `done`.
+    Events,
+    /// [`CancelRequest`] → the [`Job`] once it ended (or still stopping).
+    Cancel,
 }
 
-/// Why a method and path name no route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RouteError {
-    /// No route has this path (404 `not_found`).
-    NotFound,
-    /// The path exists but not with this method (405 `method_not_allowed`); the methods
-    /// it accepts.
-    MethodNotAllowed(&'static str),
+/// A request of one verb: it names its response type and how HTTP carries it.
+pub trait Verb: Serialize {
+    /// What the verb answers.
+    type Response;
+    /// Which verb this is.
+    const NAME: VerbName;
+    /// The request as an HTTP call: the route's method and path, the query, the body.
+    fn call(&self) -> HttpCall;
 }
 
-impl Route {
-    /// The route for `method` and `path` (the path without its query string).
-    pub fn parse(method: &str, path: &str) -> Result<Route, RouteError> {
-        let rest = path.strip_prefix(API_PREFIX).ok_or(RouteError::NotFound)?;
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        let segments: Vec<&str> = rest.split('/').skip(1).collect();
-        let (route, allowed): (Route, &'static str) = match segments.as_slice() {
-            ["health"] => (Route::Health, "GET"),
-            ["reasoning"] => (Route::Status, "GET"),
-            ["reasoning", "advisors"] => (Route::Advisors, "GET"),
-            ["reasoning", "plan"] => (Route::PlanPreview, "POST"),
-            ["reasoning", "records"] => (Route::Record, "POST"),
-            ["reasoning", "explain"] => (Route::Explain, "GET"),
-            ["reasoning", "tree"] => (Route::Tree, "GET"),
-            ["reasoning", "check"] => (Route::Check, "GET"),
-            ["consultations"] => {
-                return match method {
-                    "GET" => Ok(Route::Jobs),
-                    "POST" => Ok(Route::Consult),
-                    _ => Err(RouteError::MethodNotAllowed("GET, POST")),
-                }
-            }
-            ["consultations", id] if !id.is_empty() => {
-                return match method {
-                    "GET" => Ok(Route::Job(id.to_string())),
-                    "DELETE" => Ok(Route::Cancel(id.to_string())),
-                    _ => Err(RouteError::MethodNotAllowed("GET, DELETE")),
-                }
-            }
-            ["consultations", id, "events"] if !id.is_empty() => {
-                (Route::JobEvents(id.to_string()), "GET")
-            }
-            _ => return Err(RouteError::NotFound),
-        };
-        if method == allowed {
-            Ok(route)
-        } else {
-            Err(RouteError::MethodNotAllowed(allowed))
-        }
-    }
+/// `health`: the daemon's version, pid, uptime and jobs by state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthRequest {}
 
-    /// The HTTP method of this route.
-    pub fn method(&self) -> &'static str {
-        match self {
-            Route::PlanPreview | Route::Record | Route::Consult => "POST",
-            Route::Cancel(_) => "DELETE",
-            Route::Health
-            | Route::Advisors
-            | Route::Status
-            | Route::Explain
-            | Route::Tree
-            | Route::Check
-            | Route::Jobs
-            | Route::Job(_)
-            | Route::JobEvents(_) => "GET",
-        }
-    }
-
-    /// The path of this route (without a query string).
-    pub fn path(&self) -> String {
-        let tail = match self {
-            Route::Health => "health".to_string(),
-            Route::Advisors => "reasoning/advisors".to_string(),
-            Route::PlanPreview => "reasoning/plan".to_string(),
-            Route::Record => "reasoning/records".to_string(),
-            Route::Status => "reasoning".to_string(),
-            Route::Explain => "reasoning/explain".to_string(),
-            Route::Tree => "reasoning/tree".to_string(),
-            Route::Check => "reasoning/check".to_string(),
-            Route::Consult | Route::Jobs => "consultations".to_string(),
-            Route::Job(id) | Route::Cancel(id) => format!("consultations/{id}"),
-            Route::JobEvents(id) => format!("consultations/{id}/events"),
-        };
-        format!("{API_PREFIX}/{tail}")
-    }
-}
-
-/// The optional body of a GET route: the asking process's context.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `advisors`: every advisor of the context's catalogue, its status and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ContextBody {
-    /// The asking process's context (see the module documentation).
+pub struct AdvisorsRequest {
+    /// The asking process's context.
     pub context: RequestContext,
 }
 
-/// The query parameters a route may read; each route reads only its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RouteQuery {
-    /// The root, for GET routes sent without a [`ContextBody`]; a filter for [`Route::Jobs`].
-    #[serde(default)]
-    pub root: Option<String>,
-    /// The task, for GET routes sent without a [`ContextBody`]; a filter for [`Route::Jobs`].
-    #[serde(default)]
-    pub task: Option<String>,
-    /// The record id, for [`Route::Explain`] (required there).
-    #[serde(default)]
-    pub id: Option<String>,
-    /// The directory checked, for [`Route::Check`] (default: the root).
-    #[serde(default)]
-    pub path: Option<String>,
-    /// How deep the tree goes, for [`Route::Tree`] (default: all the way).
-    #[serde(default)]
-    pub depth: Option<usize>,
-    /// Whether the tree shows superseded conclusions, for [`Route::Tree`].
-    #[serde(default)]
-    pub show_superseded: Option<bool>,
-    /// A job state filter (`queued`, `running`, ...), for [`Route::Jobs`].
-    #[serde(default)]
-    pub state: Option<JobState>,
-}
-
-/// The body of `POST /api/v1/reasoning/plan`: what a plan preview is computed for.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `plan`: a plan preview (not recorded) for a materiality, confidence and capabilities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
     /// The asking process's context.
@@ -222,288 +125,428 @@ pub struct PlanRequest {
     pub capabilities: Vec<String>,
 }
 
-/// The body of `POST /api/v1/reasoning/records`: one record for the writer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `record`: one record for the writer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordRequest {
     /// The asking process's context (its task is the task written to).
     pub context: RequestContext,
-    /// One JSON object: `kind` plus the caller's fields (SPEC §12 `record --file`).
+    /// One JSON object: `kind` plus the caller's fields.
     pub record: serde_json::Value,
 }
 
-/// The body of `POST /api/v1/consultations`: a consultation job to queue.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `status`: the task's derived status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+}
+
+/// `explain`: the provenance chain of one record of the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+    /// The record explained.
+    pub id: RecordId,
+}
+
+/// `tree`: the task's records as a tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+    /// How deep the tree goes (default: all the way).
+    #[serde(default)]
+    pub depth: Option<usize>,
+    /// Whether superseded conclusions are shown.
+    #[serde(default)]
+    pub show_superseded: bool,
+}
+
+/// `check`: provider-independence and CI-credential findings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+    /// The directory or file checked, absolute or under the root (default: the root).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+}
+
+/// `consult`: queue a consultation job for an assessment; answered once it is journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConsultRequest {
     /// The asking process's context; its `PATH` and credential values are what the job's
     /// availability and process advisors see.
     pub context: RequestContext,
-    /// The id of the assessment to consult on (a record of the context's task).
-    pub assessment: String,
+    /// The assessment to consult on (a record of the context's task).
+    pub assessment: RecordId,
     /// An extra question for the advisors, appended to the built one.
     #[serde(default)]
     pub question: Option<String>,
     /// An opinion from earlier (marked as an opinion in the question, not a fact).
     #[serde(default)]
     pub prior_opinion: Option<String>,
-    /// The deadline of every exchange, in seconds (decimals allowed; default
-    /// [`DEFAULT_TIMEOUT_S`], at most [`MAX_TIMEOUT_S`]).
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
+    /// By when every exchange of the job must have ended (default [`Timeout::DEFAULT`]).
+    #[serde(default, rename = "timeout_s", skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Timeout>,
 }
 
-/// Where a job is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    /// Journaled; not started yet.
-    Queued,
-    /// Planning or consulting.
-    Running,
-    /// Every selected advisor has a recorded consultation (or none was selected). A done
-    /// job may still have no completed consultation: see [`Job::none_completed`].
-    Done,
-    /// Cancelled by `DELETE`: exchanges in flight were stopped and recorded as
-    /// `cancelled` failures; advisors never started are not recorded.
-    Cancelled,
-    /// It could not go on (the assessment vanished, the state directory is unwritable,
-    /// the disk is full...); [`Job::reason`] says why.
-    Failed,
-}
-
-impl JobState {
-    /// Every state, in lifecycle order.
-    pub const ALL: [JobState; 5] = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Done,
-        JobState::Cancelled,
-        JobState::Failed,
-    ];
-
-    /// The name used in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Done => "done",
-            JobState::Cancelled => "cancelled",
-            JobState::Failed => "failed",
-        }
-    }
-
-    /// Whether the job has ended (done, cancelled or failed).
-    pub fn is_finished(self) -> bool {
-        matches!(
-            self,
-            JobState::Done | JobState::Cancelled | JobState::Failed
-        )
-    }
-}
-
-/// Where one selected advisor's exchange stands within a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExchangeStatus {
-    /// Not started (waiting for its turn under `max_concurrent`, or for the job to run).
-    Pending,
-    /// Asked; its outcome is not recorded yet (it may have answered and be waiting for an
-    /// earlier advisor of the plan to be recorded first).
-    Running,
-    /// Recorded as a completed consultation.
-    Completed,
-    /// Recorded as a failed consultation ([`JobConsultation::failure`] says why).
-    Failed,
-}
-
-impl From<ConsultationStatus> for ExchangeStatus {
-    fn from(status: ConsultationStatus) -> Self {
-        match status {
-            ConsultationStatus::Completed => ExchangeStatus::Completed,
-            ConsultationStatus::Failed => ExchangeStatus::Failed,
-        }
-    }
-}
-
-/// One selected advisor of a job's plan, in plan order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobConsultation {
-    /// The advisor id.
-    pub advisor: String,
-    /// The consultation record's id, once recorded.
-    pub record: Option<String>,
-    /// Where the exchange stands.
-    pub status: ExchangeStatus,
-    /// The failure kind, when recorded as failed.
-    pub failure: Option<FailureKind>,
-}
-
-/// A consultation job (SPEC §12): the reply to `POST`, `GET` and `DELETE` of a job, and
-/// the last event of its stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Job {
-    /// The job id (a ULID).
-    pub id: String,
-    /// Where it is in its life.
-    pub state: JobState,
-    /// The root it concerns (absolute).
-    pub root: String,
-    /// The task it records into.
-    pub task: String,
-    /// The assessment consulted on.
-    pub assessment: String,
-    /// The plan record's id, once recorded.
-    pub plan: Option<String>,
-    /// One entry per selected advisor, in plan order (empty before the plan, or when the
-    /// plan selected nobody).
-    pub consultations: Vec<JobConsultation>,
-    /// The disagreement record's id, when a completed consultation diverged.
-    pub disagreement: Option<String>,
-    /// When the job was accepted, RFC 3339 UTC.
-    pub created_at: String,
-    /// When it ended, RFC 3339 UTC.
-    pub finished_at: Option<String>,
-    /// Why it failed or was cancelled, in one sentence (absent otherwise).
+/// `jobs`: the jobs kept (unfinished and recently finished), oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsRequest {
+    /// Only the jobs of this root (as written when queued).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub root: Option<String>,
+    /// Only the jobs of this task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// Only the jobs in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<JobState>,
 }
 
-#[cfg(test)]
-impl Job {
-    /// A job with placeholder fields in `state`, for unit tests.
-    pub(crate) fn sample(id: &str, state: JobState) -> Job {
-        Job {
-            id: id.into(),
-            state,
-            root: "/r".into(),
-            task: "t".into(),
-            assessment: "A".into(),
-            plan: None,
-            consultations: vec![],
-            disagreement: None,
-            created_at: "2026-01-01T00:00:00Z".into(),
-            finished_at: None,
-            reason: None,
+/// `job`: one job as it stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRequest {
+    /// The job.
+    pub id: JobId,
+}
+
+/// `events`: a job's events from position `from` on (0: all of them, replayed), then live
+/// ones, ending after [`Event::Done`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsRequest {
+    /// The job.
+    pub id: JobId,
+    /// How many events to skip (those already seen).
+    #[serde(default)]
+    pub from: usize,
+}
+
+/// `cancel`: stop a job; exchanges in flight are recorded as `cancelled` failures.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    /// The job.
+    pub id: JobId,
+}
+
+/// `wait`: wait for a job to end, at most `bound` (no bound: as long as it takes). Carried
+/// by the events stream on HTTP.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitRequest {
+    /// The job.
+    pub id: JobId,
+    /// How long to wait at most.
+    #[serde(default)]
+    pub bound: Option<Timeout>,
+}
+
+/// What a wait ended with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Waited {
+    /// The job ended; it is here as it ended.
+    Ended(Box<Job>),
+    /// The bound ran out first; the job as it stands.
+    TimedOut(Box<Job>),
+}
+
+/// The context as a GET route's body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextBody {
+    /// The asking process's context.
+    pub context: RequestContext,
+}
+
+/// One verb as an HTTP request: method and path from [`ROUTES`], the query, the body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpCall {
+    /// The verb (its route's method and path pattern are in [`ROUTES`]).
+    pub verb: VerbName,
+    /// The job id filling the path's `{id}`, for the job routes.
+    pub id: Option<JobId>,
+    /// The query parameters, in order.
+    pub query: Vec<(&'static str, String)>,
+    /// The JSON body, if any.
+    pub body: Option<serde_json::Value>,
+}
+
+impl HttpCall {
+    fn new(verb: VerbName) -> HttpCall {
+        HttpCall {
+            verb,
+            id: None,
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    fn with_body(mut self, body: &impl Serialize) -> HttpCall {
+        // Every request type is plain data with string keys: it always encodes.
+        self.body = Some(serde_json::to_value(body).unwrap_or_default());
+        self
+    }
+
+    fn with_context(self, context: &RequestContext) -> HttpCall {
+        self.with_body(&serde_json::json!({ "context": context }))
+    }
+
+    fn with_id(mut self, id: &JobId) -> HttpCall {
+        self.id = Some(id.clone());
+        self
+    }
+
+    /// The route's method.
+    pub fn method(&self) -> &'static str {
+        route_of(self.verb).method
+    }
+
+    /// The path, its `{id}` filled in (no query string).
+    pub fn path(&self) -> String {
+        let pattern = route_of(self.verb).path;
+        match &self.id {
+            Some(id) => pattern.replace("{id}", id.as_str()),
+            None => pattern.to_string(),
         }
     }
 }
 
-impl Job {
-    /// Whether the plan selected someone and no consultation completed: the client then
-    /// exits 1 (SPEC §10), though the job itself is `done`.
-    pub fn none_completed(&self) -> bool {
-        !self.consultations.is_empty()
-            && !self
-                .consultations
-                .iter()
-                .any(|c| c.status == ExchangeStatus::Completed)
+macro_rules! verb {
+    ($request:ty, $response:ty, $name:ident, |$r:ident| $call:expr) => {
+        impl Verb for $request {
+            type Response = $response;
+            const NAME: VerbName = VerbName::$name;
+            fn call(&self) -> HttpCall {
+                let $r = self;
+                $call
+            }
+        }
+    };
+}
+
+verb!(HealthRequest, Health, Health, |_r| HttpCall::new(
+    VerbName::Health
+));
+verb!(AdvisorsRequest, AdvisorsView, Advisors, |r| HttpCall::new(
+    VerbName::Advisors
+)
+.with_context(&r.context));
+verb!(PlanRequest, Plan, Plan, |r| HttpCall::new(VerbName::Plan)
+    .with_body(r));
+verb!(RecordRequest, Record, Record, |r| HttpCall::new(
+    VerbName::Record
+)
+.with_body(r));
+verb!(StatusRequest, StatusView, Status, |r| HttpCall::new(
+    VerbName::Status
+)
+.with_context(&r.context));
+verb!(ExplainRequest, ExplainView, Explain, |r| {
+    let mut call = HttpCall::new(VerbName::Explain).with_context(&r.context);
+    call.query.push(("id", r.id.to_string()));
+    call
+});
+verb!(TreeRequest, TreeView, Tree, |r| {
+    let mut call = HttpCall::new(VerbName::Tree).with_context(&r.context);
+    call.query
+        .push(("show_superseded", r.show_superseded.to_string()));
+    if let Some(depth) = r.depth {
+        call.query.push(("depth", depth.to_string()));
+    }
+    call
+});
+verb!(CheckRequest, CheckReport, Check, |r| {
+    let mut call = HttpCall::new(VerbName::Check).with_context(&r.context);
+    if let Some(path) = &r.path {
+        call.query.push(("path", path.display().to_string()));
+    }
+    call
+});
+verb!(ConsultRequest, Job, Consult, |r| HttpCall::new(
+    VerbName::Consult
+)
+.with_body(r));
+verb!(JobsRequest, JobList, Jobs, |r| {
+    let mut call = HttpCall::new(VerbName::Jobs);
+    if let Some(root) = &r.root {
+        call.query.push(("root", root.clone()));
+    }
+    if let Some(task) = &r.task {
+        call.query.push(("task", task.clone()));
+    }
+    if let Some(state) = r.state {
+        call.query.push(("state", state.as_str().to_string()));
+    }
+    call
+});
+verb!(JobRequest, Job, Job, |r| HttpCall::new(VerbName::Job)
+    .with_id(&r.id));
+verb!(EventsRequest, Event, Events, |r| {
+    let mut call = HttpCall::new(VerbName::Events).with_id(&r.id);
+    if r.from > 0 {
+        call.query.push(("from", r.from.to_string()));
+    }
+    call
+});
+verb!(CancelRequest, Job, Cancel, |r| HttpCall::new(
+    VerbName::Cancel
+)
+.with_id(&r.id));
+
+// ---------------------------------------------------------------------------------------
+// The routes
+// ---------------------------------------------------------------------------------------
+
+/// One route of the HTTP API: a verb carried by a method and a path (`{id}` a job id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The verb it carries.
+    pub verb: VerbName,
+    /// The HTTP method.
+    pub method: &'static str,
+    /// The path, `{id}` standing for a job id.
+    pub path: &'static str,
+}
+
+/// Every route, the one table from verbs to HTTP.
+pub const ROUTES: &[Route] = &[
+    Route {
+        verb: VerbName::Health,
+        method: "GET",
+        path: "/api/v1/health",
+    },
+    Route {
+        verb: VerbName::Advisors,
+        method: "GET",
+        path: "/api/v1/reasoning/advisors",
+    },
+    Route {
+        verb: VerbName::Plan,
+        method: "POST",
+        path: "/api/v1/reasoning/plan",
+    },
+    Route {
+        verb: VerbName::Record,
+        method: "POST",
+        path: "/api/v1/reasoning/records",
+    },
+    Route {
+        verb: VerbName::Status,
+        method: "GET",
+        path: "/api/v1/reasoning",
+    },
+    Route {
+        verb: VerbName::Explain,
+        method: "GET",
+        path: "/api/v1/reasoning/explain",
+    },
+    Route {
+        verb: VerbName::Tree,
+        method: "GET",
+        path: "/api/v1/reasoning/tree",
+    },
+    Route {
+        verb: VerbName::Check,
+        method: "GET",
+        path: "/api/v1/reasoning/check",
+    },
+    Route {
+        verb: VerbName::Jobs,
+        method: "GET",
+        path: "/api/v1/consultations",
+    },
+    Route {
+        verb: VerbName::Consult,
+        method: "POST",
+        path: "/api/v1/consultations",
+    },
+    Route {
+        verb: VerbName::Job,
+        method: "GET",
+        path: "/api/v1/consultations/{id}",
+    },
+    Route {
+        verb: VerbName::Cancel,
+        method: "DELETE",
+        path: "/api/v1/consultations/{id}",
+    },
+    Route {
+        verb: VerbName::Events,
+        method: "GET",
+        path: "/api/v1/consultations/{id}/events",
+    },
+];
+
+/// The route of `verb`.
+pub fn route_of(verb: VerbName) -> &'static Route {
+    ROUTES
+        .iter()
+        .find(|r| r.verb == verb)
+        .expect("every verb has a route in ROUTES")
+}
+
+/// Why a method and path name no route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteError {
+    /// No route has this path (404 `not_found`).
+    NotFound,
+    /// The path exists but not with this method (405 `method_not_allowed`); the methods
+    /// it accepts, as `GET, POST`.
+    MethodNotAllowed(String),
+}
+
+/// The verb `method` and `path` (without its query string) carry, and the job id in the
+/// path if the route has one.
+pub fn parse_route(method: &str, path: &str) -> Result<(VerbName, Option<JobId>), RouteError> {
+    let trimmed = path
+        .strip_suffix('/')
+        .filter(|p| !p.is_empty())
+        .unwrap_or(path);
+    let mut allowed: Vec<&'static str> = Vec::new();
+    for route in ROUTES {
+        let Some(id) = matches(route.path, trimmed) else {
+            continue;
+        };
+        if route.method == method {
+            return Ok((route.verb, id.map(JobId::from)));
+        }
+        allowed.push(route.method);
+    }
+    if allowed.is_empty() {
+        Err(RouteError::NotFound)
+    } else {
+        Err(RouteError::MethodNotAllowed(allowed.join(", ")))
     }
 }
 
-/// The reply of `GET /api/v1/consultations`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobList {
-    /// The jobs kept (unfinished ones and recently finished ones), oldest first.
-    pub jobs: Vec<Job>,
-}
-
-/// One line of a job's event stream (`GET /api/v1/consultations/{id}/events`), tagged by
-/// `event`. Every event names its `job`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    /// The plan is recorded (or was found recorded, when a job resumes).
-    Plan {
-        /// The job id.
-        job: String,
-        /// The stored plan record (selected advisors in order, left out, local review).
-        record: Box<Record>,
-    },
-    /// An exchange with an advisor began (after waiting for its `max_concurrent` turn).
-    Started {
-        /// The job id.
-        job: String,
-        /// The advisor asked.
-        advisor: String,
-        /// When, RFC 3339 UTC (so a client that joins late can show the elapsed time).
-        at: String,
-    },
-    /// An exchange ended, in the order answers arrive; the outcome is recorded later, in
-    /// plan order ([`Event::Recorded`]).
-    Finished {
-        /// The job id.
-        job: String,
-        /// The advisor that answered or failed.
-        advisor: String,
-        /// Completed (an answer with a conclusion) or failed.
-        status: ConsultationStatus,
-        /// The failure kind, when failed.
-        failure: Option<FailureKind>,
-        /// The diagnostic, when failed.
-        diagnostic: Option<String>,
-        /// How long the exchange took.
-        duration_ms: u64,
-    },
-    /// A consultation record was stored (in plan order).
-    Recorded {
-        /// The job id.
-        job: String,
-        /// The advisor it records.
-        advisor: String,
-        /// The stored consultation record.
-        record: Box<Record>,
-    },
-    /// A completed consultation diverged and the disagreement was recorded.
-    Disagreement {
-        /// The job id.
-        job: String,
-        /// The stored disagreement record.
-        record: Box<Record>,
-    },
-    /// The job ended; always the last event of a stream.
-    Done {
-        /// The job id.
-        job: String,
-        /// The job as it ended (its `state` says done, cancelled or failed).
-        result: Box<Job>,
-    },
-}
-
-impl Event {
-    /// The id of the job this event belongs to.
-    pub fn job_id(&self) -> &str {
-        match self {
-            Event::Plan { job, .. }
-            | Event::Started { job, .. }
-            | Event::Finished { job, .. }
-            | Event::Recorded { job, .. }
-            | Event::Disagreement { job, .. }
-            | Event::Done { job, .. } => job,
+/// Whether `path` fits `pattern`: `Some(id)` when it does (`id` filling `{id}`, if any).
+fn matches<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
+    let mut id = None;
+    let mut given = path.split('/');
+    for want in pattern.split('/') {
+        let seg = given.next()?;
+        if want == "{id}" {
+            if seg.is_empty() {
+                return None;
+            }
+            id = Some(seg);
+        } else if want != seg {
+            return None;
         }
     }
-
-    /// Whether this is the last event of its job.
-    pub fn is_done(&self) -> bool {
-        matches!(self, Event::Done { .. })
-    }
-}
-
-/// The reply of `GET /api/v1/health`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Health {
-    /// The daemon's version (`CARGO_PKG_VERSION`).
-    pub version: String,
-    /// The daemon's process id.
-    pub pid: u32,
-    /// Seconds since the daemon started.
-    pub uptime_s: u64,
-    /// How many jobs are kept in each state (every state listed, 0 included).
-    pub jobs: BTreeMap<JobState, usize>,
+    given.next().is_none().then_some(id)
 }
 
 /// The body of every error reply: `{"error": CODE, "message": ...}`, plus `reason` for a
-/// writer refusal (`error` is then `refused` and `reason` the refusal's code of SPEC §4).
+/// writer refusal (`error` is then `refused` and `reason` the refusal's reason code).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// A snake_case code (see [`codes`]).
@@ -546,69 +589,99 @@ pub mod codes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::records::FailureKind;
 
-    fn check(method: &str, path: &str, expected: Result<Route, RouteError>) {
-        assert_eq!(Route::parse(method, path), expected, "{method} {path}");
-        if let Ok(route) = expected {
-            assert_eq!(route.method(), method);
-            assert_eq!(
-                Route::parse(route.method(), &route.path()),
-                Ok(route.clone())
-            );
-        }
+    fn check(method: &str, path: &str, expected: Result<(VerbName, Option<&str>), RouteError>) {
+        let expected = expected.map(|(verb, id)| (verb, id.map(JobId::from)));
+        assert_eq!(parse_route(method, path), expected, "{method} {path}");
     }
 
     #[test]
-    fn routes_parse_and_print_back() {
+    fn routes_parse() {
         use RouteError::*;
-        let id = || "01J0000000000000000000000A".to_string();
-        check("GET", "/api/v1/health", Ok(Route::Health));
-        check("GET", "/api/v1/health/", Ok(Route::Health));
-        check("GET", "/api/v1/reasoning", Ok(Route::Status));
-        check("GET", "/api/v1/reasoning/advisors", Ok(Route::Advisors));
-        check("POST", "/api/v1/reasoning/plan", Ok(Route::PlanPreview));
-        check("POST", "/api/v1/reasoning/records", Ok(Route::Record));
-        check("GET", "/api/v1/reasoning/explain", Ok(Route::Explain));
-        check("GET", "/api/v1/reasoning/tree", Ok(Route::Tree));
-        check("GET", "/api/v1/reasoning/check", Ok(Route::Check));
-        check("POST", "/api/v1/consultations", Ok(Route::Consult));
-        check("GET", "/api/v1/consultations", Ok(Route::Jobs));
-        check(
-            "GET",
-            &format!("/api/v1/consultations/{}", id()),
-            Ok(Route::Job(id())),
-        );
-        check(
-            "DELETE",
-            &format!("/api/v1/consultations/{}", id()),
-            Ok(Route::Cancel(id())),
-        );
-        check(
-            "GET",
-            &format!("/api/v1/consultations/{}/events", id()),
-            Ok(Route::JobEvents(id())),
-        );
-        check("POST", "/api/v1/health", Err(MethodNotAllowed("GET")));
-        check(
-            "GET",
-            "/api/v1/reasoning/records",
-            Err(MethodNotAllowed("POST")),
-        );
-        check(
-            "PUT",
-            "/api/v1/consultations",
-            Err(MethodNotAllowed("GET, POST")),
-        );
+        use VerbName as V;
+        let id = "01J0000000000000000000000A";
+        check("GET", "/api/v1/health", Ok((V::Health, None)));
+        check("GET", "/api/v1/health/", Ok((V::Health, None)));
+        check("GET", "/api/v1/reasoning", Ok((V::Status, None)));
+        check("GET", "/api/v1/reasoning/advisors", Ok((V::Advisors, None)));
+        check("POST", "/api/v1/reasoning/plan", Ok((V::Plan, None)));
+        check("POST", "/api/v1/reasoning/records", Ok((V::Record, None)));
+        check("GET", "/api/v1/reasoning/explain", Ok((V::Explain, None)));
+        check("GET", "/api/v1/reasoning/tree", Ok((V::Tree, None)));
+        check("GET", "/api/v1/reasoning/check", Ok((V::Check, None)));
+        check("POST", "/api/v1/consultations", Ok((V::Consult, None)));
+        check("GET", "/api/v1/consultations", Ok((V::Jobs, None)));
+        let job = format!("/api/v1/consultations/{id}");
+        check("GET", &job, Ok((V::Job, Some(id))));
+        check("DELETE", &job, Ok((V::Cancel, Some(id))));
+        check("GET", &format!("{job}/events"), Ok((V::Events, Some(id))));
+        let not_allowed = |m: &str| Err(MethodNotAllowed(m.to_string()));
+        check("POST", "/api/v1/health", not_allowed("GET"));
+        check("GET", "/api/v1/reasoning/records", not_allowed("POST"));
+        check("PUT", "/api/v1/consultations", not_allowed("GET, POST"));
         check(
             "POST",
             "/api/v1/consultations/x",
-            Err(MethodNotAllowed("GET, DELETE")),
+            not_allowed("GET, DELETE"),
         );
         check("GET", "/api/v1/nothing", Err(NotFound));
         check("GET", "/api/v2/health", Err(NotFound));
         check("GET", "/", Err(NotFound));
         check("GET", "/api/v1/consultations/x/events/more", Err(NotFound));
+        check("GET", "/api/v1/consultations//events", Err(NotFound));
         check("GET", "/api/v1//", Err(NotFound));
+    }
+
+    #[test]
+    fn every_verb_has_one_route_and_its_calls_print_back() {
+        use VerbName as V;
+        for verb in [
+            V::Health,
+            V::Advisors,
+            V::Plan,
+            V::Record,
+            V::Status,
+            V::Explain,
+            V::Tree,
+            V::Check,
+            V::Consult,
+            V::Jobs,
+            V::Job,
+            V::Events,
+            V::Cancel,
+        ] {
+            assert_eq!(
+                ROUTES.iter().filter(|r| r.verb == verb).count(),
+                1,
+                "{verb:?}"
+            );
+        }
+        let call = JobRequest { id: "J1".into() }.call();
+        assert_eq!(
+            (call.method(), call.path().as_str()),
+            ("GET", "/api/v1/consultations/J1")
+        );
+        assert_eq!(
+            parse_route(call.method(), &call.path()),
+            Ok((V::Job, Some("J1".into())))
+        );
+        let call = EventsRequest {
+            id: "J1".into(),
+            from: 3,
+        }
+        .call();
+        assert_eq!(call.path(), "/api/v1/consultations/J1/events");
+        assert_eq!(call.query, vec![("from", "3".to_string())]);
+        let context: RequestContext =
+            serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap();
+        let call = ExplainRequest {
+            context,
+            id: "R1".into(),
+        }
+        .call();
+        assert_eq!(call.query, vec![("id", "R1".to_string())]);
+        assert_eq!(call.body.unwrap()["context"]["root"], "/r");
     }
 
     #[test]
@@ -622,7 +695,7 @@ mod tests {
             plan: Some("P".into()),
             consultations: vec![],
             disagreement: None,
-            created_at: "2026-01-01T00:00:00Z".into(),
+            created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
         };
@@ -654,7 +727,7 @@ mod tests {
                 failure: None,
             }],
             disagreement: None,
-            created_at: "2026-01-01T00:00:00Z".into(),
+            created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
         };
@@ -696,7 +769,7 @@ mod tests {
         let started = Event::Started {
             job: "J".into(),
             advisor: "a".into(),
-            at: "2026-01-01T00:00:00Z".into(),
+            at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
         };
         assert_eq!(
             serde_json::to_value(&started).unwrap(),

@@ -4,9 +4,9 @@
 //! Exit status: 0 stopped cleanly; 1 could not start (socket, data directory) or failed;
 //! 2 usage; 4 another `advisord` already serves the socket or holds the data directory.
 
-use advisord::context::socket_path;
 use advisord::daemon::socket::{self, BindError};
-use advisord::daemon::{self, paths, Config, DaemonError, LOG_FILE};
+use advisord::daemon::{self, Config, DaemonError};
+use advisord::paths::{self, socket_path, LOG_FILE};
 use anyhow::Context;
 use clap::Parser;
 use std::path::{Path, PathBuf};

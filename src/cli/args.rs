@@ -1,7 +1,9 @@
 //! The command line of `advisor-consult` (SPEC §10): every verb, its flags and an example.
 
-use crate::context::GlobalFlags;
+use crate::context::Locations;
 use crate::core::records::{Confidence, EvidenceKind, Materiality};
+use crate::protocol::Timeout;
+use crate::render::Format;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -27,6 +29,50 @@ Exit status: 0 done; 1 findings (check) or a job with no completed consultation;
 2 usage; 3 refused by the writer; 4 the daemon could not be reached or started;
 5 a wait ran out of time; 130 interrupted.";
 
+/// The flags every `advisor-consult` verb accepts.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GlobalFlags {
+    /// The project root [default: the nearest ancestor holding `.git`, else the working
+    /// directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Where records are kept [default: <root>/.ai/local/state/reasoning]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The task [default: $ADVISORD_TASK, else the git branch, else `default`]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub task: Option<String>,
+    /// The advisor catalogue [default: $ADVISORD_CATALOGUE, else
+    /// <root>/.advisord/advisors.yaml, else the embedded one]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub catalogue: Option<PathBuf>,
+    /// The daemon's socket [default: $ADVISORD_SOCKET, else
+    /// $XDG_RUNTIME_DIR/advisord/advisord.sock, else /tmp/advisord-<uid>/advisord.sock]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// How to print the result
+    #[arg(long, global = true, value_enum, default_value_t = Format::Plain)]
+    pub format: Format,
+    /// Run in this process instead of through the daemon (network-free verbs only)
+    #[arg(long, global = true)]
+    pub no_daemon: bool,
+    /// Do not start the daemon when its socket does not answer
+    #[arg(long, global = true)]
+    pub no_autostart: bool,
+}
+
+impl GlobalFlags {
+    /// Where the flags say things are.
+    pub fn locations(&self) -> Locations {
+        Locations {
+            root: self.root.clone(),
+            state_dir: self.state_dir.clone(),
+            task: self.task.clone(),
+            catalogue: self.catalogue.clone(),
+        }
+    }
+}
+
 /// `advisor-consult`: the global flags, the bare consult form, or a verb.
 #[derive(Debug, Parser)]
 #[command(
@@ -46,8 +92,8 @@ pub struct Cli {
     #[arg(long, value_name = "TEXT", requires = "assessment")]
     pub question: Option<String>,
     /// The job's deadline in seconds, decimals allowed [default: 90]
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, requires = "assessment")]
-    pub timeout: Option<f64>,
+    #[arg(long, value_name = "SECS", requires = "assessment")]
+    pub timeout: Option<Timeout>,
     /// An opinion already given (marked as an opinion in the question, not a fact)
     #[arg(long, value_name = "TEXT", requires = "assessment")]
     pub prior_opinion: Option<String>,
@@ -102,8 +148,8 @@ pub enum Verb {
         /// The job id
         job: String,
         /// Give up after this many seconds, decimals allowed (exit 5)
-        #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-        timeout: Option<f64>,
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<Timeout>,
     },
     /// Cancel a job
     #[command(after_help = "Example:\n  advisor-consult cancel 01J...")]
@@ -234,8 +280,8 @@ pub struct AskArgs {
     #[arg(long, value_name = "TEXT")]
     pub question: Option<String>,
     /// The job's deadline in seconds, decimals allowed [default: 90]
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub timeout: Option<f64>,
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<Timeout>,
     /// An opinion already given (marked as an opinion in the question, not a fact)
     #[arg(long, value_name = "TEXT")]
     pub prior_opinion: Option<String>,
@@ -461,7 +507,12 @@ mod tests {
                 cli.detach,
                 cli.verb.is_none()
             ),
-            (Some("A"), Some(2.5), true, true)
+            (
+                Some("A"),
+                Some(Timeout::from_secs_f64(2.5).unwrap()),
+                true,
+                true
+            )
         );
         for bad in [
             &["--assessment", "A", "status"][..],

@@ -1,5 +1,5 @@
-//! The one exit path: every error of a verb becomes an exit status of SPEC §10 and a
-//! message here, and nowhere else.
+//! The one exit path: every error of a verb becomes an exit status and a message here,
+//! and nowhere else.
 //!
 //! - A refusal (exit 3) is the verb's answer: printed on standard output, as
 //!   `{"refused": true, "reason", "message"}` in `json` and `yaml`, else as one sentence.
@@ -7,20 +7,21 @@
 //!   with `--format json|yaml` its `{"error": CODE, "message"}` also goes to standard
 //!   output, so a program reading the typed shape always gets one.
 
-use crate::cli::backend::BackendError;
 use crate::cli::print_stdout;
+use crate::error::Error;
 use crate::render::Format;
-use crate::service::ServiceError;
 
 /// Print `err` as the user should see it and return the exit status.
 pub fn report(err: &anyhow::Error, format: Format) -> i32 {
     let service = service_error(err);
-    if let Some((reason, message)) = service.and_then(ServiceError::refusal) {
+    if let Some((reason, message)) = service.and_then(Error::refusal) {
         let _ = print_stdout(&refusal_text(reason, message, format));
         return 3;
     }
     eprintln!("error: {}", chain_text(err));
-    if let (Some(service), Format::Json | Format::Yaml) = (service, format) {
+    // A verb's own failure has a typed shape; not reaching the daemon is not the verb's.
+    let typed = service.filter(|e| !matches!(e, Error::Unreachable { .. } | Error::Protocol(_)));
+    if let (Some(service), Format::Json | Format::Yaml) = (typed, format) {
         let object = serde_json::json!({"error": service.code(), "message": service.message()});
         let _ = print_stdout(&structured(&object, format));
     }
@@ -46,27 +47,12 @@ pub fn chain_text(err: &anyhow::Error) -> String {
 
 /// The exit status for `err`: the first typed error in its chain decides; 1 otherwise.
 pub fn exit_code(err: &anyhow::Error) -> i32 {
-    for cause in err.chain() {
-        if let Some(e) = cause.downcast_ref::<ServiceError>() {
-            return e.exit_code();
-        }
-        if let Some(e) = cause.downcast_ref::<BackendError>() {
-            return e.exit_code();
-        }
-    }
-    1
+    service_error(err).map_or(1, Error::exit_code)
 }
 
-/// The service error in `err`'s chain, directly or inside a backend error.
-fn service_error(err: &anyhow::Error) -> Option<&ServiceError> {
-    err.chain().find_map(|cause| {
-        cause.downcast_ref::<ServiceError>().or_else(|| {
-            match cause.downcast_ref::<BackendError>() {
-                Some(BackendError::Service(e)) => Some(e),
-                _ => None,
-            }
-        })
-    })
+/// The first verb error in `err`'s chain.
+fn service_error(err: &anyhow::Error) -> Option<&Error> {
+    err.chain().find_map(|cause| cause.downcast_ref::<Error>())
 }
 
 /// How a refusal is printed in `format`.
@@ -99,17 +85,16 @@ mod tests {
     #[test]
     fn exit_codes_follow_the_spec() {
         let refused = || {
-            ServiceError::Refused(Refusal {
+            Error::Refused(Refusal {
                 reason: ReasonCode::InvalidField,
                 message: "m".into(),
             })
         };
         check(refused().into(), 3);
-        check(BackendError::Service(refused()).into(), 3);
-        check(ServiceError::Usage("u".into()).into(), 2);
-        check(ServiceError::NotFound("n".into()).into(), 2);
+        check(Error::Usage("u".into()).into(), 2);
+        check(Error::NotFound("n".into()).into(), 2);
         check(
-            BackendError::Unreachable {
+            Error::Unreachable {
                 socket: "/s".into(),
                 reason: "r".into(),
                 hint: "h".into(),
@@ -117,13 +102,13 @@ mod tests {
             .into(),
             4,
         );
-        check(BackendError::Protocol("p".into()).into(), 1);
+        check(Error::Protocol("p".into()).into(), 1);
         check(anyhow::anyhow!("anything else"), 1);
         check(
-            anyhow::Error::from(ServiceError::Usage("u".into())).context("while doing x"),
+            anyhow::Error::from(Error::Usage("u".into())).context("while doing x"),
             2,
         );
-        let remote = |status| ServiceError::Remote {
+        let remote = |status| Error::Remote {
             code: "c".into(),
             message: "m".into(),
             status,
@@ -136,7 +121,7 @@ mod tests {
     #[test]
     fn the_cause_chain_is_printed_once() {
         let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
-        let err = anyhow::Error::from(ServiceError::Store(crate::store::StoreError::Io {
+        let err = anyhow::Error::from(Error::Store(crate::store::StoreError::Io {
             context: "cannot write `/s/t`".into(),
             source: io,
         }))

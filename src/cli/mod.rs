@@ -1,19 +1,24 @@
-//! `advisor-consult`: parse the command line, run the verb through a [`backend::Backend`]
-//! (or the job verbs through [`jobs`]), print the result through [`crate::render`], and
-//! map every error to the exit status of SPEC §10 in one place ([`exit`]).
+//! `advisor-consult`: parse the command line, run the verb through the façade
+//! ([`crate::facade::Api`]: in-process or the daemon; the job verbs through [`jobs`]),
+//! print the result through [`crate::render`], and map every error to its exit status in
+//! one place ([`exit`]). The CLI owns the async runtime; Ctrl-C and printing stay here.
 
 pub mod args;
-pub mod backend;
 pub mod exit;
 pub mod jobs;
 
-pub use args::{Cli, Verb};
+pub use args::{Cli, GlobalFlags, Verb};
 
-use crate::context::RequestContext;
+use crate::client::Client;
+use crate::error::Error;
+use crate::facade::{Api, Local};
+use crate::paths;
+use crate::protocol::{
+    AdvisorsRequest, CheckRequest, ExplainRequest, JobId, PlanRequest, RecordId, RecordRequest,
+    RequestContext, StatusRequest, Timeout, TreeRequest,
+};
 use crate::render::{self, Format, Render};
-use crate::service::ServiceError;
 use anyhow::Context as _;
-use backend::select_backend;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,20 +30,20 @@ pub const MAX_RECORD_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobVerb {
     /// `--assessment ID` (and the consultation half of `ask`).
-    Consult(ConsultRequest),
+    Consult(ConsultVerb),
     /// `jobs`.
     Jobs,
     /// `wait JOB [--timeout SECS]`.
     Wait {
         /// The job id.
-        job: String,
-        /// Give up after this many seconds (exit 5).
-        timeout_s: Option<f64>,
+        job: JobId,
+        /// Give up after this long (exit 5).
+        timeout: Option<Timeout>,
     },
     /// `cancel JOB`.
     Cancel {
         /// The job id.
-        job: String,
+        job: JobId,
     },
     /// `demo`.
     Demo {
@@ -60,15 +65,15 @@ impl JobVerb {
     }
 }
 
-/// A consultation to queue for a recorded assessment.
+/// A consultation to queue for a recorded assessment, as the command line gives it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ConsultRequest {
+pub struct ConsultVerb {
     /// The assessment id.
-    pub assessment: String,
+    pub assessment: RecordId,
     /// A question for the advisors besides the assessment's own.
     pub question: Option<String>,
-    /// The job's deadline in seconds (the daemon's default when absent).
-    pub timeout_s: Option<f64>,
+    /// The job's timeout (the daemon's default when absent).
+    pub timeout: Option<Timeout>,
     /// An opinion already given.
     pub prior_opinion: Option<String>,
     /// Print the job id at once instead of waiting.
@@ -90,7 +95,13 @@ pub fn main() -> ExitCode {
         }
     };
     let format = cli.global.format;
-    match run(cli) {
+    // The CLI owns its runtime; everything below it is async.
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .and_then(|runtime| runtime.block_on(run(cli)));
+    match result {
         Ok(code) => exit_code(code),
         Err(e) => exit_code(exit::report(&e, format)),
     }
@@ -100,86 +111,144 @@ fn exit_code(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+/// Where the verbs of this invocation run: in-process with `--no-daemon`; otherwise the
+/// daemon on the socket, started first when nobody answers (unless `--no-autostart`:
+/// exit 4).
+pub fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
+    if global.no_daemon {
+        return Ok(Box::new(Local));
+    }
+    let socket = paths::socket_path(global.socket.as_deref());
+    Ok(Box::new(Client::connect(socket, !global.no_autostart)?))
+}
+
 /// Run one parsed invocation; `Ok` carries the exit status of a verb that completed.
-pub fn run(cli: Cli) -> anyhow::Result<i32> {
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let global = cli.global;
-    let ctx = RequestContext::from_process(&global)?;
+    let ctx = RequestContext::from_process(&global.locations())?;
     let Some(verb) = cli.verb else {
         let Some(assessment) = cli.assessment else {
-            return Err(ServiceError::Usage(
+            return Err(Error::Usage(
                 "name a verb or `--assessment ID`; `advisor-consult --help` lists them".into(),
             )
             .into());
         };
-        let request = ConsultRequest {
-            assessment,
+        let request = ConsultVerb {
+            assessment: assessment.into(),
             question: cli.question,
-            timeout_s: cli.timeout,
+            timeout: cli.timeout,
             prior_opinion: cli.prior_opinion,
             detach: cli.detach,
         };
-        return jobs::run_job_verb(&JobVerb::Consult(request), &global, &ctx);
+        return job_verb(&JobVerb::Consult(request), &global, &ctx).await;
     };
     let format = global.format;
+    let context = || ctx.clone();
     match verb {
         Verb::Ask(ask) => {
-            let backend = select_backend(&global, ctx.clone())?;
-            let assessment = backend.record(&ask.assessment_json())?;
+            let api = select_api(&global)?;
+            let record = ask.assessment_json();
+            let assessment = api
+                .record(RecordRequest {
+                    context: context(),
+                    record,
+                })
+                .await?;
             if matches!(format, Format::Plain | Format::Table) {
                 eprintln!("recorded assessment `{}`", assessment.id());
             }
-            let request = ConsultRequest {
-                assessment: assessment.id().to_string(),
+            let request = ConsultVerb {
+                assessment: assessment.id().into(),
                 question: ask.question,
-                timeout_s: ask.timeout,
+                timeout: ask.timeout,
                 prior_opinion: ask.prior_opinion,
                 detach: ask.detach,
             };
-            jobs::run_job_verb(&JobVerb::Consult(request), &global, &ctx)
+            jobs::run_job_verb(&JobVerb::Consult(request), api.as_ref(), &global, &ctx).await
         }
-        Verb::Jobs => jobs::run_job_verb(&JobVerb::Jobs, &global, &ctx),
-        Verb::Wait { job, timeout } => jobs::run_job_verb(
-            &JobVerb::Wait {
-                job,
-                timeout_s: timeout,
-            },
-            &global,
-            &ctx,
-        ),
-        Verb::Cancel { job } => jobs::run_job_verb(&JobVerb::Cancel { job }, &global, &ctx),
-        Verb::Demo { keep } => jobs::run_job_verb(&JobVerb::Demo { keep }, &global, &ctx),
-        Verb::Advisors => emit(&select_backend(&global, ctx)?.advisors()?, format),
+        Verb::Jobs => job_verb(&JobVerb::Jobs, &global, &ctx).await,
+        Verb::Wait { job, timeout } => {
+            let verb = JobVerb::Wait {
+                job: job.into(),
+                timeout,
+            };
+            job_verb(&verb, &global, &ctx).await
+        }
+        Verb::Cancel { job } => job_verb(&JobVerb::Cancel { job: job.into() }, &global, &ctx).await,
+        Verb::Demo { keep } => {
+            jobs::run_job_verb(&JobVerb::Demo { keep }, &Local, &global, &ctx).await
+        }
+        Verb::Advisors => {
+            let request = AdvisorsRequest { context: context() };
+            emit(&select_api(&global)?.advisors(request).await?, format)
+        }
         Verb::Plan {
             materiality,
             confidence,
             capabilities,
         } => {
-            let backend = select_backend(&global, ctx)?;
-            emit(
-                &backend.plan_preview(materiality, confidence, capabilities)?,
-                format,
-            )
+            let request = PlanRequest {
+                context: context(),
+                materiality,
+                confidence,
+                capabilities,
+            };
+            emit(&select_api(&global)?.plan(request).await?, format)
         }
         Verb::Record { file } => {
-            let input = read_record_input(&file)?;
-            emit(&select_backend(&global, ctx)?.record(&input)?, format)
+            let record = read_record_input(&file)?;
+            let request = RecordRequest {
+                context: context(),
+                record,
+            };
+            emit(&select_api(&global)?.record(request).await?, format)
         }
-        Verb::Status => emit(&select_backend(&global, ctx)?.status()?, format),
-        Verb::Explain { id } => emit(&select_backend(&global, ctx)?.explain(&id)?, format),
+        Verb::Status => {
+            let request = StatusRequest { context: context() };
+            emit(&select_api(&global)?.status(request).await?, format)
+        }
+        Verb::Explain { id } => {
+            let request = ExplainRequest {
+                context: context(),
+                id: id.into(),
+            };
+            emit(&select_api(&global)?.explain(request).await?, format)
+        }
         Verb::Tree {
             depth,
             show_superseded,
-        } => emit(
-            &select_backend(&global, ctx)?.tree(depth, show_superseded)?,
-            format,
-        ),
+        } => {
+            let request = TreeRequest {
+                context: context(),
+                depth,
+                show_superseded,
+            };
+            emit(&select_api(&global)?.tree(request).await?, format)
+        }
         Verb::Check { path } => {
             let path = path.map(|p| absolute_from_cwd(&p)).transpose()?;
-            let report = select_backend(&global, ctx)?.check(path.as_deref())?;
+            let request = CheckRequest {
+                context: context(),
+                path,
+            };
+            let report = select_api(&global)?.check(request).await?;
             emit(&report, format)?;
             Ok(if report.findings.is_empty() { 0 } else { 1 })
         }
     }
+}
+
+/// A job verb through the daemon (or, with `--no-daemon`, the usage error it is).
+async fn job_verb(
+    verb: &JobVerb,
+    global: &GlobalFlags,
+    ctx: &RequestContext,
+) -> anyhow::Result<i32> {
+    if global.no_daemon {
+        return jobs::run_job_verb(verb, &Local, global, ctx).await;
+    }
+    let api = select_api(global)?;
+    jobs::run_job_verb(verb, api.as_ref(), global, ctx).await
 }
 
 /// Print `value` in `format` on standard output; exit status 0.
@@ -218,7 +287,7 @@ fn absolute_from_cwd(path: &Path) -> anyhow::Result<std::path::PathBuf> {
 }
 
 /// The JSON object of `record --file FILE`; standard input only when FILE is `-`.
-fn read_record_input(file: &Path) -> Result<serde_json::Value, ServiceError> {
+fn read_record_input(file: &Path) -> Result<serde_json::Value, Error> {
     let from_stdin = file == Path::new("-");
     let name = if from_stdin {
         "standard input".to_string()
@@ -235,18 +304,18 @@ fn read_record_input(file: &Path) -> Result<serde_json::Value, ServiceError> {
         std::fs::File::open(file).and_then(|f| f.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes))
     };
     read.map_err(|e| {
-        ServiceError::Usage(format!(
+        Error::Usage(format!(
             "cannot read {name}: {e}; `record --file` takes a readable file, or `-` for \
              standard input"
         ))
     })?;
     if bytes.len() as u64 > MAX_RECORD_BYTES {
-        return Err(ServiceError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{name} is larger than 1 MiB; a record holds references to evidence, not copies"
         )));
     }
     serde_json::from_slice(&bytes).map_err(|e| {
-        ServiceError::Usage(format!(
+        Error::Usage(format!(
             "{name} is not JSON ({e}); `record` takes one JSON object: `kind` plus your \
              fields, e.g. {{\"kind\": \"assessment\", \"subject\": \"...\", ...}} \
              (see docs/records.md)"

@@ -1,354 +1,397 @@
-//! The jobs the daemon keeps: each job's state, its events (kept for replay) and its
-//! cancellation token, and the table of all of them.
+//! The `Jobs` API: every operation on consultation jobs, whoever asks (the socket's
+//! handlers today, the MCP server and the web page next): submit, get, list, cancel,
+//! subscribe to the events from any point (replayed), wait with a bound, and the one
+//! [`Jobs::finish`] every ending goes through.
 //!
-//! A job's state is behind a plain mutex that is only held to read or change it, never
-//! across an `.await`; readers of the event stream wait on a `watch` of the event count,
-//! so a slow reader never loses an event and never slows the job down.
+//! `Jobs` also holds what running jobs share: the journal, the adapters' registry, the
+//! HTTP client, the cancellation tokens and task tracker, the per-advisor semaphores and
+//! the stores. The job itself is run by `super::runner`; the scheduler in `super` starts
+//! queued jobs under a bound.
 
-use crate::context::RequestContext;
-use crate::protocol::{Event, ExchangeStatus, Job, JobState};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
-use tokio::sync::watch;
+mod table;
+
+pub use table::{JobEntry, JobOrder, JobTable, Retention};
+
+use crate::context::{self, Resolved};
+use crate::core::records::Kind;
+use crate::daemon::journal::{Journal, JournalEntry, JournalError, JOURNAL_SCHEMA};
+use crate::error::{Error, Result};
+use crate::protocol::{
+    ConsultRequest, Event, Job, JobId, JobList, JobState, JobsRequest, Timeout, Timestamp, Waited,
+};
+use crate::store::Store;
+use advisord_adapters::registry::Registry;
+use futures::Stream;
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// What a job was asked to do; fixed once accepted.
-#[derive(Debug, Clone)]
-pub struct JobRequest {
-    /// The asking process's context. Holds credential values only for a job accepted by
-    /// this daemon process (in memory); a resumed job has none and uses the daemon's own.
-    pub context: RequestContext,
-    /// The extra question, if any.
-    pub question: Option<String>,
-    /// The prior opinion, if any.
-    pub prior_opinion: Option<String>,
-    /// The deadline of every exchange.
-    pub timeout: Duration,
-    /// Whether the job was read back from the journal after a restart.
-    pub resumed: bool,
+/// How long a cancellation waits for a running job to wind down before answering with the
+/// job still stopping.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// The jobs of one daemon, and what they share.
+pub struct Jobs {
+    pub(crate) table: JobTable,
+    pub(crate) journal: Journal,
+    pub(crate) registry: Registry,
+    pub(crate) http: reqwest::Client,
+    /// Cancelled after the grace period at shutdown: every job and exchange stops.
+    pub(crate) token: CancellationToken,
+    /// Cancelled when shutdown begins: no new job or exchange starts.
+    pub(crate) drain: CancellationToken,
+    /// Every running job and exchange.
+    pub(crate) tracker: TaskTracker,
+    queue: mpsc::UnboundedSender<Arc<JobEntry>>,
+    /// One semaphore per advisor id, bounding its exchanges across all jobs.
+    semaphores: Mutex<HashMap<String, Arc<Semaphore>>>,
+    pub(crate) started: Instant,
+    /// When this daemon started, in milliseconds since the epoch (ULID time).
+    pub(crate) started_ms: u64,
+    /// Held by a resumed job while it looks for the plan it may have recorded before the
+    /// daemon stopped, so two resumed jobs never take the same one.
+    pub(crate) plan_claims: tokio::sync::Mutex<()>,
+    /// One store per state directory, kept so its cache of records is read once.
+    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
 }
 
-struct Inner {
-    job: Job,
-    events: Vec<Event>,
-    finished: Option<SystemTime>,
-}
-
-/// One job: its state, its events, its token.
-pub struct JobEntry {
-    inner: Mutex<Inner>,
-    event_count: watch::Sender<usize>,
-    /// Cancelled by `DELETE` or when the daemon stops; a child of the daemon's token.
-    pub cancel: CancellationToken,
-    cancel_requested: AtomicBool,
-    /// What the job was asked to do.
-    pub request: JobRequest,
-    /// Taken while the job is journaled, so saves never overtake one another.
-    pub journal_turn: tokio::sync::Mutex<()>,
-}
-
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    // A panic while holding the lock leaves plain data behind: keep serving it.
-    inner
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl JobEntry {
-    /// A job in the state `job` says, with a token under `parent`.
-    pub fn new(job: Job, request: JobRequest, parent: &CancellationToken) -> JobEntry {
-        let finished = job.state.is_finished().then(SystemTime::now);
-        JobEntry {
-            inner: Mutex::new(Inner {
-                job,
-                events: Vec::new(),
-                finished,
-            }),
-            event_count: watch::Sender::new(0),
-            cancel: parent.child_token(),
-            cancel_requested: AtomicBool::new(false),
-            request,
-            journal_turn: tokio::sync::Mutex::new(()),
+impl Jobs {
+    /// The jobs of a daemon journaling into `journal`; queued jobs are handed to `queue`.
+    pub(crate) fn new(
+        journal: Journal,
+        registry: Registry,
+        queue: mpsc::UnboundedSender<Arc<JobEntry>>,
+        started_ms: u64,
+    ) -> Jobs {
+        Jobs {
+            table: JobTable::default(),
+            journal,
+            registry,
+            http: reqwest::Client::new(),
+            token: CancellationToken::new(),
+            drain: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            queue,
+            semaphores: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            started_ms,
+            plan_claims: tokio::sync::Mutex::new(()),
+            stores: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A copy of the job as it stands.
-    pub fn snapshot(&self) -> Job {
-        lock(&self.inner).job.clone()
-    }
-
-    /// The job's id.
-    pub fn id(&self) -> String {
-        lock(&self.inner).job.id.clone()
-    }
-
-    /// Its state.
-    pub fn state(&self) -> JobState {
-        lock(&self.inner).job.state
-    }
-
-    /// Change the job under its lock and return a copy of the result.
-    pub fn update(&self, change: impl FnOnce(&mut Job)) -> Job {
-        let mut inner = lock(&self.inner);
-        change(&mut inner.job);
-        if inner.job.state.is_finished() && inner.finished.is_none() {
-            inner.finished = Some(SystemTime::now());
+    /// Queue a consultation: check the request, journal the job durably, then hand it to
+    /// the scheduler. The job as accepted.
+    pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
+        if self.drain.is_cancelled() {
+            return Err(Error::ShuttingDown);
         }
-        inner.job.clone()
-    }
-
-    /// Move from `from` to `to` only if the job is in `from`; the job after, if it moved.
-    pub fn transition(&self, from: JobState, to: JobState) -> Option<Job> {
-        let mut inner = lock(&self.inner);
-        if inner.job.state != from {
-            return None;
-        }
-        inner.job.state = to;
-        if to.is_finished() && inner.finished.is_none() {
-            inner.finished = Some(SystemTime::now());
-        }
-        Some(inner.job.clone())
-    }
-
-    /// Set one selected advisor's exchange status (by position in the plan).
-    pub fn set_exchange(&self, index: usize, status: ExchangeStatus) {
-        let mut inner = lock(&self.inner);
-        if let Some(c) = inner.job.consultations.get_mut(index) {
-            c.status = status;
-        }
-    }
-
-    /// Append an event and wake every reader.
-    pub fn emit(&self, event: Event) {
-        let count = {
-            let mut inner = lock(&self.inner);
-            inner.events.push(event);
-            inner.events.len()
+        context::require_root(&request.context)?;
+        let timeout = request.timeout.unwrap_or_default();
+        let mut context = request.context;
+        let assessment = request.assessment;
+        let (checked_context, task) = {
+            let assessment = assessment.clone();
+            let jobs = self.clone();
+            blocking(move || {
+                let resolved = Resolved::resolve(&context)?;
+                let records = jobs.store(&resolved.state_dir).records(&resolved.task)?;
+                let found = records.iter().find(|r| r.id() == assessment.as_str());
+                match found.map(|r| r.kind()) {
+                    Some(Kind::Assessment) => {}
+                    Some(other) => {
+                        return Err(Error::Usage(format!(
+                            "`{assessment}` is a {other}, not an assessment; consult on an \
+                             assessment id"
+                        )))
+                    }
+                    None => {
+                        return Err(Error::NotFound(format!(
+                            "no assessment `{assessment}` in task `{}`; record one first, or \
+                             name the task it belongs to",
+                            resolved.task
+                        )))
+                    }
+                }
+                // Pin the task, so a resumed job records where this one would have.
+                context.task = Some(resolved.task.to_string());
+                Ok((context, resolved.task.to_string()))
+            })
+            .await?
         };
-        self.event_count.send_replace(count);
+        context = checked_context;
+        let job = Job {
+            id: JobId::generate(),
+            state: JobState::Queued,
+            root: context.root.display().to_string(),
+            task,
+            assessment,
+            plan: None,
+            consultations: Vec::new(),
+            disagreement: None,
+            created_at: Timestamp::now(),
+            finished_at: None,
+            reason: None,
+        };
+        let order = JobOrder {
+            context,
+            question: request.question,
+            prior_opinion: request.prior_opinion,
+            timeout,
+            resumed: false,
+        };
+        let entry = Arc::new(JobEntry::new(job.clone(), order, &self.token));
+        self.persist(&entry).await.map_err(|e| {
+            Error::Internal(format!(
+                "the job was not accepted: {e}; free space or fix the data directory"
+            ))
+        })?;
+        tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
+        self.table.insert(entry.clone());
+        self.enqueue(entry);
+        Ok(job)
     }
 
-    /// Events from position `from` on, and whether the last one ends the stream.
-    pub fn events_from(&self, from: usize) -> (Vec<Event>, bool) {
-        let inner = lock(&self.inner);
-        let events: Vec<Event> = inner.events.get(from..).unwrap_or_default().to_vec();
-        let done = inner.events.last().is_some_and(Event::is_done);
-        (events, done)
+    /// The job `id` as it stands.
+    pub fn get(&self, id: &JobId) -> Result<Job> {
+        Ok(self.entry(id)?.snapshot())
     }
 
-    /// A receiver woken whenever an event is appended.
-    pub fn watch_events(&self) -> watch::Receiver<usize> {
-        self.event_count.subscribe()
+    /// The kept entry of job `id`.
+    pub fn entry(&self, id: &JobId) -> Result<Arc<JobEntry>> {
+        self.table
+            .get(id.as_str())
+            .ok_or_else(|| Error::UnknownJob(id.clone()))
     }
 
-    /// Ask the job to stop because a client cancelled it.
-    pub fn request_cancel(&self) {
-        self.cancel_requested.store(true, Ordering::SeqCst);
-        self.cancel.cancel();
-    }
-
-    /// Whether a client cancelled the job (as opposed to the daemon stopping).
-    pub fn cancel_requested(&self) -> bool {
-        self.cancel_requested.load(Ordering::SeqCst)
-    }
-
-    /// When the job ended, if it has.
-    pub fn finished_at(&self) -> Option<SystemTime> {
-        lock(&self.inner).finished
-    }
-}
-
-/// How long finished jobs are kept, and how many at most.
-#[derive(Debug, Clone, Copy)]
-pub struct Retention {
-    /// A finished job older than this is pruned.
-    pub keep_for: Duration,
-    /// At most this many finished jobs are kept (the newest).
-    pub keep_max: usize,
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Retention {
-            keep_for: Duration::from_secs(3600),
-            keep_max: 1000,
-        }
-    }
-}
-
-/// Every job the daemon keeps, by id (ULIDs sort by creation).
-#[derive(Default)]
-pub struct JobTable {
-    jobs: Mutex<BTreeMap<String, Arc<JobEntry>>>,
-}
-
-impl JobTable {
-    fn map(&self) -> MutexGuard<'_, BTreeMap<String, Arc<JobEntry>>> {
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Keep `entry`.
-    pub fn insert(&self, entry: Arc<JobEntry>) {
-        let id = entry.id();
-        self.map().insert(id, entry);
-    }
-
-    /// The job `id`, if kept.
-    pub fn get(&self, id: &str) -> Option<Arc<JobEntry>> {
-        self.map().get(id).cloned()
-    }
-
-    /// Every job kept, oldest first.
-    pub fn all(&self) -> Vec<Arc<JobEntry>> {
-        self.map().values().cloned().collect()
-    }
-
-    /// How many jobs are in each state (every state listed).
-    pub fn counts(&self) -> BTreeMap<JobState, usize> {
-        let mut counts: BTreeMap<JobState, usize> =
-            JobState::ALL.into_iter().map(|s| (s, 0)).collect();
-        for entry in self.all() {
-            *counts.entry(entry.state()).or_default() += 1;
-        }
-        counts
-    }
-
-    /// Plan ids claimed by jobs other than `except`.
-    pub fn claimed_plans(&self, except: &str) -> Vec<String> {
-        self.all()
+    /// The jobs kept, oldest first, filtered by the request.
+    pub fn list(&self, request: &JobsRequest) -> JobList {
+        let jobs = self
+            .table
+            .all()
             .iter()
             .map(|e| e.snapshot())
-            .filter(|job| job.id != except)
-            .filter_map(|job| job.plan)
-            .collect()
+            .filter(|j| request.root.as_ref().map_or(true, |r| &j.root == r))
+            .filter(|j| request.task.as_ref().map_or(true, |t| &j.task == t))
+            .filter(|j| request.state.map_or(true, |s| j.state == s))
+            .collect();
+        JobList { jobs }
     }
 
-    /// Drop finished jobs past `retention` as of `now`; the ids dropped.
-    pub fn prune(&self, retention: Retention, now: SystemTime) -> Vec<String> {
-        let mut map = self.map();
-        let mut finished: Vec<(SystemTime, String)> = map
-            .iter()
-            .filter_map(|(id, e)| e.finished_at().map(|at| (at, id.clone())))
-            .collect();
-        // Newest first, so the ones past `keep_max` are at the end.
-        finished.sort_by(|a, b| b.cmp(a));
-        let mut dropped = Vec::new();
-        for (rank, (at, id)) in finished.into_iter().enumerate() {
-            let too_old = now.duration_since(at).unwrap_or_default() > retention.keep_for;
-            if too_old || rank >= retention.keep_max {
-                map.remove(&id);
-                dropped.push(id);
+    /// How many jobs are kept in each state (every state listed).
+    pub fn counts(&self) -> BTreeMap<JobState, usize> {
+        self.table.counts()
+    }
+
+    /// Cancel job `id`. A queued job ends at once; a running one is asked to stop and
+    /// waited for up to [`CANCEL_WAIT`]. The job as it then stands (still running when it
+    /// did not stop in time); [`Error::JobFinished`] when it had already ended.
+    pub async fn cancel(&self, id: &JobId) -> Result<Job> {
+        let entry = self.entry(id)?;
+        let now = entry.snapshot();
+        if now.state.is_finished() {
+            return Err(Error::JobFinished {
+                id: now.id,
+                state: now.state,
+            });
+        }
+        if entry
+            .transition(JobState::Queued, JobState::Cancelled)
+            .is_some()
+        {
+            entry.cancel.cancel();
+            let job = self
+                .finish(
+                    &entry,
+                    JobState::Cancelled,
+                    Some("cancelled before it started".into()),
+                )
+                .await;
+            return Ok(job);
+        }
+        entry.request_cancel();
+        tracing::info!(job = %id, "cancelling a running job");
+        let _ = tokio::time::timeout(CANCEL_WAIT, ended(&entry)).await;
+        Ok(entry.snapshot())
+    }
+
+    /// Job `id`'s events from position `from` on: past ones replayed, then live ones, ending
+    /// after [`Event::Done`] (or when the daemon stops).
+    pub fn subscribe(
+        &self,
+        id: &JobId,
+        from: usize,
+    ) -> Result<impl Stream<Item = Event> + Send + 'static> {
+        let entry = self.entry(id)?;
+        let state = Subscription {
+            wake: entry.watch_events(),
+            entry,
+            position: from,
+            pending: std::collections::VecDeque::new(),
+            ended: false,
+            stop: self.token.clone(),
+        };
+        Ok(futures::stream::unfold(state, Subscription::next))
+    }
+
+    /// Wait for job `id` to end, at most `bound`.
+    pub async fn wait(&self, id: &JobId, bound: Option<Timeout>) -> Result<Waited> {
+        let entry = self.entry(id)?;
+        match bound {
+            None => ended(&entry).await,
+            Some(bound) => {
+                if tokio::time::timeout(bound.duration(), ended(&entry))
+                    .await
+                    .is_err()
+                {
+                    return Ok(Waited::TimedOut(Box::new(entry.snapshot())));
+                }
             }
         }
-        dropped
+        let job = entry.snapshot();
+        if job.state.is_finished() {
+            Ok(Waited::Ended(Box::new(job)))
+        } else {
+            Err(Error::ShuttingDown)
+        }
+    }
+
+    /// End `entry` in `state` for `reason`: the one way a job ends. Its end is stamped,
+    /// journaled, logged and sent as the last event. The job as it ended.
+    pub async fn finish(
+        &self,
+        entry: &Arc<JobEntry>,
+        state: JobState,
+        reason: Option<String>,
+    ) -> Job {
+        let job = entry.update(|job| {
+            job.state = state;
+            job.finished_at = Some(Timestamp::now());
+            job.reason = reason;
+        });
+        if let Err(e) = self.persist(entry).await {
+            tracing::error!(job = %job.id, error = %e, "could not journal the end of a job");
+        }
+        tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
+        entry.emit(Event::Done {
+            job: job.id.clone(),
+            result: Box::new(job.clone()),
+        });
+        job
+    }
+
+    /// The semaphore bounding `advisor`'s exchanges (created with `max_concurrent`
+    /// permits the first time the advisor is consulted).
+    pub(crate) fn advisor_slots(&self, advisor: &str, max_concurrent: u32) -> Arc<Semaphore> {
+        let mut map = self.semaphores.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(advisor.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(max_concurrent.max(1) as usize)))
+            .clone()
+    }
+
+    /// The store of `state_dir`, shared by every job and request of the daemon (its cache
+    /// of records is then read once, not once per job).
+    pub(crate) fn store(&self, state_dir: &Path) -> Arc<Store> {
+        let mut map = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(state_dir.to_path_buf())
+            .or_insert_with(|| Arc::new(Store::open(state_dir)))
+            .clone()
+    }
+
+    /// Hand a queued job to the scheduler.
+    pub(crate) fn enqueue(&self, entry: Arc<JobEntry>) {
+        // The receiver lives as long as the daemon; after shutdown the job stays journaled.
+        let _ = self.queue.send(entry);
+    }
+
+    /// Journal the job as it stands now, after any save already under way. Credential
+    /// values are left out.
+    pub(crate) async fn persist(&self, entry: &Arc<JobEntry>) -> Result<(), JournalError> {
+        let _turn = entry.journal_turn.lock().await;
+        let mut context = entry.order.context.clone();
+        context.credentials.clear();
+        let saved = JournalEntry {
+            schema: JOURNAL_SCHEMA,
+            job: entry.snapshot(),
+            context,
+            question: entry.order.question.clone(),
+            prior_opinion: entry.order.prior_opinion.clone(),
+            timeout: entry.order.timeout,
+        };
+        let dir = self.journal.dir().to_path_buf();
+        tokio::task::spawn_blocking(move || Journal::at(dir).save(&saved))
+            .await
+            .unwrap_or_else(|e| {
+                Err(JournalError {
+                    context: "the journal writer panicked".into(),
+                    source: io::Error::other(e.to_string()),
+                })
+            })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(id: &str, state: JobState) -> Job {
-        Job::sample(id, state)
-    }
-
-    fn request() -> JobRequest {
-        JobRequest {
-            context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
-            question: None,
-            prior_opinion: None,
-            timeout: Duration::from_secs(1),
-            resumed: false,
+/// Resolves once `entry` has ended (or the job's events stop for good).
+async fn ended(entry: &JobEntry) {
+    let mut wake = entry.watch_events();
+    loop {
+        wake.borrow_and_update();
+        if entry.state().is_finished() {
+            return;
+        }
+        if wake.changed().await.is_err() {
+            return;
         }
     }
+}
 
-    fn table(states: &[(&str, JobState)]) -> JobTable {
-        let token = CancellationToken::new();
-        let table = JobTable::default();
-        for (id, state) in states {
-            table.insert(Arc::new(JobEntry::new(job(id, *state), request(), &token)));
+/// Run `work` on the blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Internal(format!("a worker thread failed: {e}")))?
+}
+
+/// A reader of one job's events.
+struct Subscription {
+    entry: Arc<JobEntry>,
+    wake: watch::Receiver<usize>,
+    position: usize,
+    pending: std::collections::VecDeque<Event>,
+    ended: bool,
+    stop: CancellationToken,
+}
+
+impl Subscription {
+    /// The next event, waiting for one if none is new.
+    async fn next(mut self) -> Option<(Event, Subscription)> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some((event, self));
+            }
+            if self.ended {
+                return None;
+            }
+            // Mark the count seen before reading, so an event emitted after the read
+            // wakes the wait below.
+            self.wake.borrow_and_update();
+            let (events, done) = self.entry.events_from(self.position);
+            if !events.is_empty() {
+                self.position += events.len();
+                self.ended = done;
+                self.pending.extend(events);
+                continue;
+            }
+            tokio::select! {
+                changed = self.wake.changed() => if changed.is_err() { return None },
+                () = self.stop.cancelled() => return None,
+            }
         }
-        table
-    }
-
-    #[test]
-    fn prune_keeps_unfinished_and_the_newest_finished() {
-        let t = table(&[
-            ("1", JobState::Done),
-            ("2", JobState::Queued),
-            ("3", JobState::Failed),
-            ("4", JobState::Running),
-            ("5", JobState::Cancelled),
-        ]);
-        let now = SystemTime::now() + Duration::from_secs(1);
-        let keep_two = Retention {
-            keep_for: Duration::from_secs(3600),
-            keep_max: 2,
-        };
-        let mut dropped = t.prune(keep_two, now);
-        dropped.sort();
-        assert_eq!(dropped.len(), 1, "one finished job over the limit of two");
-        assert!(
-            t.get("2").is_some() && t.get("4").is_some(),
-            "unfinished jobs stay"
-        );
-        let all_old = Retention {
-            keep_for: Duration::ZERO,
-            keep_max: 1000,
-        };
-        assert_eq!(t.prune(all_old, now).len(), 2);
-        let ids: Vec<String> = t.all().iter().map(|e| e.id()).collect();
-        assert_eq!(ids, ["2", "4"]);
-    }
-
-    #[test]
-    fn counts_list_every_state() {
-        let t = table(&[
-            ("1", JobState::Done),
-            ("2", JobState::Done),
-            ("3", JobState::Queued),
-        ]);
-        let counts = t.counts();
-        assert_eq!(counts[&JobState::Done], 2);
-        assert_eq!(counts[&JobState::Queued], 1);
-        assert_eq!(counts[&JobState::Failed], 0);
-        assert_eq!(counts.len(), JobState::ALL.len());
-    }
-
-    #[test]
-    fn transition_only_from_the_expected_state() {
-        let t = table(&[("1", JobState::Queued)]);
-        let e = t.get("1").unwrap();
-        assert!(e.transition(JobState::Running, JobState::Done).is_none());
-        assert!(e
-            .transition(JobState::Queued, JobState::Cancelled)
-            .is_some());
-        assert!(e.finished_at().is_some());
-        assert!(e.transition(JobState::Queued, JobState::Running).is_none());
-    }
-
-    #[test]
-    fn events_replay_from_any_position() {
-        let t = table(&[("1", JobState::Running)]);
-        let e = t.get("1").unwrap();
-        let started = |a: &str| Event::Started {
-            job: "1".into(),
-            advisor: a.into(),
-            at: "2026-01-01T00:00:00Z".into(),
-        };
-        e.emit(started("a"));
-        e.emit(started("b"));
-        assert_eq!(e.events_from(0).0.len(), 2);
-        assert_eq!(e.events_from(1).0, vec![started("b")]);
-        assert_eq!(e.events_from(5).0, vec![]);
-        assert!(!e.events_from(0).1);
-        e.emit(Event::Done {
-            job: "1".into(),
-            result: Box::new(e.snapshot()),
-        });
-        assert!(e.events_from(3).1);
-        assert_eq!(*e.watch_events().borrow(), 3);
     }
 }

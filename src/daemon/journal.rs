@@ -3,8 +3,7 @@
 //! is never lost and a crash leaves either the old or the new state of a job, never a torn
 //! one. Credential values are never written here.
 
-use crate::context::RequestContext;
-use crate::protocol::Job;
+use crate::protocol::{Job, RequestContext, Timeout};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Write};
@@ -28,8 +27,10 @@ pub struct JournalEntry {
     /// The prior opinion, if any.
     #[serde(default)]
     pub prior_opinion: Option<String>,
-    /// The deadline of every exchange, in seconds.
-    pub timeout_s: f64,
+    /// How long the job's exchanges may take, in seconds; read back through the same
+    /// check as a request's (an entry out of range is unreadable and moved aside).
+    #[serde(rename = "timeout_s")]
+    pub timeout: Timeout,
 }
 
 /// Why the journal could not be read or written.
@@ -82,7 +83,7 @@ impl Journal {
             entry.context.credentials.is_empty(),
             "credential values are never journaled"
         );
-        let final_path = self.path_of(&entry.job.id);
+        let final_path = self.path_of(entry.job.id.as_str());
         let tmp_path = self.dir.join(format!(".{}.json.tmp", entry.job.id));
         let fail = |what: &str, path: &Path| {
             let context = format!("cannot {what} `{}`", path.display());
@@ -173,7 +174,7 @@ mod tests {
             context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
             question: Some("why?".into()),
             prior_opinion: None,
-            timeout_s: 1.5,
+            timeout: Timeout::from_secs_f64(1.5).unwrap(),
         }
     }
 
@@ -190,7 +191,7 @@ mod tests {
         let ids: Vec<&str> = loaded.iter().map(|e| e.job.id.as_str()).collect();
         assert_eq!(ids, ["01", "02"]);
         assert_eq!(loaded[1].job.state, JobState::Running);
-        assert_eq!(loaded[0].timeout_s, 1.5);
+        assert_eq!(loaded[0].timeout.as_secs_f64(), 1.5);
         journal.remove("01").unwrap();
         journal.remove("01").unwrap();
         assert_eq!(journal.load_all().unwrap().len(), 1);

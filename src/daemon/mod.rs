@@ -1,48 +1,43 @@
-//! `advisord`: the long-running daemon behind the socket (SPEC §9).
+//! `advisord`: the long-running daemon behind the socket.
 //!
 //! [`run`] takes a bound listener, a shutdown future and a [`Config`], so the binary runs
-//! it on the socket of SPEC §3 and tests run it in-process on a temporary socket. Inside:
-//! one dispatch point ([`dispatch`]) routes each request to a small handler; network-free
-//! verbs go to `crate::service` on the blocking pool; consultation jobs are journaled
-//! ([`journal`]), kept in a table ([`jobs`]), started by a scheduler under a bound, and
-//! run by [`runner`].
+//! it on the user's socket and tests run it in-process on a temporary socket. Inside, one
+//! way down: [`http`] maps each request to a verb of the protocol and calls the façade's
+//! daemon-side implementation ([`served`]), which answers network-free verbs through
+//! `crate::service` on the blocking pool and job verbs through the [`jobs`] API. Jobs are
+//! journaled ([`journal`]), started by a scheduler under a bound, and run by `runner`.
 //!
 //! Cancellation flows down a tree of tokens: the daemon's token → each job's → each
 //! exchange's. Shutdown stops accepting, lets in-flight work run for the grace period,
 //! then cancels the daemon's token; jobs not finished stay journaled and resume at the
 //! next start.
 
-pub mod dispatch;
 mod draft;
-pub mod error;
-mod handlers;
-mod job_handlers;
+pub mod http;
 pub mod jobs;
 pub mod journal;
-pub mod paths;
 pub mod probe;
-pub mod runner;
+mod runner;
+pub mod served;
 pub mod socket;
 
-use crate::daemon::jobs::{JobEntry, JobRequest, JobTable, Retention};
-use crate::daemon::journal::{Journal, JournalEntry, JournalError, JOURNAL_SCHEMA};
+pub use crate::paths::{LOCK_FILE, LOG_FILE, PID_FILE};
+
+use crate::daemon::jobs::{JobEntry, JobOrder, Jobs, Retention};
+use crate::daemon::journal::{Journal, JournalEntry, JournalError};
 use crate::protocol::{Event, JobState};
-use crate::store::Store;
 use advisord_adapters::registry::Registry;
 use nix::fcntl::{Flock, FlockArg};
-use std::collections::HashMap;
 use std::fs::File;
 use std::future::{Future, IntoFuture};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// How long in-flight exchanges get at shutdown before they are cancelled, by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -110,88 +105,6 @@ pub enum DaemonError {
     Server(String),
 }
 
-/// The pid file's name in the data directory.
-pub const PID_FILE: &str = "advisord.pid";
-/// The data directory's lock file.
-pub const LOCK_FILE: &str = "advisord.lock";
-/// The log of a detached daemon, in the data directory.
-pub const LOG_FILE: &str = "advisord.log";
-
-/// What every handler and job shares.
-pub(crate) struct Shared {
-    pub(crate) jobs: JobTable,
-    pub(crate) journal: Journal,
-    pub(crate) registry: Registry,
-    pub(crate) http: reqwest::Client,
-    /// Cancelled after the grace period at shutdown: every job and exchange stops.
-    pub(crate) token: CancellationToken,
-    /// Cancelled when shutdown begins: no new job or exchange starts.
-    pub(crate) drain: CancellationToken,
-    /// Every running job and exchange.
-    pub(crate) tracker: TaskTracker,
-    queue: mpsc::UnboundedSender<Arc<JobEntry>>,
-    /// One semaphore per advisor id, bounding its exchanges across all jobs.
-    semaphores: Mutex<HashMap<String, Arc<Semaphore>>>,
-    pub(crate) started: Instant,
-    /// When this daemon started, in milliseconds since the epoch (ULID time).
-    pub(crate) started_ms: u64,
-    /// Held by a resumed job while it looks for the plan it may have recorded before the
-    /// daemon stopped, so two resumed jobs never take the same one.
-    pub(crate) plan_claims: tokio::sync::Mutex<()>,
-    /// One store per state directory, kept so its cache of records is read once.
-    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
-}
-
-impl Shared {
-    /// The semaphore bounding `advisor`'s exchanges (created with `max_concurrent`
-    /// permits the first time the advisor is consulted).
-    pub(crate) fn advisor_slots(&self, advisor: &str, max_concurrent: u32) -> Arc<Semaphore> {
-        let mut map = self.semaphores.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(advisor.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(max_concurrent.max(1) as usize)))
-            .clone()
-    }
-
-    /// The store of `state_dir`, shared by every job and request of the daemon (its cache
-    /// of records is then read once, not once per job).
-    pub(crate) fn store(&self, state_dir: &Path) -> Arc<Store> {
-        let mut map = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(state_dir.to_path_buf())
-            .or_insert_with(|| Arc::new(Store::open(state_dir)))
-            .clone()
-    }
-
-    /// Hand a queued job to the scheduler.
-    pub(crate) fn enqueue(&self, entry: Arc<JobEntry>) {
-        // The receiver lives as long as the daemon; after shutdown the job stays journaled.
-        let _ = self.queue.send(entry);
-    }
-
-    /// Journal the job as it stands now, after any save already under way.
-    pub(crate) async fn persist(&self, entry: &Arc<JobEntry>) -> Result<(), JournalError> {
-        let _turn = entry.journal_turn.lock().await;
-        let mut context = entry.request.context.clone();
-        context.credentials.clear();
-        let saved = JournalEntry {
-            schema: JOURNAL_SCHEMA,
-            job: entry.snapshot(),
-            context,
-            question: entry.request.question.clone(),
-            prior_opinion: entry.request.prior_opinion.clone(),
-            timeout_s: entry.request.timeout.as_secs_f64(),
-        };
-        let dir = self.journal.dir().to_path_buf();
-        tokio::task::spawn_blocking(move || Journal::at(dir).save(&saved))
-            .await
-            .unwrap_or_else(|e| {
-                Err(JournalError {
-                    context: "the journal writer panicked".into(),
-                    source: io::Error::other(e.to_string()),
-                })
-            })
-    }
-}
-
 /// The data directory, held for the daemon's life: its lock, and the pid file removed at
 /// a clean exit.
 struct DataDir {
@@ -243,7 +156,7 @@ impl Drop for DataDir {
     }
 }
 
-/// Serve on `listener` until `shutdown` resolves, then stop as SPEC §9 says: stop
+/// Serve on `listener` until `shutdown` resolves, then stop: stop
 /// accepting, give in-flight exchanges `config.grace`, cancel the rest, and leave
 /// unfinished jobs journaled to resume. Jobs journaled by an earlier run resume at once.
 pub async fn run(
@@ -259,23 +172,10 @@ pub async fn run(
     // Catalogues may name the adapters this daemon registers beyond the built-in ones.
     crate::context::accept_adapter_names(config.registry.names());
     let (queue, queue_rx) = mpsc::unbounded_channel();
-    let shared = Arc::new(Shared {
-        jobs: JobTable::default(),
-        journal,
-        registry: config.registry,
-        http: reqwest::Client::new(),
-        token: CancellationToken::new(),
-        drain: CancellationToken::new(),
-        tracker: TaskTracker::new(),
-        queue,
-        semaphores: Mutex::new(HashMap::new()),
-        started: Instant::now(),
-        started_ms: SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        plan_claims: tokio::sync::Mutex::new(()),
-        stores: Mutex::new(HashMap::new()),
-    });
+    let started_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let shared = Arc::new(Jobs::new(journal, config.registry, queue, started_ms));
     resume(&shared, saved);
 
     let mut workers: JoinSet<&'static str> = JoinSet::new();
@@ -283,7 +183,7 @@ pub async fn run(
     workers.spawn(pruner(shared.clone(), config.retention, config.prune_every));
 
     let uid = nix::unistd::geteuid().as_raw();
-    let app = dispatch::router(shared.clone());
+    let app = http::router(Arc::new(served::Served::new(shared.clone())));
     let stop_accepting = shared.drain.clone();
     let server = axum::serve(socket::PeerChecked::new(listener, uid), app)
         .with_graceful_shutdown(async move { stop_accepting.cancelled().await });
@@ -339,40 +239,38 @@ pub async fn run(
 
 /// Take back the journaled jobs: finished ones are listed until pruned, unfinished ones
 /// are queued again (in the order they were accepted).
-fn resume(shared: &Arc<Shared>, saved: Vec<JournalEntry>) {
+fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
     for saved in saved {
         let mut job = saved.job;
         let unfinished = !job.state.is_finished();
         if unfinished {
             job.state = JobState::Queued;
         }
-        let timeout = Duration::try_from_secs_f64(saved.timeout_s)
-            .unwrap_or(Duration::from_secs_f64(crate::protocol::DEFAULT_TIMEOUT_S));
-        let request = JobRequest {
+        let order = JobOrder {
             context: saved.context,
             question: saved.question,
             prior_opinion: saved.prior_opinion,
-            timeout,
+            timeout: saved.timeout,
             resumed: true,
         };
-        let entry = Arc::new(JobEntry::new(job, request, &shared.token));
+        let entry = Arc::new(JobEntry::new(job, order, &shared.token));
         if unfinished {
             tracing::info!(job = %entry.id(), "resuming a journaled job");
-            shared.jobs.insert(entry.clone());
+            shared.table.insert(entry.clone());
             shared.enqueue(entry);
         } else {
             entry.emit(Event::Done {
                 job: entry.id(),
                 result: Box::new(entry.snapshot()),
             });
-            shared.jobs.insert(entry);
+            shared.table.insert(entry);
         }
     }
 }
 
 /// Start queued jobs in order, at most `max_running` at once, until shutdown begins.
 async fn scheduler(
-    shared: Arc<Shared>,
+    shared: Arc<Jobs>,
     mut queue: mpsc::UnboundedReceiver<Arc<JobEntry>>,
     max_running: usize,
 ) -> &'static str {
@@ -405,14 +303,14 @@ async fn scheduler(
 }
 
 /// Drop finished jobs past the retention, from memory and from the journal.
-async fn pruner(shared: Arc<Shared>, retention: Retention, every: Duration) -> &'static str {
+async fn pruner(shared: Arc<Jobs>, retention: Retention, every: Duration) -> &'static str {
     let mut ticks = tokio::time::interval(every);
     loop {
         tokio::select! {
             () = shared.drain.cancelled() => break,
             _ = ticks.tick() => {}
         }
-        let dropped = shared.jobs.prune(retention, SystemTime::now());
+        let dropped = shared.table.prune(retention, SystemTime::now());
         if dropped.is_empty() {
             continue;
         }
@@ -420,7 +318,9 @@ async fn pruner(shared: Arc<Shared>, retention: Retention, every: Duration) -> &
         let dir = shared.journal.dir().to_path_buf();
         let removed = tokio::task::spawn_blocking(move || {
             let journal = Journal::at(dir);
-            dropped.iter().try_for_each(|id| journal.remove(id))
+            dropped
+                .iter()
+                .try_for_each(|id| journal.remove(id.as_str()))
         })
         .await;
         if let Ok(Err(e)) = removed {

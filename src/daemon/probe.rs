@@ -1,7 +1,7 @@
 //! Asking a daemon on a socket whether it is there: `GET /api/v1/health` over one
 //! HTTP/1.1 connection. Used by `advisord --detach` to know its child is serving.
 
-use crate::protocol::{Health, Route};
+use crate::protocol::{route_of, Health, VerbName};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use std::path::Path;
@@ -22,7 +22,7 @@ async fn ask(socket: &Path) -> Option<Health> {
         .await
         .ok()?;
     let driver = tokio::spawn(connection);
-    let request = hyper::Request::get(Route::Health.path())
+    let request = hyper::Request::get(route_of(VerbName::Health).path)
         .header(hyper::header::HOST, "advisord")
         .body(Empty::<bytes::Bytes>::new())
         .ok()?;

@@ -6,15 +6,14 @@
 //! resumed job asks only the others, and the writer refuses a second consultation for the
 //! same advisor and plan anyway (such a refusal is taken as "already recorded").
 
-use crate::context::{advisor_spec, RequestContext, Resolved};
+use crate::context::{advisor_spec, fill_credentials_from_daemon, Resolved};
 use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
-use crate::daemon::dispatch::fill_credentials_from_daemon;
 use crate::daemon::draft;
-use crate::daemon::job_handlers::now_rfc3339;
-use crate::daemon::jobs::JobEntry;
-use crate::daemon::Shared;
-use crate::protocol::{Event, ExchangeStatus, JobConsultation, JobState};
+use crate::daemon::jobs::{JobEntry, Jobs};
+use crate::protocol::{
+    Event, ExchangeStatus, JobConsultation, JobState, RecordId, RequestContext, Timestamp,
+};
 use crate::service;
 use crate::store::{Store, StoreError};
 use advisord_adapters::contract::{
@@ -62,7 +61,7 @@ enum Exchange {
 
 /// Run `entry` to its end (or until the daemon stops), journaling its state and emitting
 /// its events. Never panics on a store or journal failure: the job fails with the reason.
-pub(crate) async fn run_job(shared: Arc<Shared>, entry: Arc<JobEntry>) {
+pub(crate) async fn run_job(jobs: Arc<Jobs>, entry: Arc<JobEntry>) {
     if entry
         .transition(JobState::Queued, JobState::Running)
         .is_none()
@@ -72,27 +71,14 @@ pub(crate) async fn run_job(shared: Arc<Shared>, entry: Arc<JobEntry>) {
     // Not journaled as running: a journaled job resumes the same way whether it was
     // queued or running, so the fsyncs are saved.
     tracing::info!(job = %entry.id(), "job running");
-    let ending = drive(&shared, &entry).await;
-    let (state, reason) = match ending {
+    match drive(&jobs, &entry).await {
         Ending::Interrupted => {
             tracing::info!(job = %entry.id(), "job interrupted by shutdown; it resumes at the next start");
-            return;
         }
-        Ending::Finished(state, reason) => (state, reason),
-    };
-    let job = entry.update(|job| {
-        job.state = state;
-        job.finished_at = Some(now_rfc3339());
-        job.reason = reason;
-    });
-    if let Err(e) = shared.persist(&entry).await {
-        tracing::error!(job = %job.id, error = %e, "could not journal the end of a job");
+        Ending::Finished(state, reason) => {
+            jobs.finish(&entry, state, reason).await;
+        }
     }
-    tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
-    entry.emit(Event::Done {
-        job: job.id.clone(),
-        result: Box::new(job),
-    });
 }
 
 /// Everything the fan-out needs, read from the store on the blocking pool.
@@ -110,20 +96,20 @@ fn failed(reason: impl Into<String>) -> Ending {
     Ending::Finished(JobState::Failed, Some(reason.into()))
 }
 
-async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
+async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
     let job = entry.snapshot();
-    let mut context = entry.request.context.clone();
-    let resumed = entry.request.resumed;
+    let mut context = entry.order.context.clone();
+    let resumed = entry.order.resumed;
     // Two resumed jobs of one assessment must not both take the same unclaimed plan: the
     // claims are read under the turn, and the turn is held until the plan is journaled.
     let claim_turn = if resumed {
-        Some(shared.plan_claims.lock().await)
+        Some(jobs.plan_claims.lock().await)
     } else {
         None
     };
-    let claimed = shared.jobs.claimed_plans(&job.id);
-    let for_stores = shared.clone();
-    let started_ms = shared.started_ms;
+    let claimed = jobs.table.claimed_plans(&job.id);
+    let for_stores = jobs.clone();
+    let started_ms = jobs.started_ms;
     let prepared = tokio::task::spawn_blocking(move || {
         if resumed {
             // Credentials are never journaled: a resumed job uses the daemon's own.
@@ -142,7 +128,7 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
     };
     let plan_id = prepared.plan_record.id().to_string();
     entry.update(|job| {
-        job.plan = Some(plan_id.clone());
+        job.plan = Some(RecordId::from(plan_id.as_str()));
         job.consultations = prepared
             .plan
             .selected
@@ -150,7 +136,7 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
             .zip(&prepared.recorded)
             .map(|(selected, recorded)| JobConsultation {
                 advisor: selected.advisor.clone(),
-                record: recorded.as_ref().map(|r| r.id().to_string()),
+                record: recorded.as_ref().map(|r| RecordId::from(r.id())),
                 status: match recorded.as_ref().map(|r| &r.body) {
                     Some(Body::Consultation(c)) => c.status.into(),
                     _ => ExchangeStatus::Pending,
@@ -162,7 +148,7 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
             })
             .collect();
     });
-    if let Err(e) = shared.persist(entry).await {
+    if let Err(e) = jobs.persist(entry).await {
         return failed(format!(
             "the plan was recorded but the job could not be journaled: {e}"
         ));
@@ -187,7 +173,7 @@ async fn drive(shared: &Arc<Shared>, entry: &Arc<JobEntry>) -> Ending {
         .collect();
     if !pending.is_empty() {
         let stopped =
-            consult_and_record(shared, entry, &prepared, &plan_id, &pending, &mut recorded).await;
+            consult_and_record(jobs, entry, &prepared, &plan_id, &pending, &mut recorded).await;
         if let Some(ending) = stopped {
             return ending;
         }
@@ -218,7 +204,7 @@ fn prepare(
     let assessment = records
         .iter()
         .find_map(|r| match &r.body {
-            Body::Assessment(a) if r.id() == job.assessment => Some(a.clone()),
+            Body::Assessment(a) if r.id() == job.assessment.as_str() => Some(a.clone()),
             _ => None,
         })
         .ok_or_else(|| {
@@ -230,7 +216,7 @@ fn prepare(
     let plan_record = match &job.plan {
         Some(id) => records
             .iter()
-            .find(|r| r.id() == id && r.kind() == Kind::Plan)
+            .find(|r| r.id() == id.as_str() && r.kind() == Kind::Plan)
             .cloned()
             .ok_or_else(|| format!("the job's plan `{id}` is no longer a record of the task"))?,
         None => {
@@ -275,10 +261,12 @@ fn unclaimed_plan(
     claimed: &[String],
     before_ms: u64,
 ) -> Option<Record> {
-    let accepted_ms = ulid::Ulid::from_string(&job.id).ok()?.timestamp_ms();
+    let accepted_ms = ulid::Ulid::from_string(job.id.as_str())
+        .ok()?
+        .timestamp_ms();
     records
         .iter()
-        .filter(|r| matches!(&r.body, Body::Plan(p) if p.assessment == job.assessment))
+        .filter(|r| matches!(&r.body, Body::Plan(p) if p.assessment == job.assessment.as_str()))
         .filter(|r| !claimed.iter().any(|c| c == r.id()))
         .find(|r| {
             ulid::Ulid::from_string(r.id())
@@ -300,7 +288,7 @@ fn consultation_of(records: &[Record], plan: &str, advisor: &str) -> Option<Reco
 /// Ask every pending advisor at once and record the outcomes in plan order. `None` when
 /// the job goes on to its disagreement; `Some(ending)` when it stops here.
 async fn consult_and_record(
-    shared: &Arc<Shared>,
+    jobs: &Arc<Jobs>,
     entry: &Arc<JobEntry>,
     prepared: &Prepared,
     plan_id: &str,
@@ -309,11 +297,12 @@ async fn consult_and_record(
 ) -> Option<Ending> {
     let prompt: Arc<str> = Arc::from(build_prompt(
         &prepared.assessment,
-        entry.request.question.as_deref(),
-        entry.request.prior_opinion.as_deref(),
+        entry.order.question.as_deref(),
+        entry.order.prior_opinion.as_deref(),
     ));
-    let deadline = Instant::now() + entry.request.timeout;
-    let env = env_lookup(&entry.request.context, &prepared.resolved);
+    // Every exchange of the job, including its wait for a free turn, ends by then.
+    let exchanges_end = entry.order.timeout.deadline_from(Instant::now());
+    let env = env_lookup(&entry.order.context, &prepared.resolved);
     let mut waiting = Vec::new();
     for &index in pending {
         let advisor = &prepared.plan.selected[index];
@@ -327,10 +316,10 @@ async fn consult_and_record(
             .find(|a| a.id == advisor.advisor)
             .cloned();
         let io = Io {
-            deadline,
+            deadline: exchanges_end,
             cancel: entry.cancel.child_token(),
             env: env.clone(),
-            http: shared.http.clone(),
+            http: jobs.http.clone(),
         };
         let turn = Turn {
             entry: entry.clone(),
@@ -338,15 +327,15 @@ async fn consult_and_record(
             advisor: advisor.advisor.clone(),
             prompt: prompt.clone(),
             io,
-            drain: shared.drain.clone(),
+            drain: jobs.drain.clone(),
         };
         let slots = catalogue_entry
             .as_ref()
-            .map(|e| shared.advisor_slots(&e.id, e.max_concurrent));
+            .map(|e| jobs.advisor_slots(&e.id, e.max_concurrent));
         let adapter = catalogue_entry
             .as_ref()
-            .and_then(|e| shared.registry.get(&e.adapter));
-        shared.tracker.spawn(async move {
+            .and_then(|e| jobs.registry.get(&e.adapter));
+        jobs.tracker.spawn(async move {
             let exchange = match (catalogue_entry, adapter, slots) {
                 (Some(catalogue_entry), Some(adapter), Some(slots)) => {
                     turn.run(adapter, advisor_spec(&catalogue_entry), slots)
@@ -396,7 +385,7 @@ async fn consult_and_record(
                     if let (Some(c), Body::Consultation(body)) =
                         (job.consultations.get_mut(index), &record.body)
                     {
-                        c.record = Some(record.id().to_string());
+                        c.record = Some(RecordId::from(record.id()));
                         c.status = body.status.into();
                         c.failure = body.failure;
                     }
@@ -470,7 +459,7 @@ impl Turn {
         self.entry.emit(Event::Started {
             job: self.entry.id(),
             advisor: self.advisor.clone(),
-            at: now_rfc3339(),
+            at: Timestamp::now(),
         });
         let consulted = AssertUnwindSafe(contract::consult(
             adapter.as_ref(),
@@ -654,7 +643,7 @@ async fn record_disagreement(
     })
     .await
     .unwrap_or_else(|e| Err(format!("recording failed: {e}")))?;
-    entry.update(|job| job.disagreement = Some(written.id().to_string()));
+    entry.update(|job| job.disagreement = Some(RecordId::from(written.id())));
     entry.emit(Event::Disagreement {
         job: entry.id(),
         record: Box::new(written),

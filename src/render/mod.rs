@@ -7,6 +7,7 @@
 mod advisors;
 mod check;
 mod explain;
+pub mod job;
 mod plan;
 mod record;
 mod refusal;

@@ -10,16 +10,19 @@
 //! the real daemon, the real process adapter and the real writer. The daemon is stopped and
 //! the directory removed at the end (kept with `--keep`), on error and on Ctrl-C too.
 
-use super::progress::{duration_text, Progress, Target};
-use super::{follow, Followed, JobReport, EXIT_INTERRUPTED};
+use super::progress::{Progress, Target};
+use super::{Followed, Following, EXIT_INTERRUPTED};
 use crate::cli::exit::refusal_text;
 use crate::cli::print_stdout;
 use crate::client::{self, Client};
-use crate::context::RequestContext;
 use crate::core::records::{Record, EXECUTOR};
-use crate::core::views::status::StatusView;
-use crate::core::views::tree::TreeView;
-use crate::protocol::{self, ContextBody, RecordRequest, Route};
+use crate::error::Error;
+use crate::facade::Api;
+use crate::protocol::{
+    ConsultRequest, HealthRequest, RecordRequest, RequestContext, StatusRequest, Timeout,
+    TreeRequest,
+};
+use crate::render::job::{duration_text, JobReport};
 use crate::render::text::Out;
 use crate::render::{self, Format};
 use anyhow::{bail, Context as _};
@@ -251,11 +254,7 @@ impl Narrator {
 }
 
 /// Run the demo; `Ok` carries the exit status.
-pub fn run(format: Format, keep: bool) -> anyhow::Result<i32> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+pub async fn run(format: Format, keep: bool) -> anyhow::Result<i32> {
     let place = Place::new(keep)?;
     let narrator = Narrator {
         target: match format {
@@ -263,14 +262,15 @@ pub fn run(format: Format, keep: bool) -> anyhow::Result<i32> {
             Format::Json | Format::Yaml => Target::Stderr,
         },
     };
-    let outcome = runtime.block_on(async {
+    let outcome = async {
         let mut interrupt =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         tokio::select! {
             result = show(&place, &narrator, format) => result.map(Some),
             _ = interrupt.recv() => Ok(None),
         }
-    });
+    }
+    .await;
     // The daemon guard was dropped with `show`'s future: the daemon is stopped by now.
     let base = place.base().display().to_string();
     drop(place);
@@ -312,7 +312,7 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
     say.heading(1, "A daemon on a temporary socket");
     let _daemon = start_daemon(place).await?;
     let client = Client::new(place.socket.clone());
-    let health = client.health().await?;
+    let health = client.health(HealthRequest::default()).await?;
     say.text(&format!(
         "advisord {} (pid {}) on {}",
         health.version,
@@ -328,17 +328,22 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
     say.heading(3, "Consult: both advisors are asked at once");
     let started = Instant::now();
     let job = client
-        .consult(&protocol::ConsultRequest {
+        .consult(ConsultRequest {
             context: ctx.clone(),
-            assessment: assessment.id().to_string(),
+            assessment: assessment.id().into(),
             question: None,
             prior_opinion: None,
-            timeout_s: Some(30.0),
+            timeout: Some(Timeout::from_secs_f64(30.0)?),
         })
         .await?;
     let mut progress = Progress::new(say.target);
     progress.queued(&job);
-    let report = match follow(&client, &job.id, &mut progress, None, None).await? {
+    let following = Following {
+        api: &client,
+        socket: &place.socket,
+        job: &job.id,
+    };
+    let report: Box<JobReport> = match following.follow(&mut progress, None, None).await? {
         Followed::Ended(report) => report,
         Followed::Interrupted | Followed::TimedOut => bail!("the demo's job did not end"),
     };
@@ -388,12 +393,9 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
             "the writer accepted conclusion {} over an unresolved disagreement",
             stored.id()
         ),
-        Err(e) => match e.downcast_ref::<crate::cli::backend::BackendError>() {
-            Some(crate::cli::backend::BackendError::Service(service)) => match service.refusal() {
-                Some((reason, message)) => (reason.to_string(), message.to_string()),
-                None => return Err(e),
-            },
-            _ => return Err(e),
+        Err(e) => match e.downcast_ref::<Error>().and_then(Error::refusal) {
+            Some((reason, message)) => (reason.to_string(), message.to_string()),
+            None => return Err(e),
         },
     };
     let mut refused = Out::new();
@@ -409,19 +411,20 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
     say.text(&render::render(&concluded, Format::Plain));
 
     say.heading(10, "status: where the assessment stands");
-    let body = ContextBody {
-        context: ctx.clone(),
-    };
-    let status: StatusView = client.call(&Route::Status, &[], Some(&body)).await?;
+    let status = client
+        .status(StatusRequest {
+            context: ctx.clone(),
+        })
+        .await?;
     say.text(&render::render(&status, Format::Plain));
 
     say.heading(11, "tree: the records as a tree");
-    let tree: TreeView = client
-        .call(
-            &Route::Tree,
-            &[("show_superseded", "false".to_string())],
-            Some(&body),
-        )
+    let tree = client
+        .tree(TreeRequest {
+            context: ctx.clone(),
+            depth: None,
+            show_superseded: false,
+        })
         .await?;
     say.text(&render::render(&tree, Format::Plain));
 
@@ -515,11 +518,11 @@ fn context(place: &Place) -> RequestContext {
 
 /// Store `input` through the daemon's writer.
 async fn record(client: &Client, ctx: &RequestContext, input: Value) -> anyhow::Result<Record> {
-    let body = RecordRequest {
+    let request = RecordRequest {
         context: ctx.clone(),
         record: input,
     };
-    Ok(client.call(&Route::Record, &[], Some(&body)).await?)
+    Ok(client.record(request).await?)
 }
 
 fn assessment_input() -> Value {

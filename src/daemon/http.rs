@@ -1,0 +1,374 @@
+//! The socket's HTTP mapping: every request is parsed into a verb by the one route table
+//! (`crate::protocol::ROUTES`), its arguments read from the path, the query and the body
+//! (under the 1 MiB bound), and answered by the façade's daemon-side implementation
+//! ([`Served`]) in one exhaustive match of a few lines per verb. Errors become
+//! `{"error": CODE, "message": ...}` with their HTTP status.
+
+use crate::context::daemon_context;
+use crate::daemon::served::Served;
+use crate::error::Error;
+use crate::facade::Api;
+use crate::protocol::{
+    codes, is_out_of_range, parse_route, AdvisorsRequest, CancelRequest, CheckRequest,
+    ConsultRequest, ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId,
+    JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
+    StatusRequest, TreeRequest, VerbName, MAX_BODY_BYTES, NDJSON,
+};
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use futures::StreamExt;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The daemon's HTTP service: everything goes through [`dispatch`].
+pub(crate) fn router(served: Arc<Served>) -> Router {
+    Router::new().fallback(dispatch).with_state(served)
+}
+
+/// What a verb's mapping gets: the URI (for its query) and the body (empty when none).
+struct Incoming {
+    uri: axum::http::Uri,
+    body: Bytes,
+}
+
+/// A handler's answer.
+type Answer = Result<Response, ApiError>;
+
+/// `value` as JSON with `status`.
+fn reply(status: StatusCode, value: impl Serialize) -> Answer {
+    Ok((status, Json(value)).into_response())
+}
+
+async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path().to_string();
+    let (verb, id) = match parse_route(parts.method.as_str(), &path) {
+        Ok(found) => found,
+        Err(RouteError::NotFound) => {
+            return ApiError::new(
+                StatusCode::NOT_FOUND,
+                codes::NOT_FOUND,
+                format!(
+                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md (they all \
+                     start with `/api/v1/`)",
+                    parts.method
+                ),
+            )
+            .into_response()
+        }
+        Err(RouteError::MethodNotAllowed(allow)) => {
+            return ApiError::method_not_allowed(parts.method.as_str(), &path, allow)
+                .into_response()
+        }
+    };
+    let incoming = match read(parts.uri, body).await {
+        Ok(incoming) => incoming,
+        Err(e) => return e.into_response(),
+    };
+    tracing::debug!(method = %parts.method, %path, "request");
+    answer(api.as_ref(), verb, id, incoming)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// One verb: its request read from the call, answered, written back.
+async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incoming) -> Answer {
+    let id = || {
+        id.clone()
+            .ok_or_else(|| ApiError::internal("a job route without an id"))
+    };
+    match verb {
+        VerbName::Health => reply(StatusCode::OK, api.health(HealthRequest {}).await?),
+        VerbName::Advisors => {
+            let context = context_of(&incoming).await?;
+            reply(
+                StatusCode::OK,
+                api.advisors(AdvisorsRequest { context }).await?,
+            )
+        }
+        VerbName::Plan => {
+            let request: PlanRequest = json_body(&incoming.body, "plan request")?;
+            reply(StatusCode::OK, api.plan(request).await?)
+        }
+        VerbName::Record => {
+            let request: RecordRequest = json_body(&incoming.body, "record request")?;
+            reply(StatusCode::CREATED, api.record(request).await?)
+        }
+        VerbName::Status => {
+            let context = context_of(&incoming).await?;
+            reply(StatusCode::OK, api.status(StatusRequest { context }).await?)
+        }
+        VerbName::Explain => {
+            let query: ExplainQuery = query_of(&incoming)?;
+            let id = query.id.ok_or_else(|| {
+                ApiError::bad_request(
+                    codes::INVALID_REQUEST,
+                    "`id` is missing: ask `/api/v1/reasoning/explain?id=RECORD_ID`",
+                )
+            })?;
+            let context = context_of(&incoming).await?;
+            reply(
+                StatusCode::OK,
+                api.explain(ExplainRequest { context, id }).await?,
+            )
+        }
+        VerbName::Tree => {
+            let query: TreeQuery = query_of(&incoming)?;
+            let context = context_of(&incoming).await?;
+            let request = TreeRequest {
+                context,
+                depth: query.depth,
+                show_superseded: query.show_superseded.unwrap_or(false),
+            };
+            reply(StatusCode::OK, api.tree(request).await?)
+        }
+        VerbName::Check => {
+            let query: CheckQuery = query_of(&incoming)?;
+            let context = context_of(&incoming).await?;
+            let request = CheckRequest {
+                context,
+                path: query.path,
+            };
+            reply(StatusCode::OK, api.check(request).await?)
+        }
+        VerbName::Consult => {
+            if api.shutting_down() {
+                return Err(Error::ShuttingDown.into());
+            }
+            let request: ConsultRequest = json_body(&incoming.body, "consultation request")?;
+            reply(StatusCode::ACCEPTED, api.consult(request).await?)
+        }
+        VerbName::Jobs => {
+            let request: JobsRequest = query_of(&incoming)?;
+            reply(StatusCode::OK, api.jobs(request).await?)
+        }
+        VerbName::Job => reply(StatusCode::OK, api.job(JobRequest { id: id()? }).await?),
+        VerbName::Cancel => {
+            let job = api.cancel(CancelRequest { id: id()? }).await?;
+            let status = if job.state.is_finished() {
+                StatusCode::OK
+            } else {
+                StatusCode::ACCEPTED // still stopping
+            };
+            reply(status, job)
+        }
+        VerbName::Events => {
+            let query: EventsQuery = query_of(&incoming)?;
+            let request = EventsRequest {
+                id: id()?,
+                from: query.from.unwrap_or(0),
+            };
+            let lines = api.events(request).await?.map(|event| {
+                event.map(|event| {
+                    // An event is plain data; it always encodes.
+                    let mut line = serde_json::to_vec(&event).unwrap_or_default();
+                    line.push(b'\n');
+                    Bytes::from(line)
+                })
+            });
+            Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
+        }
+    }
+}
+
+/// The query of `explain`.
+#[derive(Debug, Default, Deserialize)]
+struct ExplainQuery {
+    id: Option<RecordId>,
+}
+
+/// The query of `tree`.
+#[derive(Debug, Default, Deserialize)]
+struct TreeQuery {
+    depth: Option<usize>,
+    show_superseded: Option<bool>,
+}
+
+/// The query of `check`.
+#[derive(Debug, Default, Deserialize)]
+struct CheckQuery {
+    path: Option<PathBuf>,
+}
+
+/// The query of `events`.
+#[derive(Debug, Default, Deserialize)]
+struct EventsQuery {
+    from: Option<usize>,
+}
+
+/// The root and task a GET without a body names (`curl` by hand).
+#[derive(Debug, Default, Deserialize)]
+struct ContextQuery {
+    root: Option<String>,
+    task: Option<String>,
+}
+
+/// The query string read as `T` (every field optional), or 400 naming what is wrong.
+fn query_of<T: DeserializeOwned + Default>(incoming: &Incoming) -> Result<T, ApiError> {
+    let Some(q) = incoming.uri.query() else {
+        return Ok(T::default());
+    };
+    axum::extract::Query::<T>::try_from_uri(&incoming.uri)
+        .map(|query| query.0)
+        .map_err(|e| {
+            ApiError::bad_request(
+                codes::INVALID_REQUEST,
+                format!("the query string `{q}` is not accepted: {}", e.body_text()),
+            )
+        })
+}
+
+/// The context of a GET request: the body's, else one built from the query's `root` and
+/// `task` and the daemon's own environment.
+async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+    if !incoming.body.is_empty() {
+        return Ok(json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context);
+    }
+    let query: ContextQuery = query_of(incoming)?;
+    let root = query.root.ok_or_else(|| {
+        ApiError::bad_request(
+            codes::INVALID_REQUEST,
+            "no context: send `{\"context\": {...}}` as the body, or name the root with \
+             `?root=/absolute/dir` (and optionally `&task=NAME`)",
+        )
+    })?;
+    let task = query.task;
+    // Reads the catalogue to find the credential variables: off the async threads.
+    tokio::task::spawn_blocking(move || daemon_context(Path::new(&root), task))
+        .await
+        .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))
+}
+
+/// Read the body under the bound (413 past it).
+async fn read(uri: axum::http::Uri, body: Body) -> Result<Incoming, ApiError> {
+    let body = Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<LengthLimitError>().is_some() {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    codes::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "the body is over {MAX_BODY_BYTES} bytes (1 MiB); send less (evidence \
+                         is a reference, never a copy)"
+                    ),
+                )
+            } else {
+                ApiError::bad_request(
+                    codes::INVALID_REQUEST,
+                    format!("the body could not be read: {e}"),
+                )
+            }
+        })?
+        .to_bytes();
+    Ok(Incoming { uri, body })
+}
+
+/// The body parsed as `T`, or 400 naming what is wrong with it.
+fn json_body<T: DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            codes::INVALID_JSON,
+            format!("the body is empty; this route takes a JSON {what} (see docs/DAEMON.md)"),
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        let message = e.to_string();
+        if is_out_of_range(&message) {
+            // The JSON is fine; a value in it is not acceptable.
+            return ApiError::bad_request(codes::INVALID_REQUEST, message);
+        }
+        ApiError::bad_request(
+            codes::INVALID_JSON,
+            format!("the body is not a valid JSON {what}: {e}"),
+        )
+    })
+}
+
+/// A failed request: the status and the body to answer with.
+#[derive(Debug)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The body.
+    pub body: ErrorBody,
+    /// The methods a 405 reply lists in `Allow`.
+    pub allow: Option<String>,
+}
+
+impl ApiError {
+    /// An error with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            body: ErrorBody {
+                error: code.to_string(),
+                message: message.into(),
+                reason: None,
+            },
+            allow: None,
+        }
+    }
+
+    /// 400 with `code`.
+    pub fn bad_request(code: &str, message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 500 `internal`.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
+    }
+
+    /// 405 listing the methods `allow`ed.
+    pub fn method_not_allowed(method: &str, path: &str, allow: String) -> ApiError {
+        let mut e = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            codes::METHOD_NOT_ALLOWED,
+            format!("`{method} {path}` is not a route; `{path}` accepts {allow}"),
+        );
+        e.allow = Some(allow);
+        e
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        let status =
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if let Some((reason, message)) = e.refusal() {
+            return ApiError {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                body: ErrorBody {
+                    error: codes::REFUSED.to_string(),
+                    message: message.to_string(),
+                    reason: Some(reason.to_string()),
+                },
+                allow: None,
+            };
+        }
+        ApiError::new(status, e.code(), e.message())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(code = %self.body.error, message = %self.body.message, "request failed");
+        } else {
+            tracing::debug!(code = %self.body.error, message = %self.body.message, "request refused");
+        }
+        let mut response = (self.status, Json(self.body)).into_response();
+        if let Some(allow) = self.allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
+            response.headers_mut().insert(header::ALLOW, allow);
+        }
+        response
+    }
+}

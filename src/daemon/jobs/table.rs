@@ -1,0 +1,355 @@
+//! The jobs the daemon keeps: each job's state, its events (kept for replay) and its
+//! cancellation token, and the table of all of them. The operations on them are the
+//! `Jobs` API's (`super`).
+//!
+//! A job's state is behind a plain mutex that is only held to read or change it, never
+//! across an `.await`; readers of the event stream wait on a `watch` of the event count,
+//! so a slow reader never loses an event and never slows the job down.
+
+use crate::protocol::{Event, ExchangeStatus, Job, JobId, JobState, RequestContext, Timeout};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// What a job was asked to do; fixed once accepted.
+#[derive(Debug, Clone)]
+pub struct JobOrder {
+    /// The asking process's context. Holds credential values only for a job accepted by
+    /// this daemon process (in memory); a resumed job has none and uses the daemon's own.
+    pub context: RequestContext,
+    /// The extra question, if any.
+    pub question: Option<String>,
+    /// The prior opinion, if any.
+    pub prior_opinion: Option<String>,
+    /// How long the job's exchanges may take: each must end by this long after the
+    /// fan-out starts.
+    pub timeout: Timeout,
+    /// Whether the job was read back from the journal after a restart.
+    pub resumed: bool,
+}
+
+struct Inner {
+    job: Job,
+    events: Vec<Event>,
+    finished: Option<SystemTime>,
+}
+
+/// One job: its state, its events, its token.
+pub struct JobEntry {
+    inner: Mutex<Inner>,
+    event_count: watch::Sender<usize>,
+    /// Cancelled by `DELETE` or when the daemon stops; a child of the daemon's token.
+    pub cancel: CancellationToken,
+    cancel_requested: AtomicBool,
+    /// What the job was asked to do.
+    pub order: JobOrder,
+    /// Taken while the job is journaled, so saves never overtake one another.
+    pub journal_turn: tokio::sync::Mutex<()>,
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panic while holding the lock leaves plain data behind: keep serving it.
+    inner
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl JobEntry {
+    /// A job in the state `job` says, with a token under `parent`.
+    pub fn new(job: Job, order: JobOrder, parent: &CancellationToken) -> JobEntry {
+        let finished = job.state.is_finished().then(SystemTime::now);
+        JobEntry {
+            inner: Mutex::new(Inner {
+                job,
+                events: Vec::new(),
+                finished,
+            }),
+            event_count: watch::Sender::new(0),
+            cancel: parent.child_token(),
+            cancel_requested: AtomicBool::new(false),
+            order,
+            journal_turn: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// A copy of the job as it stands.
+    pub fn snapshot(&self) -> Job {
+        lock(&self.inner).job.clone()
+    }
+
+    /// The job's id.
+    pub fn id(&self) -> JobId {
+        lock(&self.inner).job.id.clone()
+    }
+
+    /// Its state.
+    pub fn state(&self) -> JobState {
+        lock(&self.inner).job.state
+    }
+
+    /// Change the job under its lock and return a copy of the result.
+    pub fn update(&self, change: impl FnOnce(&mut Job)) -> Job {
+        let mut inner = lock(&self.inner);
+        change(&mut inner.job);
+        if inner.job.state.is_finished() && inner.finished.is_none() {
+            inner.finished = Some(SystemTime::now());
+        }
+        inner.job.clone()
+    }
+
+    /// Move from `from` to `to` only if the job is in `from`; the job after, if it moved.
+    pub fn transition(&self, from: JobState, to: JobState) -> Option<Job> {
+        let mut inner = lock(&self.inner);
+        if inner.job.state != from {
+            return None;
+        }
+        inner.job.state = to;
+        if to.is_finished() && inner.finished.is_none() {
+            inner.finished = Some(SystemTime::now());
+        }
+        Some(inner.job.clone())
+    }
+
+    /// Set one selected advisor's exchange status (by position in the plan).
+    pub fn set_exchange(&self, index: usize, status: ExchangeStatus) {
+        let mut inner = lock(&self.inner);
+        if let Some(c) = inner.job.consultations.get_mut(index) {
+            c.status = status;
+        }
+    }
+
+    /// Append an event and wake every reader.
+    pub fn emit(&self, event: Event) {
+        let count = {
+            let mut inner = lock(&self.inner);
+            inner.events.push(event);
+            inner.events.len()
+        };
+        self.event_count.send_replace(count);
+    }
+
+    /// Events from position `from` on, and whether the last one ends the stream.
+    pub fn events_from(&self, from: usize) -> (Vec<Event>, bool) {
+        let inner = lock(&self.inner);
+        let events: Vec<Event> = inner.events.get(from..).unwrap_or_default().to_vec();
+        let done = inner.events.last().is_some_and(Event::is_done);
+        (events, done)
+    }
+
+    /// A receiver woken whenever an event is appended.
+    pub fn watch_events(&self) -> watch::Receiver<usize> {
+        self.event_count.subscribe()
+    }
+
+    /// Ask the job to stop because a client cancelled it.
+    pub fn request_cancel(&self) {
+        self.cancel_requested.store(true, Ordering::SeqCst);
+        self.cancel.cancel();
+    }
+
+    /// Whether a client cancelled the job (as opposed to the daemon stopping).
+    pub fn cancel_requested(&self) -> bool {
+        self.cancel_requested.load(Ordering::SeqCst)
+    }
+
+    /// When the job ended, if it has.
+    pub fn finished_at(&self) -> Option<SystemTime> {
+        lock(&self.inner).finished
+    }
+}
+
+/// How long finished jobs are kept, and how many at most.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// A finished job older than this is pruned.
+    pub keep_for: Duration,
+    /// At most this many finished jobs are kept (the newest).
+    pub keep_max: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            keep_for: Duration::from_secs(3600),
+            keep_max: 1000,
+        }
+    }
+}
+
+/// Every job the daemon keeps, by id (ULIDs sort by creation).
+#[derive(Default)]
+pub struct JobTable {
+    jobs: Mutex<BTreeMap<JobId, Arc<JobEntry>>>,
+}
+
+impl JobTable {
+    fn map(&self) -> MutexGuard<'_, BTreeMap<JobId, Arc<JobEntry>>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keep `entry`.
+    pub fn insert(&self, entry: Arc<JobEntry>) {
+        let id = entry.id();
+        self.map().insert(id, entry);
+    }
+
+    /// The job `id`, if kept.
+    pub fn get(&self, id: &str) -> Option<Arc<JobEntry>> {
+        self.map().get(id).cloned()
+    }
+
+    /// Every job kept, oldest first.
+    pub fn all(&self) -> Vec<Arc<JobEntry>> {
+        self.map().values().cloned().collect()
+    }
+
+    /// How many jobs are in each state (every state listed).
+    pub fn counts(&self) -> BTreeMap<JobState, usize> {
+        let mut counts: BTreeMap<JobState, usize> =
+            JobState::ALL.into_iter().map(|s| (s, 0)).collect();
+        for entry in self.all() {
+            *counts.entry(entry.state()).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Plan ids claimed by jobs other than `except`.
+    pub fn claimed_plans(&self, except: &JobId) -> Vec<String> {
+        self.all()
+            .iter()
+            .map(|e| e.snapshot())
+            .filter(|job| &job.id != except)
+            .filter_map(|job| job.plan.map(|p| p.to_string()))
+            .collect()
+    }
+
+    /// Drop finished jobs past `retention` as of `now`; the ids dropped.
+    pub fn prune(&self, retention: Retention, now: SystemTime) -> Vec<JobId> {
+        let mut map = self.map();
+        let mut finished: Vec<(SystemTime, JobId)> = map
+            .iter()
+            .filter_map(|(id, e)| e.finished_at().map(|at| (at, id.clone())))
+            .collect();
+        // Newest first, so the ones past `keep_max` are at the end.
+        finished.sort_by(|a, b| b.cmp(a));
+        let mut dropped = Vec::new();
+        for (rank, (at, id)) in finished.into_iter().enumerate() {
+            let too_old = now.duration_since(at).unwrap_or_default() > retention.keep_for;
+            if too_old || rank >= retention.keep_max {
+                map.remove(&id);
+                dropped.push(id);
+            }
+        }
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, state: JobState) -> Job {
+        Job::sample(id, state)
+    }
+
+    fn request() -> JobOrder {
+        JobOrder {
+            context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
+            question: None,
+            prior_opinion: None,
+            timeout: Timeout::from_secs_f64(1.0).unwrap(),
+            resumed: false,
+        }
+    }
+
+    fn table(states: &[(&str, JobState)]) -> JobTable {
+        let token = CancellationToken::new();
+        let table = JobTable::default();
+        for (id, state) in states {
+            table.insert(Arc::new(JobEntry::new(job(id, *state), request(), &token)));
+        }
+        table
+    }
+
+    #[test]
+    fn prune_keeps_unfinished_and_the_newest_finished() {
+        let t = table(&[
+            ("1", JobState::Done),
+            ("2", JobState::Queued),
+            ("3", JobState::Failed),
+            ("4", JobState::Running),
+            ("5", JobState::Cancelled),
+        ]);
+        let now = SystemTime::now() + Duration::from_secs(1);
+        let keep_two = Retention {
+            keep_for: Duration::from_secs(3600),
+            keep_max: 2,
+        };
+        let mut dropped = t.prune(keep_two, now);
+        dropped.sort();
+        assert_eq!(dropped.len(), 1, "one finished job over the limit of two");
+        assert!(
+            t.get("2").is_some() && t.get("4").is_some(),
+            "unfinished jobs stay"
+        );
+        let all_old = Retention {
+            keep_for: Duration::ZERO,
+            keep_max: 1000,
+        };
+        assert_eq!(t.prune(all_old, now).len(), 2);
+        let ids: Vec<String> = t.all().iter().map(|e| e.id().to_string()).collect();
+        assert_eq!(ids, ["2", "4"]);
+    }
+
+    #[test]
+    fn counts_list_every_state() {
+        let t = table(&[
+            ("1", JobState::Done),
+            ("2", JobState::Done),
+            ("3", JobState::Queued),
+        ]);
+        let counts = t.counts();
+        assert_eq!(counts[&JobState::Done], 2);
+        assert_eq!(counts[&JobState::Queued], 1);
+        assert_eq!(counts[&JobState::Failed], 0);
+        assert_eq!(counts.len(), JobState::ALL.len());
+    }
+
+    #[test]
+    fn transition_only_from_the_expected_state() {
+        let t = table(&[("1", JobState::Queued)]);
+        let e = t.get("1").unwrap();
+        assert!(e.transition(JobState::Running, JobState::Done).is_none());
+        assert!(e
+            .transition(JobState::Queued, JobState::Cancelled)
+            .is_some());
+        assert!(e.finished_at().is_some());
+        assert!(e.transition(JobState::Queued, JobState::Running).is_none());
+    }
+
+    #[test]
+    fn events_replay_from_any_position() {
+        let t = table(&[("1", JobState::Running)]);
+        let e = t.get("1").unwrap();
+        let started = |a: &str| Event::Started {
+            job: "1".into(),
+            advisor: a.into(),
+            at: crate::protocol::Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
+        };
+        e.emit(started("a"));
+        e.emit(started("b"));
+        assert_eq!(e.events_from(0).0.len(), 2);
+        assert_eq!(e.events_from(1).0, vec![started("b")]);
+        assert_eq!(e.events_from(5).0, vec![]);
+        assert!(!e.events_from(0).1);
+        e.emit(Event::Done {
+            job: "1".into(),
+            result: Box::new(e.snapshot()),
+        });
+        assert!(e.events_from(3).1);
+        assert_eq!(*e.watch_events().borrow(), 3);
+    }
+}

@@ -1,0 +1,137 @@
+//! The daemon's side of the façade: every verb answered in the daemon. Network-free verbs
+//! run the same `crate::service` functions as `--no-daemon` (on the blocking pool: they
+//! read and write files) after the daemon's own check of the root; job verbs go to the
+//! [`Jobs`] API. The socket's handlers (`super::http`) are a mapping onto this.
+
+use crate::check::CheckReport;
+use crate::context::require_root;
+use crate::core::records::{Plan, Record};
+use crate::core::views::advisors::AdvisorsView;
+use crate::core::views::explain::ExplainView;
+use crate::core::views::status::StatusView;
+use crate::core::views::tree::TreeView;
+use crate::daemon::jobs::{blocking, Jobs};
+use crate::error::Result;
+use crate::facade::{Answer, Api, EventStream};
+use crate::protocol::{
+    AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, EventsRequest, ExplainRequest,
+    Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest, RecordRequest,
+    RequestContext, StatusRequest, TreeRequest, WaitRequest, Waited,
+};
+use crate::service;
+use futures::StreamExt;
+use std::sync::Arc;
+
+/// Every verb, answered by this daemon.
+pub struct Served {
+    jobs: Arc<Jobs>,
+}
+
+impl Served {
+    /// The verbs over `jobs`.
+    pub(crate) fn new(jobs: Arc<Jobs>) -> Served {
+        Served { jobs }
+    }
+
+    /// Whether shutdown has begun (no new job is accepted).
+    pub fn shutting_down(&self) -> bool {
+        self.jobs.drain.is_cancelled()
+    }
+}
+
+/// Check the request's root, then run `work` with its context on the blocking pool.
+async fn in_root<T: Send + 'static>(
+    context: RequestContext,
+    work: impl FnOnce(RequestContext) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    require_root(&context)?;
+    blocking(move || work(context)).await
+}
+
+impl Api for Served {
+    fn health(&self, _request: HealthRequest) -> Answer<'_, Health> {
+        Box::pin(async move {
+            Ok(Health {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                uptime_s: self.jobs.started.elapsed().as_secs(),
+                jobs: self.jobs.counts(),
+            })
+        })
+    }
+
+    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
+        Box::pin(in_root(request.context, |c| service::advisors(&c)))
+    }
+
+    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
+        let PlanRequest {
+            context,
+            materiality,
+            confidence,
+            capabilities,
+        } = request;
+        Box::pin(in_root(context, move |c| {
+            service::plan_preview(&c, materiality, confidence, capabilities)
+        }))
+    }
+
+    fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
+        let input = request.record;
+        Box::pin(in_root(request.context, move |c| {
+            service::record(&c, &input)
+        }))
+    }
+
+    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
+        Box::pin(in_root(request.context, |c| service::status(&c)))
+    }
+
+    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
+        let id = request.id;
+        Box::pin(in_root(request.context, move |c| {
+            service::explain(&c, id.as_str())
+        }))
+    }
+
+    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
+        let (depth, show) = (request.depth, request.show_superseded);
+        Box::pin(in_root(request.context, move |c| {
+            service::tree(&c, depth, show)
+        }))
+    }
+
+    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
+        let path = request.path;
+        Box::pin(in_root(request.context, move |c| {
+            service::check(&c, path.as_deref())
+        }))
+    }
+
+    fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {
+        Box::pin(self.jobs.submit(request))
+    }
+
+    fn jobs(&self, request: JobsRequest) -> Answer<'_, JobList> {
+        Box::pin(async move { Ok(self.jobs.list(&request)) })
+    }
+
+    fn job(&self, request: JobRequest) -> Answer<'_, Job> {
+        Box::pin(async move { self.jobs.get(&request.id) })
+    }
+
+    fn cancel(&self, request: CancelRequest) -> Answer<'_, Job> {
+        Box::pin(async move { self.jobs.cancel(&request.id).await })
+    }
+
+    fn events(&self, request: EventsRequest) -> Answer<'_, EventStream> {
+        Box::pin(async move {
+            let events = self.jobs.subscribe(&request.id, request.from)?;
+            Ok(events.map(Ok).boxed())
+        })
+    }
+
+    fn wait(&self, request: WaitRequest) -> Answer<'_, Waited> {
+        Box::pin(async move { self.jobs.wait(&request.id, request.bound).await })
+    }
+}

@@ -1,0 +1,156 @@
+//! Where things live, for the client and the daemon alike: the daemon's socket, its data
+//! directory (job journal, pid file, lock, log) and a root's state directory. Both sides
+//! resolve through these functions, so they always agree.
+
+use std::path::{Path, PathBuf};
+
+/// The variable naming the daemon's socket when `--socket` is not given.
+pub const ENV_SOCKET: &str = "ADVISORD_SOCKET";
+
+/// The state directory under the root when `--state-dir` is not given.
+pub const DEFAULT_STATE_DIR: &str = ".ai/local/state/reasoning";
+
+/// The pid file's name in the data directory.
+pub const PID_FILE: &str = "advisord.pid";
+/// The data directory's lock file.
+pub const LOCK_FILE: &str = "advisord.lock";
+/// The log of a detached daemon, in the data directory.
+pub const LOG_FILE: &str = "advisord.log";
+
+/// The state directory of `root`: `flag` when given, else [`DEFAULT_STATE_DIR`] under it.
+pub fn state_dir(root: &Path, flag: Option<&Path>) -> PathBuf {
+    flag.map_or_else(|| root.join(DEFAULT_STATE_DIR), Path::to_path_buf)
+}
+
+/// The log a detached daemon started from this process's environment writes, if a data
+/// directory can be named.
+pub fn log_path() -> Option<PathBuf> {
+    data_dir(None).map(|dir| dir.join(LOG_FILE))
+}
+
+/// The daemon's socket: the flag, else `ADVISORD_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/advisord/advisord.sock`, else `/tmp/advisord-<uid>/advisord.sock`.
+pub fn socket_path(flag: Option<&Path>) -> PathBuf {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    socket_path_from(flag, &env, nix::unistd::getuid().as_raw())
+}
+
+/// [`socket_path`] over an explicit environment and uid.
+pub fn socket_path_from(
+    flag: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    uid: u32,
+) -> PathBuf {
+    if let Some(flag) = flag {
+        return flag.to_path_buf();
+    }
+    if let Some(socket) = env(ENV_SOCKET).filter(|v| !v.is_empty()) {
+        return PathBuf::from(socket);
+    }
+    if let Some(runtime) = env("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
+        return Path::new(&runtime).join("advisord").join("advisord.sock");
+    }
+    PathBuf::from(format!("/tmp/advisord-{uid}/advisord.sock"))
+}
+
+/// The variable naming the data directory when `--data-dir` is not given.
+pub const ENV_DATA_DIR: &str = "ADVISORD_DATA_DIR";
+
+/// The data directory: the flag, else `ADVISORD_DATA_DIR`, else
+/// `$XDG_STATE_HOME/advisord`, else `~/.local/state/advisord`; made absolute against
+/// `cwd`. `None` when nothing names one (no flag, no variable and no `HOME`).
+pub fn data_dir_from(
+    flag: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+    cwd: &Path,
+) -> Option<PathBuf> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty());
+    let dir = match flag {
+        Some(flag) => flag.to_path_buf(),
+        None => match set(ENV_DATA_DIR) {
+            Some(dir) => PathBuf::from(dir),
+            None => match set("XDG_STATE_HOME") {
+                Some(state) => Path::new(&state).join("advisord"),
+                None => Path::new(&set("HOME")?).join(".local/state/advisord"),
+            },
+        },
+    };
+    Some(if dir.is_absolute() {
+        dir
+    } else {
+        cwd.join(dir)
+    })
+}
+
+/// [`data_dir_from`] over this process's environment and working directory.
+pub fn data_dir(flag: Option<&Path>) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    data_dir_from(flag, &|name| std::env::var(name).ok(), &cwd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn check(flag: Option<&str>, vars: &[(&str, &str)], expected: Option<&str>) {
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        };
+        assert_eq!(
+            data_dir_from(flag.map(Path::new), &env, Path::new("/work")),
+            expected.map(PathBuf::from),
+            "flag {flag:?}, vars {vars:?}"
+        );
+    }
+
+    #[test]
+    fn the_data_directory_chain() {
+        let all = [
+            ("ADVISORD_DATA_DIR", "/d"),
+            ("XDG_STATE_HOME", "/s"),
+            ("HOME", "/h"),
+        ];
+        check(Some("/flag"), &all, Some("/flag"));
+        check(Some("rel"), &all, Some("/work/rel"));
+        check(None, &all, Some("/d"));
+        check(None, &all[1..], Some("/s/advisord"));
+        check(None, &all[2..], Some("/h/.local/state/advisord"));
+        check(
+            None,
+            &[("ADVISORD_DATA_DIR", ""), ("HOME", "/h")],
+            Some("/h/.local/state/advisord"),
+        );
+        check(None, &[], None);
+    }
+
+    #[test]
+    fn the_socket_path_chain() {
+        let flag = Path::new("/flag.sock");
+        let full = env_of(&[
+            (ENV_SOCKET, "/env.sock"),
+            ("XDG_RUNTIME_DIR", "/run/user/7"),
+        ]);
+        assert_eq!(socket_path_from(Some(flag), &full, 7), flag);
+        assert_eq!(socket_path_from(None, &full, 7), Path::new("/env.sock"));
+        let runtime = env_of(&[("XDG_RUNTIME_DIR", "/run/user/7"), (ENV_SOCKET, "")]);
+        assert_eq!(
+            socket_path_from(None, &runtime, 7),
+            Path::new("/run/user/7/advisord/advisord.sock")
+        );
+        assert_eq!(
+            socket_path_from(None, &env_of(&[]), 7),
+            Path::new("/tmp/advisord-7/advisord.sock")
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! The asking process's context, which every request that concerns a root carries.
+//!
+//! The daemon is shared by every session of the user, so availability and process
+//! advisors must see the environment of the process asking, not the daemon's. How a
+//! context is built from flags and an environment is `crate::context`'s business; this is
+//! only its shape on the wire.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The asking process's context, sent with every request .
+///
+/// Paths are absolute (made so against the client's working directory) because the
+/// daemon runs elsewhere. Credential values are held for the request only and never
+/// appear in `Debug` output.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestContext {
+    /// The project root: absolute, an existing directory.
+    pub root: PathBuf,
+    /// `--state-dir`, absolute.
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+    /// `--task`, else `ADVISORD_TASK` (validated when resolved).
+    #[serde(default)]
+    pub task: Option<String>,
+    /// `--catalogue`, else `ADVISORD_CATALOGUE`, absolute.
+    #[serde(default)]
+    pub catalogue_path: Option<PathBuf>,
+    /// `ADVISORD_MODE`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// `CI`.
+    #[serde(default)]
+    pub ci: Option<String>,
+    /// `ADVISORD_ADVISORS_DISABLE`.
+    #[serde(default)]
+    pub disable: Option<String>,
+    /// `ADVISORD_COOLDOWN_SECONDS`.
+    #[serde(default)]
+    pub cooldown_s: Option<String>,
+    /// `PATH`, on which executables are looked up.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The values of the credential variables the catalogue names, by variable name.
+    #[serde(default)]
+    pub credentials: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for RequestContext {
+    // Written by hand so that a credential value can never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let credentials: Vec<&str> = self.credentials.keys().map(String::as_str).collect();
+        f.debug_struct("RequestContext")
+            .field("root", &self.root)
+            .field("state_dir", &self.state_dir)
+            .field("task", &self.task)
+            .field("catalogue_path", &self.catalogue_path)
+            .field("mode", &self.mode)
+            .field("ci", &self.ci)
+            .field("disable", &self.disable)
+            .field("cooldown_s", &self.cooldown_s)
+            .field("path", &self.path)
+            .field("credentials (names only)", &credentials)
+            .finish()
+    }
+}
