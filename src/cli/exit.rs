@@ -7,7 +7,7 @@
 //!   with `--format json|yaml` its `{"error": CODE, "message"}` also goes to standard
 //!   output, so a program reading the typed shape always gets one.
 
-use crate::cli::print_stdout;
+use super::output::print_stdout;
 use crate::error::Error;
 use crate::render::Format;
 

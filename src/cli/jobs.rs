@@ -15,14 +15,14 @@ pub mod progress;
 
 pub use demo::{hidden_entry, DEMO_ADVISOR_ARG};
 
-use crate::cli::args::GlobalFlags;
-use crate::cli::{print_stdout, ConsultVerb, JobVerb};
+use super::args::GlobalFlags;
+use super::output::print_stdout;
 use crate::error::Error;
 use crate::facade::{needs_daemon, Api};
 use crate::paths;
 use crate::protocol::{
     CancelRequest, ConsultRequest, EventsRequest, JobId, JobRequest, JobState, JobsRequest,
-    RequestContext,
+    RecordId, RequestContext, Timeout,
 };
 use crate::render::job::{JobListView, JobReport, JobView, Seen};
 use crate::render::{self, Format};
@@ -32,6 +32,60 @@ use std::path::Path;
 use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
+
+/// A verb that goes through the daemon's job queue, handed to [`run_job_verb`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobVerb {
+    /// `--assessment ID` (and the consultation half of `ask`).
+    Consult(ConsultVerb),
+    /// `jobs`.
+    Jobs,
+    /// `wait JOB [--timeout SECS]`.
+    Wait {
+        /// The job id.
+        job: JobId,
+        /// Give up after this long (exit 5).
+        timeout: Option<Timeout>,
+    },
+    /// `cancel JOB`.
+    Cancel {
+        /// The job id.
+        job: JobId,
+    },
+    /// `demo`.
+    Demo {
+        /// Keep the demo's temporary directory.
+        keep: bool,
+    },
+}
+
+impl JobVerb {
+    /// How the user invoked it, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobVerb::Consult(_) => "--assessment",
+            JobVerb::Jobs => "jobs",
+            JobVerb::Wait { .. } => "wait",
+            JobVerb::Cancel { .. } => "cancel",
+            JobVerb::Demo { .. } => "demo",
+        }
+    }
+}
+
+/// A consultation to queue for a recorded assessment, as the command line gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsultVerb {
+    /// The assessment id.
+    pub assessment: RecordId,
+    /// A question for the advisors besides the assessment's own.
+    pub question: Option<String>,
+    /// The job's timeout (the daemon's default when absent).
+    pub timeout: Option<Timeout>,
+    /// An opinion already given.
+    pub prior_opinion: Option<String>,
+    /// Print the job id at once instead of waiting.
+    pub detach: bool,
+}
 
 /// The exit status of an interrupted verb.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -144,7 +198,7 @@ async fn wait(
     api: &dyn Api,
     socket: &Path,
     job: &JobId,
-    timeout: Option<crate::protocol::Timeout>,
+    timeout: Option<Timeout>,
     format: Format,
 ) -> anyhow::Result<i32> {
     let mut interrupt = interrupt_signal()?;

@@ -6,79 +6,28 @@
 pub mod args;
 pub mod exit;
 pub mod jobs;
+pub mod output;
 
 pub use args::{Cli, GlobalFlags, Verb};
+pub use jobs::{ConsultVerb, JobVerb};
+pub use output::print_stdout;
 
 use crate::client::Client;
 use crate::error::Error;
 use crate::facade::{Api, Local};
 use crate::paths;
 use crate::protocol::{
-    AdvisorsRequest, CheckRequest, ExplainRequest, JobId, PlanRequest, RecordId, RecordRequest,
-    RequestContext, StatusRequest, Timeout, TreeRequest,
+    AdvisorsRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest, RequestContext,
+    StatusRequest, TreeRequest,
 };
 use crate::render::{self, Format, Render};
 use anyhow::Context as _;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 
 /// The largest record `record --file` reads (the daemon refuses larger bodies too).
 pub const MAX_RECORD_BYTES: u64 = 1024 * 1024;
-
-/// A verb that goes through the daemon's job queue, handed to [`jobs::run_job_verb`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum JobVerb {
-    /// `--assessment ID` (and the consultation half of `ask`).
-    Consult(ConsultVerb),
-    /// `jobs`.
-    Jobs,
-    /// `wait JOB [--timeout SECS]`.
-    Wait {
-        /// The job id.
-        job: JobId,
-        /// Give up after this long (exit 5).
-        timeout: Option<Timeout>,
-    },
-    /// `cancel JOB`.
-    Cancel {
-        /// The job id.
-        job: JobId,
-    },
-    /// `demo`.
-    Demo {
-        /// Keep the demo's temporary directory.
-        keep: bool,
-    },
-}
-
-impl JobVerb {
-    /// How the user invoked it, for messages.
-    pub fn name(&self) -> &'static str {
-        match self {
-            JobVerb::Consult(_) => "--assessment",
-            JobVerb::Jobs => "jobs",
-            JobVerb::Wait { .. } => "wait",
-            JobVerb::Cancel { .. } => "cancel",
-            JobVerb::Demo { .. } => "demo",
-        }
-    }
-}
-
-/// A consultation to queue for a recorded assessment, as the command line gives it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConsultVerb {
-    /// The assessment id.
-    pub assessment: RecordId,
-    /// A question for the advisors besides the assessment's own.
-    pub question: Option<String>,
-    /// The job's timeout (the daemon's default when absent).
-    pub timeout: Option<Timeout>,
-    /// An opinion already given.
-    pub prior_opinion: Option<String>,
-    /// Print the job id at once instead of waiting.
-    pub detach: bool,
-}
 
 /// The entry point of the `advisor-consult` binary: the one exit path.
 pub fn main() -> ExitCode {
@@ -255,27 +204,6 @@ async fn job_verb(
 fn emit(value: &impl Render, format: Format) -> anyhow::Result<i32> {
     print_stdout(&render::render(value, format))?;
     Ok(0)
-}
-
-/// Write `text` (with a final newline) to standard output; a closed pipe is not an error.
-pub fn print_stdout(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    let result = out
-        .write_all(text.as_bytes())
-        .and_then(|()| {
-            if text.ends_with('\n') {
-                Ok(())
-            } else {
-                out.write_all(b"\n")
-            }
-        })
-        .and_then(|()| out.flush());
-    match result {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write to standard output")
-        }
-        _ => Ok(()),
-    }
 }
 
 fn absolute_from_cwd(path: &Path) -> anyhow::Result<std::path::PathBuf> {

@@ -10,10 +10,10 @@
 //! the real daemon, the real process adapter and the real writer. The daemon is stopped and
 //! the directory removed at the end (kept with `--keep`), on error and on Ctrl-C too.
 
+use super::super::exit::refusal_text;
+use super::super::output::print_stdout;
 use super::progress::{Progress, Target};
 use super::{Followed, Following, EXIT_INTERRUPTED};
-use crate::cli::exit::refusal_text;
-use crate::cli::print_stdout;
 use crate::client::{self, Client};
 use crate::core::records::{Record, EXECUTOR};
 use crate::error::Error;
@@ -360,7 +360,7 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
         bail!(
             "the demo's job ended {} with {answered} consultation(s) recorded; see {}",
             report.job.state.as_str(),
-            place.data.join(crate::daemon::LOG_FILE).display()
+            place.data.join(crate::paths::LOG_FILE).display()
         );
     }
 
@@ -457,7 +457,7 @@ async fn start_daemon(place: &Place) -> anyhow::Result<DaemonGuard> {
     })?;
     std::fs::create_dir_all(&place.data)
         .with_context(|| format!("cannot create `{}`", place.data.display()))?;
-    let log_path = place.data.join(crate::daemon::LOG_FILE);
+    let log_path = place.data.join(crate::paths::LOG_FILE);
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create `{}`", log_path.display()))?;
     let child = Command::new(&daemon)
