@@ -922,3 +922,112 @@ async fn finished_jobs_are_listed_then_pruned_from_memory_and_journal() {
     );
     daemon.stop().await;
 }
+
+/// The façade over the socket: an async server (this test's runtime) submits, follows from
+/// any point, waits with a bound, and is told each job error with its kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_facade_over_the_socket_submits_replays_and_waits() {
+    use advisord::client::Client;
+    use advisord::error::Error;
+    use advisord::facade::{Api, Local};
+    use advisord::protocol::{
+        CancelRequest, ConsultRequest, EventsRequest, JobRequest, JobState, JobsRequest,
+        RequestContext, Timeout, WaitRequest, Waited,
+    };
+    use futures::StreamExt;
+
+    let slow = vec![Script::answer(&answer("a", "supports")).after(Duration::from_millis(400))];
+    let (registry, _fakes) = scripted(vec![("a", slow)]);
+    let daemon = Daemon::start(&catalogue(&[Advisor::scripted("a")]), registry).await;
+    let assessment = daemon.assessment().await;
+    let api: Box<dyn Api> = Box::new(Client::new(daemon.socket()));
+    let context: RequestContext =
+        serde_json::from_value(daemon.place.context()).expect("a request context");
+    let job = api
+        .consult(ConsultRequest {
+            context: context.clone(),
+            assessment: assessment.as_str().into(),
+            question: None,
+            prior_opinion: None,
+            timeout: Some(Timeout::from_secs_f64(30.0).unwrap()),
+        })
+        .await
+        .expect("queued");
+    let id = job.id.clone();
+    let short = Timeout::from_secs_f64(0.05).unwrap();
+    match api
+        .wait(WaitRequest {
+            id: id.clone(),
+            bound: Some(short),
+        })
+        .await
+        .expect("a wait")
+    {
+        Waited::TimedOut(now) => assert!(!now.state.is_finished(), "{now:?}"),
+        Waited::Ended(ended) => panic!("ended within 50 ms: {ended:?}"),
+    }
+    let ended = match api
+        .wait(WaitRequest {
+            id: id.clone(),
+            bound: None,
+        })
+        .await
+        .expect("a wait")
+    {
+        Waited::Ended(ended) => ended,
+        Waited::TimedOut(now) => panic!("no bound, yet timed out: {now:?}"),
+    };
+    assert_eq!(ended.state, JobState::Done);
+    assert_eq!(
+        api.job(JobRequest { id: id.clone() }).await.unwrap(),
+        *ended
+    );
+
+    // Every event, then the same stream from the second on: a replay from any point.
+    let all: Vec<_> = api
+        .events(EventsRequest {
+            id: id.clone(),
+            from: 0,
+        })
+        .await
+        .expect("a stream")
+        .map(|e| e.expect("an event"))
+        .collect()
+        .await;
+    assert!(all.len() >= 3 && all.last().unwrap().is_done(), "{all:?}");
+    let later: Vec<_> = api
+        .events(EventsRequest {
+            id: id.clone(),
+            from: 1,
+        })
+        .await
+        .expect("a stream")
+        .map(|e| e.expect("an event"))
+        .collect()
+        .await;
+    assert_eq!(later, all[1..]);
+
+    let listed = api.jobs(JobsRequest::default()).await.expect("the jobs");
+    assert_eq!(listed.jobs.len(), 1);
+    let finished = api
+        .cancel(CancelRequest { id: id.clone() })
+        .await
+        .expect_err("ended");
+    assert_eq!((finished.code(), finished.exit_code()), ("job_finished", 2));
+    let unknown = api
+        .job(JobRequest { id: "NOPE".into() })
+        .await
+        .expect_err("no such job");
+    assert_eq!(unknown.code(), "unknown_job");
+
+    // In-process, the job verbs are a usage error naming the way out.
+    let local = Local
+        .jobs(JobsRequest::default())
+        .await
+        .expect_err("needs the daemon");
+    assert!(
+        matches!(&local, Error::Usage(m) if m.contains("--no-daemon")),
+        "{local}"
+    );
+    daemon.stop().await;
+}
