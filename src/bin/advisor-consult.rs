@@ -1,4 +1,4 @@
-//! `advisor-consult`: everything a session does (SPEC §10). See `docs/cli.md`.
+//! `advisor-consult`: everything a session does. See `docs/cli.md`.
 
 fn main() -> std::process::ExitCode {
     advisord::cli::main()

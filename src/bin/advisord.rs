@@ -1,4 +1,4 @@
-//! `advisord`: the daemon. Runs in the foreground on the socket of SPEC §3 unless
+//! `advisord`: the daemon. Runs in the foreground on the user's socket unless
 //! `--detach`; stops cleanly on SIGTERM or SIGINT.
 //!
 //! Exit status: 0 stopped cleanly; 1 could not start (socket, data directory) or failed;

@@ -1,4 +1,4 @@
-//! The command line of `advisor-consult` (SPEC §10): every verb, its flags and an example.
+//! The command line of `advisor-consult`: every verb, its flags and an example.
 
 use crate::context::Locations;
 use crate::core::records::{Confidence, EvidenceKind, Materiality};
@@ -129,7 +129,7 @@ impl Cli {
     }
 }
 
-/// The verbs of SPEC §10.
+/// The verbs.
 #[derive(Debug, Subcommand)]
 pub enum Verb {
     /// Record an assessment and consult on it in one step
@@ -326,7 +326,7 @@ pub struct EvidenceArg {
 }
 
 impl EvidenceArg {
-    /// The evidence object of a record (SPEC §4).
+    /// The evidence object of a record.
     pub fn to_json(&self) -> serde_json::Value {
         let mut object = serde_json::json!({"kind": self.kind.as_str(), "ref": self.reference});
         if let Some(showed) = &self.showed {

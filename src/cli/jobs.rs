@@ -3,7 +3,7 @@
 //!
 //! A consultation is queued, then followed on the job's event stream while
 //! [`progress::Progress`] shows each advisor; the result is the job (its typed shape in
-//! `json`/`yaml`) with the plan and each outcome in `plain`. Exit status (SPEC §10): 0 when
+//! `json`/`yaml`) with the plan and each outcome in `plain`. Exit status: 0 when
 //! the job is done with a completed consultation (or nobody was selected); 1 when the plan
 //! selected someone and no consultation completed, or the job failed or was cancelled; 5
 //! when `wait --timeout` runs out; 130 on Ctrl-C, which cancels a job this invocation

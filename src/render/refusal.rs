@@ -1,5 +1,5 @@
 //! A writer's refusal as output: `{"refused": true, "reason": CODE, "message": ...}` or one
-//! plain sentence (SPEC §4).
+//! plain sentence.
 
 use super::text::Out;
 use super::Render;
