@@ -14,7 +14,7 @@
 //!
 //! `cargo bench -p advisord --bench client_overhead`
 
-#[path = "../tests/daemon_helper/mod.rs"]
+#[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
 use advisord_adapters::registry::Registry;

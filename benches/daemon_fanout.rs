@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p advisord --bench daemon_fanout`
 
-#[path = "../tests/daemon_helper/mod.rs"]
+#[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
 use advisord_adapters::registry::Registry;

@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p advisord --bench daemon_memory`
 
-#[path = "../tests/daemon_helper/mod.rs"]
+#[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
 use daemon_helper::{call, call_json, catalogue, Advisor, Binary, Place};

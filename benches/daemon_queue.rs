@@ -6,7 +6,7 @@
 //!
 //! `cargo bench -p advisord --bench daemon_queue`
 
-#[path = "../tests/daemon_helper/mod.rs"]
+#[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
 use advisord_adapters::registry::Registry;

@@ -1,7 +1,7 @@
 //! The network-free verbs through the daemon give what `--no-daemon` gives: the same
 //! output, the same refusals (exit 3, the same text), the same exit statuses.
 
-mod client_support;
+use crate::support::client as client_support;
 
 use client_support::{Advisor, World};
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! Ctrl-C, and the demo. Each test has its own socket, data directory and project, and
 //! stops every daemon it started.
 
-mod client_support;
+use crate::support::client as client_support;
 
 use client_support::{answers, lines, wait_bounded, Advisor, World, RUN_BOUND};
 use std::time::{Duration, Instant};

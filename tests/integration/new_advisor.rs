@@ -2,7 +2,7 @@
 //! flows through `advisors`, `plan` and a consultation by the real daemon, reached over
 //! HTTP against the fake LLM server (issue 3, item 9; docs/ADAPTERS.md).
 
-mod client_support;
+use crate::support::client as client_support;
 
 use advisord_fakes::llm_server::{FakeLlmServer, Script};
 use client_support::{read_all, wait_bounded, World, RUN_BOUND};

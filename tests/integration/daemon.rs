@@ -2,7 +2,7 @@
 //! plan order, deadline, cancellation, recovery, the per-advisor bound), the API's answers
 //! to bad input, and the socket's protection.
 
-mod daemon_helper;
+use crate::support::daemon as daemon_helper;
 
 use advisord_adapters::contract::{Adapter, AdvisorSpec, Answer, Failure, Io};
 use advisord_adapters::registry::Registry;

@@ -1,10 +1,11 @@
 //! Golden outputs of the views: a fixed task (fixed ids and times) covering a whole flow
 //! (assessment → plan → two consultations, one opposing → disagreement → resolution →
 //! conclusion → validation, an attempt, then new evidence whose conclusion supersedes the
-//! first), rendered as plain, table and json, compared with the files beside this one.
+//! first), rendered as plain, table and json, compared with the files in `tests/golden/`.
 //!
 //! After an intended change of output, regenerate them with
-//! `ADVISORD_BLESS=1 cargo test -p advisord --test golden` and review the diff.
+//! `ADVISORD_BLESS=1 cargo test -p advisord --test integration golden::` and review the
+//! diff.
 
 use advisord::check::{CheckReport, Finding, Rule};
 use advisord::core::catalogue::Catalogue;

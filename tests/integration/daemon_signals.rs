@@ -1,7 +1,7 @@
 //! The real `advisord` binary: SIGKILL and restart, SIGTERM with its grace, one daemon per
 //! socket, `--detach`, `--version`. Advisors are shell scripts run by the process adapter.
 
-mod daemon_helper;
+use crate::support::daemon as daemon_helper;
 
 use daemon_helper::{call, call_json, catalogue, wait_for, Advisor, Binary, Place, TASK};
 use nix::sys::signal::Signal;

@@ -15,9 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-#[path = "../support/output.rs"]
-mod output;
-pub use output::Output;
+pub use super::output::Output;
 
 /// The longest a single run may take before it is killed as hung.
 pub const RUN_BOUND: Duration = Duration::from_secs(30);

@@ -1,7 +1,7 @@
 //! `advisor-consult` end to end with `--no-daemon`: the real binary on a temporary project
-//! in a clean environment (see `tests/helper`).
+//! in a clean environment (see `support::cli`).
 
-mod helper;
+use crate::support::cli as helper;
 
 use helper::{Cli, Project};
 use serde_json::{json, Value};

@@ -1,0 +1,18 @@
+//! Every integration test of `advisord`, in one test binary (linking one binary instead of
+//! one per file is most of the suite's fixed cost on two cores). Each module drives the
+//! real binaries, or the daemon in-process on a temporary socket, through the one support
+//! module ([`support`]).
+
+mod support;
+
+mod cli;
+mod client;
+mod client_remote;
+mod daemon;
+mod daemon_signals;
+mod golden;
+mod new_advisor;
+mod record_fixtures;
+mod schema;
+mod self_check;
+mod writer_processes;
