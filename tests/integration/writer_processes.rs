@@ -1,7 +1,7 @@
 //! The store under many processes: concurrent writers on one task never lose, duplicate or
 //! tear a record, and a writer killed at any point leaves only whole records behind.
 //!
-//! The writers are this test binary itself, re-run with `--exact child_writer` and
+//! The writers are this test binary itself, re-run with `--exact` on [`child_writer`] and
 //! [`CHILD_ENV`] set: a real separate process, with no dependency on the CLI binaries.
 
 use advisord::core::records::{Body, Record, TaskName};
@@ -40,6 +40,14 @@ fn child_writer() {
     assert_eq!(tags, ["solo-0", "solo-1", "solo-2", "solo-3", "solo-4"]);
 }
 
+/// The full name of [`child_writer`] in this test binary (its module path, less the
+/// binary's own name).
+fn child_test_name() -> String {
+    let module = module_path!();
+    let within = module.split_once("::").map_or(module, |(_, rest)| rest);
+    format!("{within}::child_writer")
+}
+
 /// What a child writer does: `count` records tagged `<tag>-<i>`, assessments and attempts
 /// under `assessment` alternating, so that the writer's reference checks run too.
 fn write_records(state: &Path, task: &str, assessment: &str, tag: &str, count: usize) {
@@ -65,7 +73,7 @@ fn spawn_writer(state: &Path, task: &str, assessment: &str, tag: &str, count: us
     let exe = std::env::current_exe().expect("the test binary");
     let spec = format!("{}\t{task}\t{assessment}\t{tag}\t{count}", state.display());
     Command::new(exe)
-        .args(["--exact", "child_writer", "--test-threads=1", "-q"])
+        .args(["--exact", &child_test_name(), "--test-threads=1", "-q"])
         .env(CHILD_ENV, spec)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
