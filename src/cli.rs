@@ -63,12 +63,14 @@ fn exit_code(code: i32) -> ExitCode {
 /// Where the verbs of this invocation run: in-process with `--no-daemon`; otherwise the
 /// daemon on the socket, started first when nobody answers (unless `--no-autostart`:
 /// exit 4).
-pub fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
+pub async fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
     if global.no_daemon {
         return Ok(Box::new(Local));
     }
     let socket = paths::socket_path(global.socket.as_deref());
-    Ok(Box::new(Client::connect(socket, !global.no_autostart)?))
+    Ok(Box::new(
+        Client::connect(socket, !global.no_autostart).await?,
+    ))
 }
 
 /// Run one parsed invocation; `Ok` carries the exit status of a verb that completed.
@@ -95,7 +97,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let context = || ctx.clone();
     match verb {
         Verb::Ask(ask) => {
-            let api = select_api(&global)?;
+            let api = select_api(&global).await?;
             let record = ask.assessment_json();
             let assessment = api
                 .record(RecordRequest {
@@ -129,7 +131,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Verb::Advisors => {
             let request = AdvisorsRequest { context: context() };
-            emit(&select_api(&global)?.advisors(request).await?, format)
+            emit(&select_api(&global).await?.advisors(request).await?, format)
         }
         Verb::Plan {
             materiality,
@@ -142,7 +144,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 confidence,
                 capabilities,
             };
-            emit(&select_api(&global)?.plan(request).await?, format)
+            emit(&select_api(&global).await?.plan(request).await?, format)
         }
         Verb::Record { file } => {
             let record = read_record_input(&file)?;
@@ -150,18 +152,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 context: context(),
                 record,
             };
-            emit(&select_api(&global)?.record(request).await?, format)
+            emit(&select_api(&global).await?.record(request).await?, format)
         }
         Verb::Status => {
             let request = StatusRequest { context: context() };
-            emit(&select_api(&global)?.status(request).await?, format)
+            emit(&select_api(&global).await?.status(request).await?, format)
         }
         Verb::Explain { id } => {
             let request = ExplainRequest {
                 context: context(),
                 id: id.into(),
             };
-            emit(&select_api(&global)?.explain(request).await?, format)
+            emit(&select_api(&global).await?.explain(request).await?, format)
         }
         Verb::Tree {
             depth,
@@ -172,7 +174,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 depth,
                 show_superseded,
             };
-            emit(&select_api(&global)?.tree(request).await?, format)
+            emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Check { path } => {
             let path = path.map(|p| absolute_from_cwd(&p)).transpose()?;
@@ -180,7 +182,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 context: context(),
                 path,
             };
-            let report = select_api(&global)?.check(request).await?;
+            let report = select_api(&global).await?.check(request).await?;
             emit(&report, format)?;
             Ok(if report.findings.is_empty() { 0 } else { 1 })
         }
@@ -196,7 +198,7 @@ async fn job_verb(
     if global.no_daemon {
         return jobs::run_job_verb(verb, &Local, global, ctx).await;
     }
-    let api = select_api(global)?;
+    let api = select_api(global).await?;
     jobs::run_job_verb(verb, api.as_ref(), global, ctx).await
 }
 

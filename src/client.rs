@@ -511,10 +511,14 @@ fn last_line(pipe: Option<impl Read>) -> String {
 
 impl Client {
     /// The client of the daemon on `socket` (made absolute), started first when nobody
-    /// answers and `autostart` allows.
-    pub fn connect(socket: PathBuf, autostart: bool) -> Result<Client> {
+    /// answers and `autostart` allows. Starting one waits on processes: that is done on the
+    /// blocking pool, so a server's async threads are never held.
+    pub async fn connect(socket: PathBuf, autostart: bool) -> Result<Client> {
         let socket = absolute(socket);
-        ensure_daemon(&socket, autostart)?;
+        let checked = socket.clone();
+        tokio::task::spawn_blocking(move || ensure_daemon(&checked, autostart))
+            .await
+            .map_err(|e| Error::Internal(format!("a worker thread failed: {e}")))??;
         Ok(Client::new(socket))
     }
 }
