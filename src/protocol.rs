@@ -40,6 +40,7 @@ use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
 use crate::core::views::status::StatusView;
 use crate::core::views::tree::TreeView;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -87,8 +88,10 @@ pub enum VerbName {
     Cancel,
 }
 
-/// A request of one verb: it names its response type and how HTTP carries it.
-pub trait Verb: Serialize {
+/// A request of one verb: it names its response type and how HTTP carries it. Its JSON
+/// Schema (`schemars::schema_for!`) is the input schema a tool-calling surface (MCP)
+/// publishes for the verb.
+pub trait Verb: Serialize + JsonSchema {
     /// What the verb answers.
     type Response;
     /// Which verb this is.
@@ -98,11 +101,11 @@ pub trait Verb: Serialize {
 }
 
 /// `health`: the daemon's version, pid, uptime and jobs by state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HealthRequest {}
 
 /// `advisors`: every advisor of the context's catalogue, its status and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdvisorsRequest {
     /// The asking process's context.
@@ -110,7 +113,7 @@ pub struct AdvisorsRequest {
 }
 
 /// `plan`: a plan preview (not recorded) for a materiality, confidence and capabilities.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
     /// The asking process's context.
@@ -126,7 +129,7 @@ pub struct PlanRequest {
 }
 
 /// `record`: one record for the writer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecordRequest {
     /// The asking process's context (its task is the task written to).
@@ -136,7 +139,7 @@ pub struct RecordRequest {
 }
 
 /// `status`: the task's derived status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusRequest {
     /// The asking process's context.
@@ -144,7 +147,7 @@ pub struct StatusRequest {
 }
 
 /// `explain`: the provenance chain of one record of the task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExplainRequest {
     /// The asking process's context.
@@ -154,7 +157,7 @@ pub struct ExplainRequest {
 }
 
 /// `tree`: the task's records as a tree.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TreeRequest {
     /// The asking process's context.
@@ -168,7 +171,7 @@ pub struct TreeRequest {
 }
 
 /// `check`: provider-independence and CI-credential findings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckRequest {
     /// The asking process's context.
@@ -179,7 +182,7 @@ pub struct CheckRequest {
 }
 
 /// `consult`: queue a consultation job for an assessment; answered once it is journaled.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsultRequest {
     /// The asking process's context; its `PATH` and credential values are what the job's
@@ -199,7 +202,7 @@ pub struct ConsultRequest {
 }
 
 /// `jobs`: the jobs kept (unfinished and recently finished), oldest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobsRequest {
     /// Only the jobs of this root (as written when queued).
@@ -214,7 +217,7 @@ pub struct JobsRequest {
 }
 
 /// `job`: one job as it stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct JobRequest {
     /// The job.
     pub id: JobId,
@@ -222,7 +225,7 @@ pub struct JobRequest {
 
 /// `events`: a job's events from position `from` on (0: all of them, replayed), then live
 /// ones, ending after [`Event::Done`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct EventsRequest {
     /// The job.
     pub id: JobId,
@@ -232,7 +235,7 @@ pub struct EventsRequest {
 }
 
 /// `cancel`: stop a job; exchanges in flight are recorded as `cancelled` failures.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CancelRequest {
     /// The job.
     pub id: JobId,
@@ -240,7 +243,7 @@ pub struct CancelRequest {
 
 /// `wait`: wait for a job to end, at most `bound` (no bound: as long as it takes). Carried
 /// by the events stream on HTTP.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WaitRequest {
     /// The job.
     pub id: JobId,
@@ -682,6 +685,33 @@ mod tests {
         .call();
         assert_eq!(call.query, vec![("id", "R1".to_string())]);
         assert_eq!(call.body.unwrap()["context"]["root"], "/r");
+    }
+
+    #[test]
+    fn every_request_has_a_json_schema_naming_its_arguments() {
+        fn properties<V: Verb>() -> Vec<String> {
+            let schema = serde_json::to_value(schemars::schema_for!(V)).unwrap();
+            schema["properties"]
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default()
+        }
+        assert_eq!(properties::<ExplainRequest>(), ["context", "id"]);
+        assert_eq!(
+            properties::<ConsultRequest>(),
+            [
+                "context",
+                "assessment",
+                "question",
+                "prior_opinion",
+                "timeout_s"
+            ]
+        );
+        assert_eq!(properties::<CancelRequest>(), ["id"]);
+        let schema = serde_json::to_value(schemars::schema_for!(ConsultRequest)).unwrap();
+        let timeout = &schema["definitions"]["Timeout"];
+        assert_eq!(timeout["maximum"], 86_400.0, "{schema}");
+        assert_eq!(timeout["exclusiveMinimum"], 0.0, "{schema}");
     }
 
     #[test]

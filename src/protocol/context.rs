@@ -5,6 +5,7 @@
 //! context is built from flags and an environment is `crate::context`'s business; this is
 //! only its shape on the wire.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 /// Paths are absolute (made so against the client's working directory) because the
 /// daemon runs elsewhere. Credential values are held for the request only and never
 /// appear in `Debug` output.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RequestContext {
     /// The project root: absolute, an existing directory.
     pub root: PathBuf,

@@ -2,6 +2,7 @@
 //! by then) and a wait's bound are a [`Timeout`], validated once when it is made, from the
 //! command-line flag, the request body or the journal alike.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -83,6 +84,25 @@ impl FromStr for Timeout {
         };
         let seconds: f64 = text.trim().parse().map_err(|_| fail())?;
         Timeout::from_secs_f64(seconds).map_err(|_| fail())
+    }
+}
+
+/// On the wire: a number of seconds, above 0 and at most [`Timeout::MAX_S`].
+impl JsonSchema for Timeout {
+    fn schema_name() -> String {
+        "Timeout".to_string()
+    }
+
+    fn json_schema(_: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        let mut schema = schemars::schema::SchemaObject {
+            instance_type: Some(schemars::schema::InstanceType::Number.into()),
+            ..Default::default()
+        };
+        schema.number().exclusive_minimum = Some(0.0);
+        schema.number().maximum = Some(Timeout::MAX_S);
+        schema.metadata().description =
+            Some("seconds, decimals allowed, above 0 and at most one day".to_string());
+        schema.into()
     }
 }
 
