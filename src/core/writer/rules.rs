@@ -316,7 +316,7 @@ fn disagreement(task: &Task, x: &Disagreement) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn resolution(task: &Task, x: &Resolution) -> Result<(), Refusal> {
+fn resolution(task: &Task, x: &mut Resolution) -> Result<(), Refusal> {
     let (_, disagreement) = task.disagreement("disagreement", Kind::Resolution, &x.disagreement)?;
     if x.evidence.is_empty() {
         return Err(refuse(
@@ -325,24 +325,57 @@ fn resolution(task: &Task, x: &Resolution) -> Result<(), Refusal> {
                 .to_string(),
         ));
     }
-    let sources: Vec<&str> = disagreement
+    if x.favours == NEITHER || disagreement.positions.iter().any(|p| p.source == x.favours) {
+        return Ok(());
+    }
+    // What `status` prints for a position is its advisor: accept that too, and store the
+    // consultation it stands for, so the record names one position exactly.
+    let advisor_of = |source: &str| {
+        task.records
+            .iter()
+            .rev()
+            .find(|r| r.id() == source)
+            .and_then(|r| match &r.body {
+                Body::Consultation(c) => Some(c.advisor.as_str()),
+                _ => None,
+            })
+    };
+    let of_advisor: Vec<&str> = disagreement
         .positions
         .iter()
         .map(|p| p.source.as_str())
+        .filter(|source| advisor_of(source) == Some(x.favours.as_str()))
         .collect();
-    if x.favours != NEITHER && !sources.contains(&x.favours.as_str()) {
-        return Err(refuse(
-            ReasonCode::UnknownReference,
-            format!(
-                "field `favours` of a resolution names `{}`, which is no position of \
-                 disagreement `{}`; accepted: {} or `{NEITHER}`",
-                x.favours.escape_debug(),
-                x.disagreement,
-                listed(&sources)
-            ),
-        ));
+    if let [source] = of_advisor[..] {
+        x.favours = source.to_string();
+        return Ok(());
     }
-    Ok(())
+    let accepted: Vec<String> = disagreement
+        .positions
+        .iter()
+        .map(|p| match advisor_of(&p.source) {
+            Some(advisor) => format!("`{}` (advisor `{advisor}`)", p.source),
+            None => format!("`{}`", p.source),
+        })
+        .collect();
+    let why = if of_advisor.is_empty() {
+        "which is no position".to_string()
+    } else {
+        format!(
+            "an advisor holding {} positions, so name the consultation",
+            of_advisor.len()
+        )
+    };
+    Err(refuse(
+        ReasonCode::UnknownReference,
+        format!(
+            "field `favours` of a resolution names `{}`, {why} of disagreement `{}`; \
+             accepted: {}, or `{NEITHER}`",
+            x.favours.escape_debug(),
+            x.disagreement,
+            accepted.join(", ")
+        ),
+    ))
 }
 
 fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
@@ -414,21 +447,7 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
             ),
         ));
     }
-    if assessment.new_evidence {
-        if let Some(standing) = policy::standing_conclusion(task.records, &assessment.subject) {
-            if x.supersedes.as_deref() != Some(standing.id()) {
-                return Err(refuse(
-                    ReasonCode::SupersedesMissing,
-                    format!(
-                        "assessment `{}` declares new evidence against standing conclusion \
-                         `{}`; name it in `supersedes`",
-                        x.assessment,
-                        standing.id()
-                    ),
-                ));
-            }
-        }
-    }
+    supersedes_missing(task, x, assessment)?;
     let mut reviewed_by: Vec<String> = Vec::new();
     for (_, c) in cited {
         if c.status == ConsultationStatus::Completed && !reviewed_by.contains(&c.advisor) {
@@ -438,6 +457,42 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
     x.independent_review_count = u32::try_from(reviewed_by.len()).unwrap_or(u32::MAX);
     x.reviewed_by = reviewed_by;
     Ok(())
+}
+
+/// Refuse a conclusion that would stand beside another: one on an assessment that already
+/// has a standing conclusion, or one on a new-evidence assessment while a conclusion on the
+/// same normalised subject stands, must name that conclusion in `supersedes`.
+fn supersedes_missing(task: &Task, x: &Conclusion, assessment: &Assessment) -> Result<(), Refusal> {
+    let superseded = policy::superseded_ids(task.records);
+    let same_assessment = task.records.iter().rev().find(|r| {
+        matches!(&r.body, Body::Conclusion(c) if c.assessment == x.assessment)
+            && !superseded.contains(r.id())
+    });
+    let (standing, why) = match same_assessment {
+        Some(standing) => (standing, "already has standing conclusion"),
+        None if assessment.new_evidence => {
+            match policy::standing_conclusion(task.records, &assessment.subject) {
+                Some(standing) => (
+                    standing,
+                    "declares new evidence against standing conclusion",
+                ),
+                None => return Ok(()),
+            }
+        }
+        None => return Ok(()),
+    };
+    if x.supersedes.as_deref() == Some(standing.id()) {
+        return Ok(());
+    }
+    Err(refuse(
+        ReasonCode::SupersedesMissing,
+        format!(
+            "assessment `{}` {why} `{}`; a conclusion replaces it only by naming it in \
+             `supersedes`",
+            x.assessment,
+            standing.id()
+        ),
+    ))
 }
 
 /// Refuse a conclusion while its assessment has a divergent answer with no disagreement

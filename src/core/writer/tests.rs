@@ -720,6 +720,11 @@ fn every_reason_code() {
             conclusion(json!({"assessment": w.a_new, "supersedes": "NOPE"})),
             UnknownReference,
         ),
+        (
+            "a second conclusion beside the standing one",
+            conclusion(json!({"assessment": w.a_low})),
+            SupersedesMissing,
+        ),
         // Validations and attempts.
         (
             "validation of an assessment",
@@ -872,6 +877,102 @@ fn supersession_is_required_for_new_evidence() {
 }
 
 #[test]
+fn a_second_conclusion_on_one_assessment_must_supersede_the_standing_one() {
+    let mut w = world();
+    // As seen in use: the resolution favoured alpha's position, a conclusion adopted it,
+    // and then a conclusion adopting the opposite was offered without `supersedes`.
+    let first = w.f.add(json!({"kind": "conclusion", "assessment": w.a_res,
+        "decision": "json logs", "rationale": "the experiment", "consultations": [w.c_res_alpha]}));
+    let opposite = json!({"kind": "conclusion", "assessment": w.a_res, "decision": "line logs",
+        "rationale": "simpler", "consultations": [w.c_res_alpha]});
+    check(
+        &w.f,
+        "the opposite without supersedes",
+        opposite.clone(),
+        ReasonCode::SupersedesMissing,
+    );
+    let refusal = w.f.admit(&opposite).expect_err("refused");
+    assert!(
+        refusal.message.contains(&first) && refusal.message.contains("`supersedes`"),
+        "the refusal names the standing conclusion: {}",
+        refusal.message
+    );
+    let mut wrong = opposite.clone();
+    wrong["supersedes"] = json!(w.k_low);
+    check(
+        &w.f,
+        "naming another conclusion",
+        wrong,
+        ReasonCode::SupersedesMissing,
+    );
+    let mut right = opposite;
+    right["supersedes"] = json!(first);
+    let second = w.f.add(right.clone());
+    // Now `second` stands: a third must name it, not the superseded `first`.
+    check(
+        &w.f,
+        "naming the superseded one",
+        right,
+        ReasonCode::SupersedesMissing,
+    );
+    let third = json!({"kind": "conclusion", "assessment": w.a_res, "decision": "both",
+        "rationale": "r", "consultations": [w.c_res_alpha], "supersedes": second});
+    assert!(
+        w.f.admit(&third).is_ok(),
+        "naming the standing conclusion is accepted"
+    );
+}
+
+#[test]
+fn favours_accepts_the_advisor_of_a_position() {
+    let mut w = world();
+    let resolution = |favours: &str| {
+        json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "kill -9",
+            "observed": "the lease expired", "favours": favours,
+            "evidence": [{"kind": "test", "ref": "store::kill_loop"}]})
+    };
+    // `alpha` holds one position of `d_div`: the record names its consultation exactly.
+    let record =
+        w.f.admit(&resolution("alpha"))
+            .expect("an advisor id is accepted");
+    let Body::Resolution(r) = &record.body else {
+        panic!("a resolution")
+    };
+    assert_eq!(r.favours, w.c_div_alpha);
+    // `beta` was consulted but holds no position; the refusal says whose each id is.
+    check(
+        &w.f,
+        "an advisor with no position",
+        resolution("beta"),
+        ReasonCode::UnknownReference,
+    );
+    let refusal = w.f.admit(&resolution("beta")).expect_err("refused");
+    let expected = format!("`{}` (advisor `alpha`)", w.c_div_alpha);
+    assert!(
+        refusal.message.contains(&expected) && refusal.message.contains("`executor`"),
+        "{}",
+        refusal.message
+    );
+    // An advisor holding two positions is ambiguous: name the consultation.
+    let a = w.f.add(assessment("Two plans", "low"));
+    let p1 = w.f.plan(&a, &["alpha"]);
+    let c1 = w.f.consult(&p1, "alpha", "opposes");
+    let p2 = w.f.plan(&a, &["alpha"]);
+    let c2 = w.f.consult(&p2, "alpha", "alternative");
+    let d = w.f.add(json!({"kind": "disagreement", "assessment": a,
+        "positions": [{"source": c1, "position": "x"}, {"source": c2, "position": "y"}],
+        "discriminating_question": "which?"}));
+    let twice = json!({"kind": "resolution", "disagreement": d, "experiment": "e",
+        "observed": "o", "favours": "alpha", "evidence": evidence()});
+    check(
+        &w.f,
+        "an advisor with two positions",
+        twice,
+        ReasonCode::UnknownReference,
+    );
+}
+
+#[test]
 fn a_repeat_without_new_evidence_needs_no_supersedes() {
     let mut w = world();
     let again = w.f.add(
@@ -931,9 +1032,12 @@ fn review_is_computed_from_the_completed_consultations_cited() {
     assert_eq!(c.independent_review_count, 2);
 
     // Nothing cited, nothing reviewed.
+    let quiet =
+        w.f.add(json!({"kind": "assessment", "subject": "Nobody asked",
+        "materiality": "low", "hypothesis": "h"}));
     let c = conclusion_of(
         w.f.admit(
-            &json!({"kind": "conclusion", "assessment": w.a_low, "decision": "d",
+            &json!({"kind": "conclusion", "assessment": quiet, "decision": "d",
             "rationale": "r"}),
         )
         .expect("a low conclusion needs no review"),
