@@ -84,6 +84,7 @@ fn prefill(state: &Path, task: &TaskName, count: usize) {
                 created_at: "2026-03-01T12:00:00.000Z".into(),
                 schema: SCHEMA_VERSION,
                 redacted: vec![],
+                prev: None,
             },
             body: Body::Assessment(Assessment {
                 subject: format!("stored decision {i}"),

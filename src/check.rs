@@ -33,6 +33,8 @@ pub enum Rule {
     CiCredential,
     /// The project declaration itself cannot be read or declares a path outside the root.
     Declaration,
+    /// A record file breaks its task's hash chain or the writer's rules (`verify`).
+    RecordChain,
 }
 
 impl Rule {
@@ -42,6 +44,7 @@ impl Rule {
             Rule::ProviderIndependence => "provider_independence",
             Rule::CiCredential => "ci_credential",
             Rule::Declaration => "declaration",
+            Rule::RecordChain => "record_chain",
         }
     }
 }
@@ -81,6 +84,27 @@ impl CheckReport {
     /// No finding: `check` exits 0.
     pub fn passed(&self) -> bool {
         self.findings.is_empty()
+    }
+
+    /// Add what `verify` found, one finding per record file (line 1: a record is one
+    /// object), its path relative to `root` where it lies under it.
+    pub fn add_verify(&mut self, root: &Path, report: &crate::core::chain::VerifyReport) {
+        for task in &report.tasks {
+            let dir = Path::new(&task.dir);
+            let dir = dir.strip_prefix(root).unwrap_or(dir);
+            for f in &task.findings {
+                self.findings.push(Finding {
+                    rule: Rule::RecordChain,
+                    file: dir.join(&f.file).display().to_string(),
+                    line: 1,
+                    word: f.problem.as_str().to_string(),
+                    message: format!(
+                        "{}; `advisor-consult verify --all` lists every finding",
+                        f.message
+                    ),
+                });
+            }
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use crate::facade::{Api, Local};
 use crate::paths;
 use crate::protocol::{
     AdvisorsRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest, RequestContext,
-    StatusRequest, TreeRequest,
+    StatusRequest, TreeRequest, VerifyRequest,
 };
 use crate::render::{self, Format, Render};
 use anyhow::Context as _;
@@ -185,6 +185,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let report = select_api(&global).await?.check(request).await?;
             emit(&report, format)?;
             Ok(if report.findings.is_empty() { 0 } else { 1 })
+        }
+        Verb::Verify { all } => {
+            if all && global.task.is_some() {
+                return Err(Error::Usage(
+                    "`--all` walks every task; drop `--task`, or drop `--all` to walk one".into(),
+                )
+                .into());
+            }
+            let request = VerifyRequest {
+                context: context(),
+                all,
+            };
+            let report = select_api(&global)?.verify(request).await?;
+            emit(&report, format)?;
+            Ok(if report.passed() { 0 } else { 1 })
         }
     }
 }

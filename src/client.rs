@@ -11,6 +11,7 @@
 //! connection per call keeps a long event stream from blocking a cancellation.
 
 use crate::check::CheckReport;
+use crate::core::chain::VerifyReport;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -22,7 +23,7 @@ use crate::paths;
 use crate::protocol::{
     codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
     EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,
-    JobsRequest, PlanRequest, RecordRequest, StatusRequest, TreeRequest, Verb,
+    JobsRequest, PlanRequest, RecordRequest, StatusRequest, TreeRequest, Verb, VerifyRequest,
 };
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -258,6 +259,10 @@ impl Api for Client {
     }
 
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
         Box::pin(async move { self.call(&request).await })
     }
 

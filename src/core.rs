@@ -3,6 +3,7 @@
 
 pub mod availability;
 pub mod catalogue;
+pub mod chain;
 pub mod policy;
 pub mod records;
 pub mod redact;

@@ -13,6 +13,7 @@
 //! the implementation at run time.
 
 use crate::check::CheckReport;
+use crate::core::chain::VerifyReport;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -22,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, Event, EventsRequest,
     ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest,
-    RecordRequest, StatusRequest, TreeRequest, WaitRequest, Waited,
+    RecordRequest, StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use futures::future::BoxFuture;
@@ -54,6 +55,8 @@ pub trait Api: Send + Sync {
     fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView>;
     /// Provider-independence and CI-credential findings.
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport>;
+    /// The hash chain of the task (or of every task) walked.
+    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport>;
     /// Queue a consultation job; the job as accepted (journaled).
     fn consult(&self, request: ConsultRequest) -> Answer<'_, Job>;
     /// The jobs kept, oldest first.
@@ -179,6 +182,12 @@ impl Api for Local {
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
         Box::pin(blocking(move || {
             service::check(&request.context, request.path.as_deref())
+        }))
+    }
+
+    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
+        Box::pin(blocking(move || {
+            service::verify(&request.context, request.all)
         }))
     }
 

@@ -35,6 +35,7 @@ pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobS
 pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
 
 use crate::check::CheckReport;
+use crate::core::chain::VerifyReport;
 use crate::core::records::{Confidence, Materiality, Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -76,6 +77,8 @@ pub enum VerbName {
     Tree,
     /// [`CheckRequest`] → [`CheckReport`].
     Check,
+    /// [`VerifyRequest`] → [`VerifyReport`].
+    Verify,
     /// [`ConsultRequest`] → the queued [`Job`].
     Consult,
     /// [`JobsRequest`] → [`JobList`].
@@ -179,6 +182,17 @@ pub struct CheckRequest {
     /// The directory or file checked, absolute or under the root (default: the root).
     #[serde(default)]
     pub path: Option<PathBuf>,
+}
+
+/// `verify`: walk the hash chain of the context's task, or of every task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+    /// Every task of the state directory instead of the context's one.
+    #[serde(default)]
+    pub all: bool,
 }
 
 /// `consult`: queue a consultation job for an assessment; answered once it is journaled.
@@ -373,6 +387,13 @@ verb!(CheckRequest, CheckReport, Check, |r| {
     }
     call
 });
+verb!(VerifyRequest, VerifyReport, Verify, |r| {
+    let mut call = HttpCall::new(VerbName::Verify).with_context(&r.context);
+    if r.all {
+        call.query.push(("all", "true".to_string()));
+    }
+    call
+});
 verb!(ConsultRequest, Job, Consult, |r| HttpCall::new(
     VerbName::Consult
 )
@@ -460,6 +481,11 @@ pub const ROUTES: &[Route] = &[
         verb: VerbName::Check,
         method: "GET",
         path: "/api/v1/reasoning/check",
+    },
+    Route {
+        verb: VerbName::Verify,
+        method: "GET",
+        path: "/api/v1/reasoning/verify",
     },
     Route {
         verb: VerbName::Jobs,
@@ -613,6 +639,7 @@ mod tests {
         check("GET", "/api/v1/reasoning/explain", Ok((V::Explain, None)));
         check("GET", "/api/v1/reasoning/tree", Ok((V::Tree, None)));
         check("GET", "/api/v1/reasoning/check", Ok((V::Check, None)));
+        check("GET", "/api/v1/reasoning/verify", Ok((V::Verify, None)));
         check("POST", "/api/v1/consultations", Ok((V::Consult, None)));
         check("GET", "/api/v1/consultations", Ok((V::Jobs, None)));
         let job = format!("/api/v1/consultations/{id}");
@@ -648,6 +675,7 @@ mod tests {
             V::Explain,
             V::Tree,
             V::Check,
+            V::Verify,
             V::Consult,
             V::Jobs,
             V::Job,

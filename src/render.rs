@@ -14,6 +14,7 @@ mod refusal;
 mod status;
 pub mod text;
 mod tree;
+mod verify;
 
 pub use refusal::RefusalView;
 

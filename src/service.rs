@@ -6,11 +6,12 @@
 //! their wire code, their exit status and their HTTP status.
 
 use crate::check::{self, CheckReport};
+use crate::core::chain::{self, Trust, VerifyReport};
 use crate::context::Resolved;
 use crate::core::availability::{self, AvailabilityInput};
 use crate::core::catalogue::CAPABILITIES;
 use crate::core::policy::{self, PlanEnv};
-use crate::core::records::{Confidence, Materiality, Plan, Record};
+use crate::core::records::{Confidence, Materiality, Plan, Record, TaskName};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::{self, ExplainView};
 use crate::core::views::status::{self, StatusView};
@@ -84,17 +85,18 @@ pub fn plan_preview(
     ))
 }
 
-/// The task's derived status.
+/// The task's derived status; records after a break in the hash chain are marked and
+/// count for nothing.
 pub fn status(ctx: &RequestContext) -> Result<StatusView, Error> {
-    let (_, records) = task_records(ctx)?;
-    Ok(status::status(&records))
+    with_task(ctx, |_, records, trust| Ok(status::status(records, trust)))
 }
 
 /// The provenance chain of record `id` of the task.
 pub fn explain(ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
-    let (resolved, records) = task_records(ctx)?;
-    explain::explain(&records, id)
-        .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))
+    with_task(ctx, |resolved, records, trust| {
+        explain::explain(records, id, trust)
+            .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))
+    })
 }
 
 /// The task's records as a tree.
@@ -103,8 +105,40 @@ pub fn tree(
     depth: Option<usize>,
     show_superseded: bool,
 ) -> Result<TreeView, Error> {
-    let (_, records) = task_records(ctx)?;
-    Ok(tree::tree(&records, depth, show_superseded))
+    with_task(ctx, |_, records, trust| {
+        Ok(tree::tree(records, depth, show_superseded, trust))
+    })
+}
+
+/// Walk the hash chain of the task, or of every task (`all`), reading every record file
+/// afresh, and admit each record again through the writer's rules of today.
+pub fn verify(ctx: &RequestContext, all: bool) -> Result<VerifyReport, Error> {
+    let resolved = Resolved::resolve(ctx)?;
+    let store = Store::open(&resolved.state_dir);
+    let tasks = if all {
+        store.tasks()?
+    } else {
+        vec![resolved.task.clone()]
+    };
+    verify_tasks(&store, &tasks)
+}
+
+fn verify_tasks(store: &Store, tasks: &[TaskName]) -> Result<VerifyReport, Error> {
+    let mut reports = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let files = store.stored_files(task)?;
+        let files: Vec<chain::File> = files
+            .iter()
+            .map(|f| chain::File {
+                name: &f.name,
+                sequence: f.sequence,
+                bytes: &f.bytes,
+            })
+            .collect();
+        let dir = store.task_dir(task).display().to_string();
+        reports.push(chain::verify_task(task, dir, &files));
+    }
+    Ok(VerifyReport { tasks: reports })
 }
 
 /// Provider-independence and CI-credential findings for the root, or `path` under it.
@@ -120,11 +154,12 @@ pub fn check(ctx: &RequestContext, path: Option<&Path>) -> Result<CheckReport, E
             )));
         }
     }
-    Ok(check::run(
-        &resolved.root,
-        &resolved.catalogue,
-        path.as_deref(),
-    ))
+    let mut report = check::run(&resolved.root, &resolved.catalogue, path.as_deref());
+    // A gate fails on a forged or edited record as well: every task's chain is walked.
+    let store = Store::open(&resolved.state_dir);
+    let verified = verify_tasks(&store, &store.tasks()?)?;
+    report.add_verify(&resolved.root, &verified);
+    Ok(report)
 }
 
 /// What the policy needs for plans and previews: the catalogue, the mode and every
@@ -152,8 +187,14 @@ pub fn plan_env<'r>(
     })
 }
 
-fn task_records(ctx: &RequestContext) -> Result<(Resolved, Vec<Record>), Error> {
+/// Call `f` with the task's records and what the hash chain vouches for.
+fn with_task<R>(
+    ctx: &RequestContext,
+    f: impl FnOnce(&Resolved, &[Record], &Trust) -> Result<R, Error>,
+) -> Result<R, Error> {
     let resolved = Resolved::resolve(ctx)?;
-    let records = Store::open(&resolved.state_dir).records(&resolved.task)?;
-    Ok((resolved, records))
+    let store = Store::open(&resolved.state_dir);
+    store.with_trusted_records(&resolved.task, |records, trust| {
+        f(&resolved, records, trust)
+    })?
 }

@@ -26,6 +26,7 @@
 //! in place, that finds every new record, and a write into a task of ten thousand records
 //! costs what a write into an empty one does.
 
+use crate::core::chain::{self, Entry, Trust};
 use crate::core::policy::PlanEnv;
 use crate::core::records::{Body, Record, TaskName};
 use crate::core::writer::{self, Refusal, WriteEnv};
@@ -73,6 +74,9 @@ struct TaskCache {
     listed: bool,
     /// The records read, in sequence order.
     records: Vec<Record>,
+    /// The chain's hash of each record's stored bytes, beside `records`: the newest is the
+    /// `prev` of the next write, so a write never re-reads the task to hash it.
+    digests: Vec<String>,
     /// The highest sequence among the record files read.
     highest: u64,
 }
@@ -117,8 +121,19 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Read and parse the record file at `path`; `None` when there is none.
-fn read_record(path: &Path) -> Result<Option<Record>, StoreError> {
+/// One record file as read from disk, for `verify`.
+pub struct StoredFile {
+    /// Its name (`0000000007.json`).
+    pub name: String,
+    /// The sequence its name holds.
+    pub sequence: u64,
+    /// Its bytes, exactly as stored.
+    pub bytes: Vec<u8>,
+}
+
+/// Read and parse the record file at `path`, with the chain's hash of its bytes; `None`
+/// when there is none.
+fn read_record(path: &Path) -> Result<Option<(Record, String)>, StoreError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -147,13 +162,40 @@ fn read_record(path: &Path) -> Result<Option<Record>, StoreError> {
             record.envelope.sequence
         )));
     }
-    Ok(Some(record))
+    Ok(Some((record, chain::digest(&bytes))))
 }
 
-/// Append `record`, keeping `records` in sequence order.
-fn push_in_order(records: &mut Vec<Record>, record: Record) {
-    let at = records.partition_point(|r| r.envelope.sequence <= record.envelope.sequence);
-    records.insert(at, record);
+/// Append `record` and its hash, keeping the cache in sequence order.
+fn push_in_order(cache: &mut TaskCache, (record, digest): (Record, String)) {
+    let at = cache
+        .records
+        .partition_point(|r| r.envelope.sequence <= record.envelope.sequence);
+    cache.records.insert(at, record);
+    cache.digests.insert(at, digest);
+}
+
+/// The chain's view of cached records: each stored under its own sequence's name.
+fn entries<'r>(
+    names: &'r [String],
+    records: &'r [Record],
+    digests: &'r [String],
+) -> Vec<Entry<'r>> {
+    records
+        .iter()
+        .zip(digests)
+        .zip(names)
+        .map(|((record, digest), file)| Entry {
+            file,
+            sequence: record.envelope.sequence,
+            digest,
+            record: Ok(record),
+        })
+        .collect()
+}
+
+fn trust_of(task: &TaskName, cache: &TaskCache) -> Trust {
+    let names: Vec<String> = cache.records.iter().map(file_name).collect();
+    Trust::of(task, &entries(&names, &cache.records, &cache.digests))
 }
 
 fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
@@ -197,9 +239,59 @@ impl Store {
         Ok(f(&cache.records))
     }
 
-    /// Every consultation record of every task, for availability. Directories whose name
-    /// is not a valid task are not tasks and are skipped.
-    pub fn consultations_all_tasks(&self) -> Result<Vec<Record>, StoreError> {
+    /// Call `f` with every record of `task` in sequence order and what the hash chain
+    /// vouches for (see `core::chain`), without copying them. As [`Store::with_records`].
+    pub fn with_trusted_records<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&[Record], &Trust) -> R,
+    ) -> Result<R, StoreError> {
+        let cache = self.cache(task);
+        let mut cache = lock(&cache);
+        self.refresh(task, &mut cache)?;
+        let trust = trust_of(task, &cache);
+        Ok(f(&cache.records, &trust))
+    }
+
+    /// Every record file of `task`, read afresh from disk (not from the cache), in the
+    /// order of the sequences their names hold: what `verify` walks.
+    pub fn stored_files(&self, task: &TaskName) -> Result<Vec<StoredFile>, StoreError> {
+        let dir = self.task_dir(task);
+        let listing = match fs::read_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            other => other.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`; check that it is readable",
+                dir.display()
+            )))?,
+        };
+        let mut files = Vec::new();
+        for entry in listing {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`",
+                dir.display()
+            )))?;
+            let name = entry.file_name();
+            let Some(sequence) = record_sequence(&name) else {
+                continue;
+            };
+            let path = dir.join(&name);
+            let bytes = fs::read(&path).map_err(io_error(format!(
+                "cannot read record `{}`; check its permissions",
+                path.display()
+            )))?;
+            files.push(StoredFile {
+                name: name.to_string_lossy().into_owned(),
+                sequence,
+                bytes,
+            });
+        }
+        files.sort_by_key(|f| f.sequence);
+        Ok(files)
+    }
+
+    /// Every task of the state directory, sorted. Directories whose name is not a valid
+    /// task are not tasks and are skipped.
+    pub fn tasks(&self) -> Result<Vec<TaskName>, StoreError> {
         let entries = match fs::read_dir(&self.state_dir) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             other => other.map_err(io_error(format!(
@@ -223,8 +315,13 @@ impl Store {
             }
         }
         tasks.sort();
+        Ok(tasks)
+    }
+
+    /// Every consultation record of every task, for availability.
+    pub fn consultations_all_tasks(&self) -> Result<Vec<Record>, StoreError> {
         let mut consultations = Vec::new();
-        for task in tasks {
+        for task in self.tasks()? {
             self.with_records(&task, |records| {
                 consultations.extend(
                     records
@@ -249,7 +346,8 @@ impl Store {
         if fresh {
             // Judge the first record against the empty task before creating anything, so
             // a refusal leaves no trace at all.
-            writer::admit(&[], input, &self.write_env(task, 1, plan_env))?;
+            let env = self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None);
+            writer::admit(&[], input, &env)?;
             self.create_task_dir(&dir)?;
         }
         let _held = self.lock_task(&dir)?;
@@ -261,7 +359,15 @@ impl Store {
             let _ = fs::remove_file(dir.join(name));
         }
         let sequence = cache.highest + 1;
-        let env = self.write_env(task, sequence, plan_env);
+        let prev = cache
+            .digests
+            .last()
+            .cloned()
+            .unwrap_or_else(|| chain::GENESIS.to_string());
+        // Only a plan looks back at what the chain vouches for (it never reuses an
+        // unverified conclusion); other writes need not walk the task.
+        let trust = plan_env.map(|_| trust_of(task, &cache));
+        let env = self.write_env(task, sequence, plan_env, prev, trust.as_ref());
         let record = writer::admit(&cache.records, input, &env)?;
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
@@ -272,6 +378,7 @@ impl Store {
         write_atomically(&dir, &name, &bytes)?;
         cache.highest = sequence;
         cache.records.push(record.clone());
+        cache.digests.push(chain::digest(&bytes));
         Ok(record)
     }
 
@@ -280,6 +387,8 @@ impl Store {
         task: &'a TaskName,
         sequence: u64,
         plan_env: Option<&'a PlanEnv<'a>>,
+        prev: String,
+        trust: Option<&'a Trust>,
     ) -> WriteEnv<'a> {
         WriteEnv {
             task,
@@ -287,6 +396,8 @@ impl Store {
             id: ulid::Ulid::new().to_string(),
             sequence,
             plan_env,
+            prev,
+            trust,
         }
     }
 
@@ -304,9 +415,9 @@ impl Store {
             temps = self.list(task, &dir, cache)?;
         }
         // Record n + 1 is created only once record n is in place: look for the next ones.
-        while let Some(record) = read_record(&dir.join(sequence_file(cache.highest + 1)))? {
+        while let Some(read) = read_record(&dir.join(sequence_file(cache.highest + 1)))? {
             cache.highest += 1;
-            push_in_order(&mut cache.records, record);
+            push_in_order(cache, read);
         }
         Ok(temps)
     }
@@ -355,12 +466,12 @@ impl Store {
             } else {
                 read_record(&path).unwrap_or(None)
             };
-            if let Some(record) = found {
-                records.push(record);
+            if let Some(read) = found {
+                records.push(read);
             }
         }
-        records.sort_by_key(|r| r.envelope.sequence);
-        cache.records = records;
+        records.sort_by_key(|(r, _)| r.envelope.sequence);
+        (cache.records, cache.digests) = records.into_iter().unzip();
         cache.highest = highest;
         cache.listed = true;
         Ok(temps)

@@ -220,6 +220,15 @@ pub enum Verb {
         #[arg(long, value_name = "DIR")]
         path: Option<PathBuf>,
     },
+    /// Walk the task's record chain (or every task's): exit 1 on any finding
+    #[command(
+        after_help = "Examples:\n  advisor-consult verify\n  advisor-consult verify --all --format json"
+    )]
+    Verify {
+        /// Every task of the state directory, instead of the one task
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 impl Verb {
@@ -238,6 +247,7 @@ impl Verb {
             Verb::Explain { .. } => "explain",
             Verb::Tree { .. } => "tree",
             Verb::Check { .. } => "check",
+            Verb::Verify { .. } => "verify",
         }
     }
 }

@@ -435,6 +435,7 @@ pub(crate) mod tests {
                 created_at: format_time(T0),
                 schema: SCHEMA_VERSION,
                 redacted: Vec::new(),
+                prev: None,
             },
             body,
         }

@@ -6,8 +6,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The schema version written into every record's envelope.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema version written into every record's envelope: 2 since records carry `prev`
+/// (the hash chain); records of schema 1 predate it and still read.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The largest `showed` an evidence reference may carry, in characters.
 pub const MAX_SHOWED_CHARS: usize = 500;
@@ -41,6 +42,11 @@ pub struct Envelope {
     pub schema: u32,
     /// Names of the secret shapes removed from the caller's strings, possibly empty.
     pub redacted: Vec<String>,
+    /// The hash chain: `sha256:<hex>` of the previous record's stored bytes, or
+    /// [`crate::core::chain::GENESIS`] for a task's first record. Absent on records
+    /// written before the chain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
 }
 
 /// The kind of a record with its fields.

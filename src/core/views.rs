@@ -9,7 +9,8 @@ pub mod explain;
 pub mod status;
 pub mod tree;
 
-use crate::core::records::{Body, Conclusion, Kind, Record};
+use crate::core::chain::Trust;
+use crate::core::records::{Body, Conclusion, ConsultationStatus, Kind, Record};
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -31,6 +32,36 @@ pub fn parent_id(record: &Record) -> Option<&str> {
         Body::Validation(v) => Some(&v.conclusion),
         Body::Attempt(a) => Some(&a.assessment),
     }
+}
+
+/// The review a conclusion is credited with in a view: the distinct advisors of the
+/// completed consultations it cites that the hash chain vouches for, in citation order —
+/// nobody when the chain does not vouch for the conclusion itself. Computed here, never
+/// read from the record, so an edited `reviewed_by` or a hand-written consultation is not
+/// believed.
+pub fn credited_review<'r>(
+    conclusion: &Record,
+    trust: &Trust,
+    record_of: impl Fn(&str) -> Option<&'r Record>,
+) -> Vec<String> {
+    let Body::Conclusion(c) = &conclusion.body else {
+        return Vec::new();
+    };
+    if !trust.is_verified(conclusion.id()) {
+        return Vec::new();
+    }
+    let mut reviewed_by: Vec<String> = Vec::new();
+    for id in &c.consultations {
+        let Some(record) = record_of(id).filter(|r| trust.is_verified(r.id())) else {
+            continue;
+        };
+        if let Body::Consultation(x) = &record.body {
+            if x.status == ConsultationStatus::Completed && !reviewed_by.contains(&x.advisor) {
+                reviewed_by.push(x.advisor.clone());
+            }
+        }
+    }
+    reviewed_by
 }
 
 /// How the newest validation of a conclusion went.

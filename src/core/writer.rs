@@ -12,6 +12,7 @@ pub use fields::{
     MAX_NAME_CHARS, MAX_SUBJECT_CHARS, MAX_TEXT_CHARS,
 };
 
+use crate::core::chain::{self, Trust};
 use crate::core::policy::{self, PlanEnv};
 use crate::core::records::{Body, Envelope, Kind, Record, TaskName, SCHEMA_VERSION};
 use crate::core::redact;
@@ -127,6 +128,12 @@ pub struct WriteEnv<'a> {
     pub sequence: u64,
     /// What the policy needs to compute a plan; `None` refuses plan records.
     pub plan_env: Option<&'a PlanEnv<'a>>,
+    /// The new record's `prev`: the hash of the task's newest record's stored bytes, or
+    /// [`chain::GENESIS`] in an empty task.
+    pub prev: String,
+    /// Which of `existing` the chain vouches for; a plan never reuses a conclusion it does
+    /// not. `None` trusts them all (a caller that has not walked the chain).
+    pub trust: Option<&'a Trust>,
 }
 
 /// Admit the caller's `input` (one JSON object: `kind` plus fields) against the task's
@@ -265,7 +272,21 @@ fn admit_plan(
                 .to_string(),
         ));
     };
-    let mut plan = policy::compute_plan(id, assessment, task.records(), plan_env);
+    // A conclusion after a break in the chain is not believed, so it is never reused.
+    let verified: Vec<Record>;
+    let records = match env.trust {
+        Some(trust) if !trust.all_verified() => {
+            verified = task
+                .records()
+                .iter()
+                .filter(|r| trust.is_verified(r.id()))
+                .cloned()
+                .collect();
+            &verified[..]
+        }
+        _ => task.records(),
+    };
+    let mut plan = policy::compute_plan(id, assessment, records, plan_env);
     plan.assessment = id.to_string();
     Ok(Record {
         envelope: envelope(env, BTreeSet::new()),
@@ -291,7 +312,63 @@ fn envelope(env: &WriteEnv, shapes: BTreeSet<String>) -> Envelope {
         created_at: timestamp(env.now),
         schema: SCHEMA_VERSION,
         redacted: shapes.into_iter().collect(),
+        prev: Some(env.prev.clone()),
     }
+}
+
+/// Admit a stored `record` again, as the writer would today, against the records stored
+/// before it (`earlier`): its caller's fields are taken back out of it and admitted at its
+/// own id, sequence, time and `prev`. Returns what the writer would store now, to compare
+/// with what is stored; `None` for a plan, whose fields the policy computed from a
+/// catalogue and an availability that are not kept (only its assessment is checked).
+pub fn readmit(
+    earlier: &[Record],
+    record: &Record,
+    task: &TaskName,
+) -> Result<Option<Record>, Refusal> {
+    let rules = rules::Task::new(earlier, task);
+    if let Body::Plan(plan) = &record.body {
+        rules.assessment("assessment", Kind::Plan, &plan.assessment)?;
+        return Ok(None);
+    }
+    let now = time::OffsetDateTime::parse(
+        &record.envelope.created_at,
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map_err(|_| {
+        refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "`created_at` `{}` is not a timestamp the writer writes",
+                record.envelope.created_at.escape_debug()
+            ),
+        )
+    })?;
+    let mut input = serde_json::to_value(&record.body).map_err(|e| {
+        refuse(
+            ReasonCode::InvalidField,
+            format!("the record does not serialise: {e}"),
+        )
+    })?;
+    if let Value::Object(object) = &mut input {
+        for field in COMPUTED_FIELDS {
+            object.remove(field);
+        }
+    }
+    let env = WriteEnv {
+        task,
+        now,
+        id: record.envelope.id.clone(),
+        sequence: record.envelope.sequence,
+        plan_env: None,
+        prev: record
+            .envelope
+            .prev
+            .clone()
+            .unwrap_or_else(|| chain::GENESIS.to_string()),
+        trust: None,
+    };
+    admit(earlier, &input, &env).map(Some)
 }
 
 /// `now` as written in records: RFC 3339 in UTC with milliseconds and a `Z`, so every

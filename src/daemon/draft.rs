@@ -180,6 +180,7 @@ mod tests {
                 created_at: "2026-01-01T00:00:00Z".into(),
                 schema: 1,
                 redacted: vec![],
+                prev: None,
             },
             body: Body::Consultation(Consultation {
                 plan: "P".into(),

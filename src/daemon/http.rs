@@ -12,7 +12,7 @@ use crate::protocol::{
     codes, is_out_of_range, parse_route, AdvisorsRequest, CancelRequest, CheckRequest,
     ConsultRequest, ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId,
     JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
-    StatusRequest, TreeRequest, VerbName, MAX_BODY_BYTES, NDJSON,
+    StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -137,6 +137,15 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             };
             reply(StatusCode::OK, api.check(request).await?)
         }
+        VerbName::Verify => {
+            let query: VerifyQuery = query_of(&incoming)?;
+            let context = context_of(&incoming).await?;
+            let request = VerifyRequest {
+                context,
+                all: query.all.unwrap_or(false),
+            };
+            reply(StatusCode::OK, api.verify(request).await?)
+        }
         VerbName::Consult => {
             if api.shutting_down() {
                 return Err(Error::ShuttingDown.into());
@@ -194,6 +203,12 @@ struct TreeQuery {
 #[derive(Debug, Default, Deserialize)]
 struct CheckQuery {
     path: Option<PathBuf>,
+}
+
+/// The query of `verify`.
+#[derive(Debug, Default, Deserialize)]
+struct VerifyQuery {
+    all: Option<bool>,
 }
 
 /// The query of `events`.

@@ -4,6 +4,7 @@
 //! [`Jobs`] API. The socket's handlers (`super::http`) are a mapping onto this.
 
 use crate::check::CheckReport;
+use crate::core::chain::VerifyReport;
 use crate::context::require_root;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
@@ -16,7 +17,7 @@ use crate::facade::{Answer, Api, EventStream};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, EventsRequest, ExplainRequest,
     Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest, RecordRequest,
-    RequestContext, StatusRequest, TreeRequest, WaitRequest, Waited,
+    RequestContext, StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use futures::StreamExt;
@@ -106,6 +107,11 @@ impl Api for Served {
         Box::pin(in_root(request.context, move |c| {
             service::check(&c, path.as_deref())
         }))
+    }
+
+    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
+        let all = request.all;
+        Box::pin(in_root(request.context, move |c| service::verify(&c, all)))
     }
 
     fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {

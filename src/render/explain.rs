@@ -157,6 +157,14 @@ fn header<T>(out: &mut Out, indent: usize, kind: Kind, item: &Item<T>) {
         item.created_at,
         if item.asked { ASKED } else { "" }
     ));
+    if item.unverified {
+        out.para(
+            indent + 2,
+            2,
+            "UNVERIFIED: after a break in the record chain; not believed (`advisor-consult \
+             verify` says why)",
+        );
+    }
     if !item.redacted.is_empty() {
         out.field(indent + 2, "redacted", &item.redacted.join(", "));
     }

@@ -101,6 +101,7 @@ impl Render for Record {
 
 #[cfg(test)]
 mod tests {
+    use crate::core::chain::Trust;
     use crate::core::views::testing::Task;
     use crate::core::views::{explain::explain, status::status, tree::tree};
     use crate::render::{render, Format, Render, WIDTH};
@@ -151,9 +152,9 @@ mod tests {
 
     #[test]
     fn empty_tasks_say_so() {
-        let plain = status(&[]).plain();
+        let plain = status(&[], &Trust::default()).plain();
         assert!(plain.starts_with("no records in this task yet"), "{plain}");
-        let plain = tree(&[], None, false).plain();
+        let plain = tree(&[], None, false, &Trust::default()).plain();
         assert!(plain.starts_with("no records in this task yet"), "{plain}");
     }
 
@@ -170,8 +171,8 @@ mod tests {
             "an-advisor-with-a-rather-long-identifier-for-testing-widths",
             "supports",
         );
-        fits(&status(&t.records).plain());
-        fits(&tree(&t.records, None, true).plain());
-        fits(&explain(&t.records, &p).unwrap().plain());
+        fits(&status(&t.records, &Trust::default()).plain());
+        fits(&tree(&t.records, None, true, &Trust::default()).plain());
+        fits(&explain(&t.records, &p, &Trust::default()).unwrap().plain());
     }
 }

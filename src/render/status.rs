@@ -2,6 +2,7 @@
 
 use super::text::{Out, Table};
 use super::Render;
+use crate::core::chain::ChainState;
 use crate::core::records::ConsultationStatus;
 use crate::core::views::status::{AssessmentStatus, ConsultationLine, StatusView, TokenTotals};
 use crate::core::views::ValidationState;
@@ -21,6 +22,9 @@ impl Render for StatusView {
             self.records,
             plural(self.records),
         ));
+        if let Some(chain) = &self.chain {
+            chain_plain(&mut out, chain);
+        }
         for assessment in &self.assessments {
             out.blank();
             assessment_plain(&mut out, assessment);
@@ -35,7 +39,11 @@ impl Render for StatusView {
                 entry.kind.as_str(),
                 entry.id
             ));
-            out.para(8, 0, &entry.summary);
+            if entry.unverified {
+                out.para(8, 0, &format!("UNVERIFIED: {}", entry.summary));
+            } else {
+                out.para(8, 0, &entry.summary);
+            }
         }
         out.blank();
         tokens_plain(&mut out, &self.tokens);
@@ -147,7 +155,9 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
             4,
             &format!("conclusion {} (#{}): {}", c.id, c.sequence, c.decision),
         );
-        let reviewers = if c.reviewed_by.is_empty() {
+        let reviewers = if c.unverified {
+            "UNVERIFIED (after a break in the record chain): reviews nothing".to_string()
+        } else if c.reviewed_by.is_empty() {
             "decided locally".to_string()
         } else {
             format!(
@@ -185,8 +195,31 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
     }
 }
 
+/// The hash chain in a few lines: where it starts, whether it holds, and its head (the
+/// hash a team keeps to notice a rewritten chain).
+pub(super) fn chain_plain(out: &mut Out, chain: &ChainState) {
+    let verdict = match (chain.broken_at, chain.chained_from) {
+        (Some(at), _) => format!(
+            "chain: BROKEN at #{at}: {} record{} unverified; `advisor-consult verify` says why",
+            chain.unverified,
+            plural(chain.unverified)
+        ),
+        (None, Some(1)) => "chain: intact".to_string(),
+        (None, Some(from)) => {
+            format!("chain: intact from #{from} (records before it predate the chain)")
+        }
+        (None, None) => "chain: not started (the records predate it)".to_string(),
+    };
+    out.para(0, 2, &verdict);
+    if let Some(head) = &chain.head {
+        out.line(&format!("  head #{}", head.sequence));
+        out.line(&format!("  {}", head.hash));
+    }
+}
+
 fn consultation_line(c: &ConsultationLine) -> String {
-    let mut line = format!("{} (#{}) ", c.advisor, c.sequence);
+    let mark = if c.unverified { "UNVERIFIED " } else { "" };
+    let mut line = format!("{mark}{} (#{}) ", c.advisor, c.sequence);
     match c.status {
         ConsultationStatus::Completed => {
             line.push_str("completed");

@@ -14,6 +14,9 @@ impl Render for TreeView {
             return out.finish();
         };
         out.line(&format!("task {task}"));
+        if let Some(chain) = &self.chain {
+            super::status::chain_plain(&mut out, chain);
+        }
         for node in &self.nodes {
             out.line(&node_line("", node));
             children_plain(&mut out, "", node);
@@ -85,9 +88,7 @@ fn node_line(prefix: &str, node: &TreeNode) -> String {
 }
 
 fn label(node: &TreeNode) -> String {
-    if node.superseded {
-        format!("[superseded] {}", node.label)
-    } else {
-        node.label.clone()
-    }
+    let unverified = if node.unverified { "[UNVERIFIED] " } else { "" };
+    let superseded = if node.superseded { "[superseded] " } else { "" };
+    format!("{unverified}{superseded}{}", node.label)
 }

@@ -9,6 +9,7 @@
 
 use advisord::check::{CheckReport, Finding, Rule};
 use advisord::core::catalogue::Catalogue;
+use advisord::core::chain::Trust;
 use advisord::core::records::{AdvisorAvailability, Mode, Record, Status};
 use advisord::core::views::advisors::AdvisorsView;
 use advisord::core::views::{explain::explain, status::status, tree::tree};
@@ -332,42 +333,42 @@ where
 
 #[test]
 fn explain_a_validation_shows_the_whole_chain() {
-    let view = explain(&records(), V1).unwrap();
+    let view = explain(&records(), V1, &Trust::default()).unwrap();
     check_view("explain_validation", &view, false);
     round_trip(&view);
 }
 
 #[test]
 fn explain_a_superseding_conclusion_links_back() {
-    let view = explain(&records(), K2).unwrap();
+    let view = explain(&records(), K2, &Trust::default()).unwrap();
     check_view("explain_superseding", &view, false);
     round_trip(&view);
 }
 
 #[test]
 fn tree_hides_superseded_conclusions() {
-    let view = tree(&records(), None, false);
+    let view = tree(&records(), None, false, &Trust::default());
     check_view("tree", &view, true);
     round_trip(&view);
 }
 
 #[test]
 fn tree_shows_superseded_when_asked() {
-    let view = tree(&records(), Some(0), true);
+    let view = tree(&records(), Some(0), true, &Trust::default());
     check_view("tree_superseded", &view, false);
     round_trip(&view);
 }
 
 #[test]
 fn tree_depth_two() {
-    let view = tree(&records(), Some(2), false);
+    let view = tree(&records(), Some(2), false, &Trust::default());
     check_view("tree_depth2", &view, false);
     round_trip(&view);
 }
 
 #[test]
 fn status_of_the_flow() {
-    let view = status(&records());
+    let view = status(&records(), &Trust::default());
     check_view("status", &view, true);
     round_trip(&view);
 }

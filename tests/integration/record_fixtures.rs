@@ -2,6 +2,7 @@
 //! the record types that would make an old record unreadable, or silently drop one of its
 //! fields, fails here. The samples form one task's chain, so they also still admit.
 
+use advisord::core::chain::{self, GENESIS};
 use advisord::core::records::{Body, Kind, Record, TaskName, SCHEMA_VERSION};
 use advisord::core::writer::{admit, WriteEnv};
 use serde_json::Value;
@@ -91,6 +92,7 @@ fn the_samples_still_admit_in_order() {
             "created_at",
             "schema",
             "redacted",
+            "prev",
             "reviewed_by",
             "independent_review_count",
             "finished_at",
@@ -108,11 +110,22 @@ fn the_samples_still_admit_in_order() {
             id: record.envelope.id.clone(),
             sequence: record.envelope.sequence,
             plan_env: None,
+            prev: record
+                .envelope
+                .prev
+                .clone()
+                .unwrap_or_else(|| GENESIS.to_string()),
+            trust: None,
         };
         let mut again = admit(&earlier, &input, &env)
             .unwrap_or_else(|r| panic!("`{}` is refused now: {}", path.display(), r.message));
         // Redaction already happened when the sample was stored; what it named stays.
         again.envelope.redacted = record.envelope.redacted.clone();
+        // Samples from before the hash chain carry schema 1 and no `prev`.
+        if record.envelope.prev.is_none() {
+            again.envelope.prev = None;
+            again.envelope.schema = record.envelope.schema;
+        }
         if let Body::Consultation(c) = &mut again.body {
             if let Body::Consultation(stored) = &record.body {
                 c.finished_at = stored.finished_at.clone();
@@ -126,4 +139,42 @@ fn the_samples_still_admit_in_order() {
         );
         earlier.push(record);
     }
+}
+
+#[test]
+fn the_samples_verify_as_one_chain() {
+    // The samples before the chain carry no `prev`; the first that does commits to the
+    // stored bytes of the one before it, so the walk finds nothing and says where the chain
+    // starts.
+    let task = TaskName::new("feature-retry-uploads").expect("valid task");
+    let mut files: Vec<(String, u64, Vec<u8>)> = samples()
+        .into_iter()
+        .map(|(path, _, record)| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (
+                name,
+                record.envelope.sequence,
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect();
+    files.sort_by_key(|f| f.1);
+    let files: Vec<chain::File> = files
+        .iter()
+        .map(|(name, sequence, bytes)| chain::File {
+            name,
+            sequence: *sequence,
+            bytes,
+        })
+        .collect();
+    let report = chain::verify_task(&task, "tests/fixtures/records".into(), &files);
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    let chained: Vec<u64> = samples()
+        .iter()
+        .filter(|(_, _, r)| r.envelope.prev.is_some())
+        .map(|(_, _, r)| r.envelope.sequence)
+        .collect();
+    assert!(!chained.is_empty(), "a sample carries `prev`");
+    assert_eq!(report.state.chained_from, chained.first().copied());
+    assert_eq!(report.state.broken_at, None);
 }

@@ -7,7 +7,8 @@
 //! conclusions they supersede or were superseded by (which may belong to another
 //! assessment). The record asked for carries `asked: true`.
 
-use super::{parent_id, Index, Link, ValidationState};
+use super::{credited_review, parent_id, Index, Link, ValidationState};
+use crate::core::chain::{ChainState, Trust};
 use crate::core::records::{
     Assessment, Attempt, Body, Conclusion, Consultation, Disagreement, Kind, Plan, Record,
     Resolution, Validation,
@@ -37,6 +38,10 @@ pub struct Item<T> {
     /// Whether this is the record asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub asked: bool,
+    /// After a break in the hash chain: shown, not believed (a conclusion's review is then
+    /// empty, and a consultation reviews nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
     /// The fields of its kind.
     #[serde(flatten)]
     pub fields: T,
@@ -49,6 +54,9 @@ pub struct ExplainView {
     pub asked: Link,
     /// The task.
     pub task: String,
+    /// The hash chain of the task; absent when it was not walked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainState>,
     /// From the assessment (or the highest record found) down to the record asked for.
     pub path: Vec<Link>,
     /// The assessment at the root of the chain.
@@ -109,8 +117,10 @@ pub struct ConclusionChain {
     pub validations: Vec<Item<Validation>>,
 }
 
-/// The provenance chain of record `id` among the task's `records`.
-pub fn explain(records: &[Record], id: &str) -> Result<ExplainView, NotFound> {
+/// The provenance chain of record `id` among the task's `records`; what the hash chain
+/// does not vouch for (`trust`) is marked, and a conclusion's review is computed from the
+/// consultations it vouches for.
+pub fn explain(records: &[Record], id: &str, trust: &Trust) -> Result<ExplainView, NotFound> {
     let index = Index::new(records);
     let asked = *index
         .by_id
@@ -137,11 +147,13 @@ pub fn explain(records: &[Record], id: &str) -> Result<ExplainView, NotFound> {
         created_at: record.envelope.created_at.clone(),
         redacted: record.envelope.redacted.clone(),
         asked: record.id() == asked.id(),
+        unverified: !trust.is_verified(record.id()),
         fields: (),
     };
     let mut view = ExplainView {
         asked: index.link(asked),
         task: asked.envelope.task.clone(),
+        chain: trust.state.clone(),
         path: path.iter().map(|r| index.link(r)).collect(),
         assessment: None,
         plans: Vec::new(),
@@ -183,7 +195,14 @@ pub fn explain(records: &[Record], id: &str) -> Result<ExplainView, NotFound> {
                     .collect(),
             }),
             Body::Conclusion(c) => view.conclusions.push(ConclusionChain {
-                conclusion: with(item(child), c.clone()),
+                conclusion: with(item(child), {
+                    let mut c = c.clone();
+                    c.reviewed_by =
+                        credited_review(child, trust, |id| index.by_id.get(id).copied());
+                    c.independent_review_count =
+                        u32::try_from(c.reviewed_by.len()).unwrap_or(u32::MAX);
+                    c
+                }),
                 replaces: c
                     .supersedes
                     .as_deref()
@@ -212,6 +231,7 @@ fn with<T>(item: Item<()>, fields: T) -> Item<T> {
         created_at: item.created_at,
         redacted: item.redacted,
         asked: item.asked,
+        unverified: item.unverified,
         fields,
     }
 }
@@ -242,7 +262,7 @@ mod tests {
         let (task, ids) = flow();
         let whole = &ids[..8];
         for id in whole {
-            let view = explain(&task.records, id).unwrap();
+            let view = explain(&task.records, id, &Trust::default()).unwrap();
             assert_eq!(view.asked.id, *id);
             assert_eq!(view.path[0].id, ids[0], "rooted at the assessment");
             assert_eq!(view.path.last().unwrap().id, *id);
@@ -259,12 +279,12 @@ mod tests {
     #[test]
     fn the_path_runs_from_the_assessment_to_the_record() {
         let (task, ids) = flow();
-        let view = explain(&task.records, &ids[7]).unwrap();
+        let view = explain(&task.records, &ids[7], &Trust::default()).unwrap();
         let path: Vec<&str> = view.path.iter().map(|l| l.id.as_str()).collect();
         assert_eq!(path, [&ids[0], &ids[6], &ids[7]]);
         assert!(view.conclusions[0].validations[0].asked);
         assert_eq!(view.conclusions[0].validation, ValidationState::Passed);
-        let view = explain(&task.records, &ids[2]).unwrap();
+        let view = explain(&task.records, &ids[2], &Trust::default()).unwrap();
         let kinds: Vec<Kind> = view.path.iter().map(|l| l.kind).collect();
         assert_eq!(kinds, [Kind::Assessment, Kind::Plan, Kind::Consultation]);
     }
@@ -272,13 +292,13 @@ mod tests {
     #[test]
     fn supersession_is_shown_both_ways() {
         let (task, ids) = flow();
-        let old = explain(&task.records, &ids[6]).unwrap();
+        let old = explain(&task.records, &ids[6], &Trust::default()).unwrap();
         let by = old.conclusions[0]
             .superseded_by
             .as_ref()
             .expect("superseded");
         assert_eq!(by.id, ids[9]);
-        let new = explain(&task.records, &ids[9]).unwrap();
+        let new = explain(&task.records, &ids[9], &Trust::default()).unwrap();
         assert_eq!(new.path[0].id, ids[8]);
         let replaces = new.conclusions[0].replaces.as_ref().expect("replaces");
         assert_eq!(replaces.id, ids[6]);
@@ -288,7 +308,7 @@ mod tests {
     #[test]
     fn an_unknown_id_is_not_found() {
         let (task, _) = flow();
-        let err = explain(&task.records, "01JNOPE").unwrap_err();
+        let err = explain(&task.records, "01JNOPE", &Trust::default()).unwrap_err();
         assert_eq!(err.id, "01JNOPE");
         assert!(err.to_string().contains("`01JNOPE`"));
     }
@@ -298,7 +318,7 @@ mod tests {
         let (mut task, ids) = flow();
         // Drop the plan: its consultations now point at nothing.
         task.records.retain(|r| r.id() != ids[1]);
-        let view = explain(&task.records, &ids[2]).unwrap();
+        let view = explain(&task.records, &ids[2], &Trust::default()).unwrap();
         assert_eq!(view.missing.as_deref(), Some(ids[1].as_str()));
         assert!(view.assessment.is_none());
         assert_eq!(view.detached.len(), 1);

@@ -14,7 +14,8 @@
 //! set to `failed`: the decision stands until a new conclusion supersedes it, but it is not
 //! validated.
 
-use super::{summary, ValidationState};
+use super::{credited_review, summary, ValidationState};
+use crate::core::chain::{ChainState, Trust};
 use crate::core::records::{
     Assessment, Body, Confidence, ConsultationStatus, FailureKind, Kind, Materiality, Mode, Record,
     Stance, Usage,
@@ -59,6 +60,10 @@ pub struct StatusView {
     pub task: Option<String>,
     /// How many records the task holds.
     pub records: usize,
+    /// The hash chain: where it starts, its head (the hash a team keeps to notice a
+    /// rewritten chain) and where it is broken; absent when it was not walked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainState>,
     /// Each assessment, in sequence order.
     pub assessments: Vec<AssessmentStatus>,
     /// Every record, in sequence order.
@@ -147,6 +152,9 @@ pub struct ConsultationLine {
     /// Tokens reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// After a break in the hash chain: shown, never counted as a review.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
 }
 
 /// A disagreement and its resolutions.
@@ -188,10 +196,14 @@ pub struct ConclusionLine {
     pub sequence: u64,
     /// What was decided.
     pub decision: String,
-    /// The distinct advisors of the completed consultations it cites.
+    /// The distinct advisors of the completed consultations it cites that the hash chain
+    /// vouches for (computed here, not read from the record).
     pub reviewed_by: Vec<String>,
     /// How many distinct advisors reviewed it.
     pub independent_review_count: u32,
+    /// After a break in the hash chain: it reviews nothing and does not conclude.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
     /// The conclusion it replaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
@@ -228,6 +240,9 @@ pub struct TimelineEntry {
     pub id: String,
     /// One line saying what it is about.
     pub summary: String,
+    /// After a break in the hash chain: not believed by any view.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
 }
 
 /// Token totals per advisor and overall.
@@ -265,20 +280,38 @@ impl AdvisorTokens {
 /// One pass in sequence order touches each record once, while it is in the cache: a record
 /// refers only to records before it, so its assessment (and plan, disagreement or
 /// conclusion) already has its line to add to. Then the states are computed from the lines.
-pub fn status(records: &[Record]) -> StatusView {
+///
+/// A record the hash chain does not vouch for (`trust`) is marked `unverified` in the
+/// timeline and in its line, and counts for nothing: it does not move an assessment's
+/// state, and a consultation or conclusion after a break reviews nothing.
+pub fn status(records: &[Record], trust: &Trust) -> StatusView {
     let mut ordered: Vec<&Record> = records.iter().collect();
     ordered.sort_by_key(|r| r.envelope.sequence);
-    let mut pass = Pass::default();
+    let mut pass = Pass {
+        trust,
+        by_id: HashMap::with_capacity_and_hasher(ordered.len(), Default::default()),
+        assessments: Vec::new(),
+        diverges: Vec::new(),
+        tokens: TokenTotals::default(),
+        advisors: HashMap::default(),
+        assessment_at: HashMap::default(),
+        plan_at: HashMap::default(),
+        disagreement_at: HashMap::default(),
+        conclusion_at: HashMap::default(),
+    };
     let mut timeline = Vec::with_capacity(ordered.len());
     for &record in &ordered {
+        let verified = trust.is_verified(record.id());
         timeline.push(TimelineEntry {
             sequence: record.envelope.sequence,
             created_at: record.envelope.created_at.clone(),
             kind: record.kind(),
             id: record.id().to_string(),
             summary: summary(record, |id| pass.advisors.get(id).copied()),
+            unverified: !verified,
         });
-        pass.add(record);
+        pass.by_id.insert(record.id(), record);
+        pass.add(record, verified);
     }
     let mut assessments = pass.assessments;
     for (assessment, diverges) in assessments.iter_mut().zip(pass.diverges) {
@@ -297,6 +330,7 @@ pub fn status(records: &[Record]) -> StatusView {
     StatusView {
         task: ordered.first().map(|r| r.envelope.task.clone()),
         records: records.len(),
+        chain: trust.state.clone(),
         assessments,
         timeline,
         tokens: pass.tokens,
@@ -304,8 +338,10 @@ pub fn status(records: &[Record]) -> StatusView {
 }
 
 /// What the pass of [`status`] has gathered so far, with where each line went.
-#[derive(Default)]
-struct Pass<'r> {
+struct Pass<'r, 't> {
+    trust: &'t Trust,
+    /// The records seen so far, by id.
+    by_id: HashMap<&'r str, &'r Record>,
     assessments: Vec<AssessmentStatus>,
     /// Per assessment: a completed consultation of it diverges.
     diverges: Vec<bool>,
@@ -322,11 +358,16 @@ struct Pass<'r> {
     conclusion_at: HashMap<&'r str, (usize, usize)>,
 }
 
-impl<'r> Pass<'r> {
+impl<'r> Pass<'r, '_> {
     /// Add `record` to the line of what it refers to. A record whose reference names
-    /// nothing before it (impossible through the writer) is left to the timeline alone.
-    fn add(&mut self, record: &'r Record) {
+    /// nothing before it (impossible through the writer) is left to the timeline alone, and
+    /// so is one the chain does not vouch for, unless it is a consultation or a conclusion
+    /// (shown in its line, marked, counting for nothing).
+    fn add(&mut self, record: &'r Record, verified: bool) {
         let (id, sequence) = (record.id(), record.envelope.sequence);
+        if !verified && !matches!(record.body, Body::Consultation(_) | Body::Conclusion(_)) {
+            return;
+        }
         match &record.body {
             Body::Assessment(a) => {
                 self.assessment_at.insert(id, self.assessments.len());
@@ -359,7 +400,8 @@ impl<'r> Pass<'r> {
                 let Some(&at) = self.plan_at.get(c.plan.as_str()) else {
                     return;
                 };
-                self.diverges[at] |= c.status == ConsultationStatus::Completed
+                self.diverges[at] |= verified
+                    && c.status == ConsultationStatus::Completed
                     && c.stance.is_some_and(Stance::diverges);
                 self.assessments[at].consultations.push(ConsultationLine {
                     id: id.to_string(),
@@ -372,6 +414,7 @@ impl<'r> Pass<'r> {
                     diagnostic: c.diagnostic.clone(),
                     duration_ms: c.duration_ms,
                     usage: c.usage,
+                    unverified: !verified,
                 });
             }
             Body::Disagreement(d) => {
@@ -415,20 +458,26 @@ impl<'r> Pass<'r> {
                 if let Some(&(old_at, old)) = c
                     .supersedes
                     .as_deref()
+                    .filter(|_| verified)
                     .and_then(|old| self.conclusion_at.get(old))
                 {
                     // The first conclusion to name it supersedes it.
                     let old = &mut self.assessments[old_at].conclusions[old];
                     old.superseded_by.get_or_insert_with(|| id.to_string());
                 }
+                let by_id = &self.by_id;
+                let reviewed_by = credited_review(record, self.trust, |id| by_id.get(id).copied());
                 let lines = &mut self.assessments[at].conclusions;
-                self.conclusion_at.insert(id, (at, lines.len()));
+                if verified {
+                    self.conclusion_at.insert(id, (at, lines.len()));
+                }
                 lines.push(ConclusionLine {
                     id: id.to_string(),
                     sequence,
                     decision: c.decision.clone(),
-                    reviewed_by: c.reviewed_by.clone(),
-                    independent_review_count: c.independent_review_count,
+                    independent_review_count: u32::try_from(reviewed_by.len()).unwrap_or(u32::MAX),
+                    reviewed_by,
+                    unverified: !verified,
                     supersedes: c.supersedes.clone(),
                     superseded_by: None,
                     validation: ValidationState::NotValidated,
@@ -488,8 +537,8 @@ fn assessment_line(record: &Record, assessment: &Assessment) -> AssessmentStatus
 /// The state of an assessment from its lines (see the module documentation).
 fn state_of(view: &AssessmentStatus, diverges: bool) -> State {
     let open_dispute = view.disagreements.iter().any(|d| !d.resolved);
-    let undeclared_dispute =
-        diverges && view.conclusions.is_empty() && view.disagreements.is_empty();
+    let concluded = view.conclusions.iter().any(|c| !c.unverified);
+    let undeclared_dispute = diverges && !concluded && view.disagreements.is_empty();
     if open_dispute || undeclared_dispute {
         return State::Disputed;
     }
@@ -497,10 +546,10 @@ fn state_of(view: &AssessmentStatus, diverges: bool) -> State {
         .conclusions
         .iter()
         .rev()
-        .find(|c| c.superseded_by.is_none());
+        .find(|c| c.superseded_by.is_none() && !c.unverified);
     if standing.is_some_and(|c| c.validation == ValidationState::Passed) {
         State::Validated
-    } else if !view.conclusions.is_empty() {
+    } else if concluded {
         State::Concluded
     } else if !view.plans.is_empty() {
         State::Planned
@@ -519,7 +568,7 @@ mod tests {
         let mut task = Task::new();
         let a = task.assessment("subject");
         build(&mut task, &a);
-        let view = status(&task.records);
+        let view = status(&task.records, &Trust::default());
         assert_eq!(
             view.assessments[0].state, expected,
             "{:#?}",
@@ -647,7 +696,7 @@ mod tests {
         let c = task.conclusion(&a, &[], None);
         task.validation(&c, true);
         task.validation(&c, false);
-        let view = status(&task.records);
+        let view = status(&task.records, &Trust::default());
         assert_eq!(view.assessments[0].state, State::Concluded);
         let conclusion = &view.assessments[0].conclusions[0];
         assert_eq!(conclusion.validation, ValidationState::Failed);
@@ -662,7 +711,7 @@ mod tests {
         task.validation(&old_c, true);
         let new_a = task.assessment("subject");
         let new_c = task.conclusion(&new_a, &[], Some(&old_c));
-        let view = status(&task.records);
+        let view = status(&task.records, &Trust::default());
         let old = &view.assessments[0];
         assert_eq!(
             old.state,
@@ -695,7 +744,7 @@ mod tests {
         // Input in reverse: the view orders by sequence itself.
         let mut records = task.records.clone();
         records.reverse();
-        let view = status(&records);
+        let view = status(&records, &Trust::default());
         assert_eq!(view.task.as_deref(), Some("t"));
         assert_eq!(view.records, 6);
         let sequences: Vec<u64> = view.timeline.iter().map(|e| e.sequence).collect();
@@ -717,7 +766,7 @@ mod tests {
 
     #[test]
     fn an_empty_task() {
-        let view = status(&[]);
+        let view = status(&[], &Trust::default());
         assert_eq!(view.task, None);
         assert!(view.assessments.is_empty() && view.timeline.is_empty());
         assert_eq!(view.tokens.total, AdvisorTokens::default());

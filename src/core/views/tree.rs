@@ -11,6 +11,7 @@
 //! counts what it left out so a reader knows to ask.
 
 use super::{parent_id, Index};
+use crate::core::chain::{ChainState, Trust};
 use crate::core::records::{Kind, Record};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +26,9 @@ pub struct TreeView {
     pub show_superseded: bool,
     /// Superseded conclusions left out (with their validations).
     pub hidden_superseded: usize,
+    /// The hash chain of the task; absent when it was not walked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainState>,
     /// The roots: assessments, in sequence order.
     pub nodes: Vec<TreeNode>,
 }
@@ -43,6 +47,9 @@ pub struct TreeNode {
     /// A conclusion that another conclusion supersedes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
+    /// After a break in the hash chain: shown, not believed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unverified: bool,
     /// Children not shown because of the depth limit.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hidden_children: usize,
@@ -56,11 +63,17 @@ fn is_zero(n: &usize) -> bool {
 
 /// The tree of the task's `records` (any order). `depth` limits the levels shown (`None`
 /// or `Some(0)`: unlimited); `show_superseded` keeps superseded conclusions.
-pub fn tree(records: &[Record], depth: Option<usize>, show_superseded: bool) -> TreeView {
+pub fn tree(
+    records: &[Record],
+    depth: Option<usize>,
+    show_superseded: bool,
+    trust: &Trust,
+) -> TreeView {
     let index = Index::new(records);
     let depth = depth.filter(|&d| d > 0);
     let mut builder = Builder {
         index: &index,
+        trust,
         depth,
         show_superseded,
         hidden_superseded: 0,
@@ -79,12 +92,14 @@ pub fn tree(records: &[Record], depth: Option<usize>, show_superseded: bool) -> 
         depth,
         show_superseded,
         hidden_superseded: builder.hidden_superseded,
+        chain: trust.state.clone(),
         nodes,
     }
 }
 
 struct Builder<'i, 'r> {
     index: &'i Index<'r>,
+    trust: &'i Trust,
     depth: Option<usize>,
     show_superseded: bool,
     hidden_superseded: usize,
@@ -121,6 +136,7 @@ impl Builder<'_, '_> {
             id: record.id().to_string(),
             label: self.index.summary(record),
             superseded,
+            unverified: !self.trust.is_verified(record.id()),
             hidden_children,
             children: shown,
         })
@@ -168,7 +184,7 @@ mod tests {
     }
 
     fn check(depth: Option<usize>, show_superseded: bool, expected: &[&str]) {
-        let view = tree(&flow().records, depth, show_superseded);
+        let view = tree(&flow().records, depth, show_superseded, &Trust::default());
         assert_eq!(outline(&view), expected);
     }
 
@@ -188,7 +204,10 @@ mod tests {
                 "  conclusion#10",
             ],
         );
-        assert_eq!(tree(&flow().records, None, false).hidden_superseded, 1);
+        assert_eq!(
+            tree(&flow().records, None, false, &Trust::default()).hidden_superseded,
+            1
+        );
     }
 
     #[test]
@@ -209,7 +228,7 @@ mod tests {
                 "  conclusion#10",
             ],
         );
-        let view = tree(&flow().records, None, true);
+        let view = tree(&flow().records, None, true, &Trust::default());
         assert!(view.nodes[0].children[2].superseded);
         assert!(!view.nodes[1].children[0].superseded);
     }
@@ -229,19 +248,19 @@ mod tests {
                 "  conclusion#10",
             ],
         );
-        let view = tree(&flow().records, Some(1), true);
+        let view = tree(&flow().records, Some(1), true, &Trust::default());
         assert_eq!(view.nodes[0].hidden_children, 3);
         assert_eq!(view.depth, Some(1));
     }
 
     #[test]
     fn labels_ids_and_an_empty_task() {
-        let view = tree(&flow().records, None, false);
+        let view = tree(&flow().records, None, false, &Trust::default());
         let node = &view.nodes[0];
         assert_eq!(node.id.len(), 26, "the full id, ready to paste");
         assert_eq!(node.label, "[high] subject");
         assert_eq!(node.children[0].label, "standard, budget 2: x, y");
-        let empty = tree(&[], None, false);
+        let empty = tree(&[], None, false, &Trust::default());
         assert!(empty.nodes.is_empty() && empty.task.is_none());
     }
 }

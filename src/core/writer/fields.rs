@@ -21,8 +21,15 @@ pub const MAX_LIST_ITEMS: usize = 100;
 pub const MAX_DIAGNOSTIC_CHARS: usize = 300;
 
 /// The envelope's fields: assigned by the writer, never by the caller.
-pub const ENVELOPE_FIELDS: [&str; 6] =
-    ["id", "task", "sequence", "created_at", "schema", "redacted"];
+pub const ENVELOPE_FIELDS: [&str; 7] = [
+    "id",
+    "task",
+    "sequence",
+    "created_at",
+    "schema",
+    "redacted",
+    "prev",
+];
 
 /// Fields of some kind that the writer computes.
 pub const COMPUTED_FIELDS: [&str; 3] = ["reviewed_by", "independent_review_count", "finished_at"];

@@ -33,6 +33,8 @@ impl Fixture {
             id: format!("R{:03}", self.records.len() + 1),
             sequence: self.records.len() as u64 + 1,
             plan_env: None,
+            prev: crate::core::chain::GENESIS.to_string(),
+            trust: None,
         };
         admit(&self.records, input, &env)
     }
@@ -65,6 +67,7 @@ impl Fixture {
                 created_at: timestamp(NOW),
                 schema: SCHEMA_VERSION,
                 redacted: vec![],
+                prev: None,
             },
             body: Body::Plan(Plan {
                 assessment: assessment.into(),
@@ -253,6 +256,11 @@ fn every_reason_code() {
         (
             "created_at supplied",
             json!({"kind": "attempt", "created_at": "x"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "prev supplied",
+            json!({"kind": "attempt", "prev": crate::core::chain::GENESIS}),
             ComputedFieldSupplied,
         ),
         (
@@ -798,6 +806,8 @@ fn a_plan_is_computed_by_the_policy() {
         id: "PLAN".into(),
         sequence: 99,
         plan_env: Some(&plan_env),
+        prev: crate::core::chain::GENESIS.to_string(),
+        trust: None,
     };
     let record = admit(
         &w.f.records,

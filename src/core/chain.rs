@@ -1,0 +1,599 @@
+//! The hash chain of a task's records, and the walk that checks it.
+//!
+//! Every record the writer stores carries `prev`: the SHA-256 of the stored bytes of the
+//! task's previous record (the file exactly as it is on disk), or [`GENESIS`] for a task's
+//! first record. Editing, removing, inserting or reordering a record therefore breaks the
+//! link of the record after it. [`walk`] checks the links, the sequence, the envelope and
+//! the fields the writer computes; with [`Depth::Rules`] it also admits every record again
+//! through the writer's rules of today (what `advisor-consult verify` does). The views use
+//! the cheaper [`Depth::Links`], which is linear in the records, through [`Trust`].
+//!
+//! Pure: the edge reads the files and hands in their names, their hashes and what they
+//! parse to.
+
+use crate::core::records::{Body, ConsultationStatus, Record, TaskName, SCHEMA_VERSION};
+use crate::core::writer;
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+
+/// The `prev` of a task's first record: `sha256:` and 64 zeros.
+pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The chain's hash of a record's stored bytes: `sha256:` and the lower-case hex digest.
+pub fn digest(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash {
+        // Writing to a `String` never fails.
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// One stored record file, as the edge read it.
+pub struct Entry<'r> {
+    /// The file's name (`0000000007.json`).
+    pub file: &'r str,
+    /// The sequence its name holds.
+    pub sequence: u64,
+    /// [`digest`] of its bytes.
+    pub digest: &'r str,
+    /// What it parses to, or why it does not.
+    pub record: Result<&'r Record, &'r str>,
+}
+
+/// What is wrong with a record file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Problem {
+    /// The file does not parse as a record.
+    Unreadable,
+    /// The file holds another sequence than its name.
+    Misplaced,
+    /// Records before it are missing.
+    SequenceGap,
+    /// Its `prev` does not match the record before it: that record's bytes changed, or
+    /// records were inserted, removed or reordered.
+    Changed,
+    /// It carries no `prev` where the chain requires one: written outside the writer.
+    Unchained,
+    /// Its envelope is wrong: another task, a repeated id, an unknown schema.
+    Envelope,
+    /// A field the writer computes does not match its derivation.
+    Computed,
+    /// The writer's rules of today refuse it.
+    Rule,
+}
+
+impl Problem {
+    /// The name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Problem::Unreadable => "unreadable",
+            Problem::Misplaced => "misplaced",
+            Problem::SequenceGap => "sequence_gap",
+            Problem::Changed => "changed",
+            Problem::Unchained => "unchained",
+            Problem::Envelope => "envelope",
+            Problem::Computed => "computed",
+            Problem::Rule => "rule",
+        }
+    }
+}
+
+/// One thing wrong with one record file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The file's name.
+    pub file: String,
+    /// The sequence its name holds.
+    pub sequence: u64,
+    /// What kind of wrong.
+    pub problem: Problem,
+    /// The writer's reason code, for [`Problem::Rule`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What is wrong, in one sentence.
+    pub message: String,
+}
+
+/// The newest record of a task and its hash: what a team keeps to notice a rewritten chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    /// Its sequence.
+    pub sequence: u64,
+    /// [`digest`] of its stored bytes.
+    pub hash: String,
+}
+
+/// The state of one task's chain.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ChainState {
+    /// How many record files were walked.
+    pub records: usize,
+    /// The first sequence carrying `prev`; records before it predate the chain and are
+    /// covered only through the first chained record's link to the one before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chained_from: Option<u64>,
+    /// The newest record and its hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<Head>,
+    /// The first sequence not verified: it and every record after it are unverified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken_at: Option<u64>,
+    /// How many records are unverified.
+    pub unverified: usize,
+}
+
+/// How deep [`walk`] looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Links, sequence, envelope and the computed review: linear, for the views.
+    Links,
+    /// And every record admitted again through the writer's rules of today.
+    Rules,
+}
+
+/// What [`walk`] found.
+pub struct Walk {
+    /// The chain's state.
+    pub state: ChainState,
+    /// Every finding, in file order.
+    pub findings: Vec<Finding>,
+    /// The index into the entries of the first unverified one.
+    pub broken_index: Option<usize>,
+}
+
+/// Walk a task's record files, in the order of the sequences their names hold.
+pub fn walk(task: &TaskName, entries: &[Entry], depth: Depth) -> Walk {
+    let mut walker = Walker {
+        task,
+        entries,
+        findings: Vec::new(),
+        broken: None,
+        chained_from: None,
+        ids: FxHashMap::default(),
+        reviewers: FxHashMap::default(),
+        earlier: Vec::new(),
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        walker.step(i, entry, depth);
+    }
+    let broken = walker.broken;
+    let unverified = broken.map_or(0, |b| entries.len() - b);
+    Walk {
+        state: ChainState {
+            records: entries.len(),
+            chained_from: walker.chained_from,
+            head: entries.last().map(|e| Head {
+                sequence: e.sequence,
+                hash: e.digest.to_string(),
+            }),
+            broken_at: broken.map(|b| entries[b].sequence),
+            unverified,
+        },
+        findings: walker.findings,
+        broken_index: broken,
+    }
+}
+
+struct Walker<'w, 'r> {
+    task: &'w TaskName,
+    entries: &'w [Entry<'r>],
+    findings: Vec<Finding>,
+    broken: Option<usize>,
+    chained_from: Option<u64>,
+    /// Record id → index of the entry holding it.
+    ids: FxHashMap<&'r str, usize>,
+    /// Consultation id → its advisor when it completed (`None`: it failed).
+    reviewers: FxHashMap<&'r str, Option<&'r str>>,
+    /// The records before the current one, for the writer's rules ([`Depth::Rules`]).
+    earlier: Vec<Record>,
+}
+
+impl<'r> Walker<'_, 'r> {
+    fn find(&mut self, at: usize, breaks: usize, problem: Problem, message: String) {
+        let entry = &self.entries[at];
+        self.findings.push(Finding {
+            file: entry.file.to_string(),
+            sequence: entry.sequence,
+            problem,
+            reason: None,
+            message,
+        });
+        self.broken = Some(self.broken.map_or(breaks, |b| b.min(breaks)));
+    }
+
+    fn step(&mut self, i: usize, entry: &Entry<'r>, depth: Depth) {
+        let expected_before = if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].sequence
+        };
+        let gap = entry.sequence != expected_before + 1;
+        if gap {
+            let missing = if entry.sequence == expected_before + 2 {
+                format!("record {} is missing", expected_before + 1)
+            } else {
+                format!(
+                    "records {} to {} are missing",
+                    expected_before + 1,
+                    entry.sequence.saturating_sub(1)
+                )
+            };
+            self.find(
+                i,
+                i,
+                Problem::SequenceGap,
+                format!("{missing}: removed, or the sequence was altered"),
+            );
+        }
+        let record = match entry.record {
+            Ok(record) => record,
+            Err(why) => {
+                self.find(
+                    i,
+                    i,
+                    Problem::Unreadable,
+                    format!("does not read as a record: {why}"),
+                );
+                return;
+            }
+        };
+        self.envelope(i, entry, record);
+        self.link(i, entry, record, gap);
+        self.computed(i, record);
+        if depth == Depth::Rules {
+            self.rules(i, record);
+            self.earlier.push(record.clone());
+        }
+        self.ids.entry(record.id()).or_insert(i);
+        if let Body::Consultation(c) = &record.body {
+            let advisor = (c.status == ConsultationStatus::Completed).then_some(c.advisor.as_str());
+            self.reviewers.insert(record.id(), advisor);
+        }
+    }
+
+    fn envelope(&mut self, i: usize, entry: &Entry, record: &Record) {
+        let envelope = &record.envelope;
+        if envelope.sequence != entry.sequence {
+            self.find(
+                i,
+                i,
+                Problem::Misplaced,
+                format!(
+                    "holds sequence {} under the name of sequence {}: moved or renamed",
+                    envelope.sequence, entry.sequence
+                ),
+            );
+        }
+        if envelope.task != self.task.as_str() {
+            self.find(
+                i,
+                i,
+                Problem::Envelope,
+                format!(
+                    "belongs to task `{}`, not `{}`: copied from another task",
+                    envelope.task.escape_debug(),
+                    self.task
+                ),
+            );
+        }
+        if let Some(&first) = self.ids.get(record.id()) {
+            self.find(
+                i,
+                i,
+                Problem::Envelope,
+                format!(
+                    "repeats the id `{}` of record {}: a copy",
+                    record.id(),
+                    self.entries[first].sequence
+                ),
+            );
+        }
+        if envelope.schema == 0 || envelope.schema > SCHEMA_VERSION {
+            self.find(
+                i,
+                i,
+                Problem::Envelope,
+                format!(
+                    "has schema {}, which no writer of this version writes (1 to {SCHEMA_VERSION})",
+                    envelope.schema
+                ),
+            );
+        }
+    }
+
+    fn link(&mut self, i: usize, entry: &Entry, record: &Record, gap: bool) {
+        let Some(prev) = record.envelope.prev.as_deref() else {
+            if let Some(from) = self.chained_from {
+                self.find(
+                    i,
+                    i,
+                    Problem::Unchained,
+                    format!(
+                        "carries no `prev` though the chain starts at record {from}: written \
+                         outside the writer, or `prev` was removed"
+                    ),
+                );
+            } else if record.envelope.schema >= 2 {
+                self.find(
+                    i,
+                    i,
+                    Problem::Unchained,
+                    format!(
+                        "is of schema {} but carries no `prev`: written outside the writer, or \
+                         `prev` was removed",
+                        record.envelope.schema
+                    ),
+                );
+            }
+            return;
+        };
+        self.chained_from.get_or_insert(entry.sequence);
+        if gap {
+            // The gap is the finding; the link to a missing record cannot be checked.
+            return;
+        }
+        let expected = if i == 0 {
+            GENESIS
+        } else {
+            self.entries[i - 1].digest
+        };
+        if prev == expected {
+            return;
+        }
+        let message = if prev == GENESIS {
+            "starts a new chain in the middle of the task: written outside the writer, or \
+             the records before it were replaced"
+                .to_string()
+        } else if let Some(other) = self.entries.iter().find(|e| e.digest == prev) {
+            format!(
+                "is chained to record {}, not to record {}: records were inserted, removed \
+                 or reordered",
+                other.sequence,
+                self.entries[i - 1].sequence
+            )
+        } else {
+            format!(
+                "names `prev` {prev}, but record {} hashes to {expected}: record {} changed \
+                 after this one was written",
+                self.entries[i - 1].sequence,
+                self.entries[i - 1].sequence
+            )
+        };
+        // Either this record or the one before it is not what the writer stored.
+        self.find(i, i.saturating_sub(1), Problem::Changed, message);
+    }
+
+    /// The review of a conclusion, from the completed consultations it cites.
+    fn computed(&mut self, i: usize, record: &Record) {
+        let Body::Conclusion(c) = &record.body else {
+            if let Body::Consultation(c) = &record.body {
+                if c.finished_at != record.envelope.created_at {
+                    self.find(
+                        i,
+                        i,
+                        Problem::Computed,
+                        format!(
+                            "`finished_at` is {} but the writer sets it to `created_at`, {}",
+                            c.finished_at, record.envelope.created_at
+                        ),
+                    );
+                }
+            }
+            return;
+        };
+        let mut reviewed_by: Vec<&str> = Vec::new();
+        for id in &c.consultations {
+            if let Some(Some(advisor)) = self.reviewers.get(id.as_str()) {
+                if !reviewed_by.contains(advisor) {
+                    reviewed_by.push(advisor);
+                }
+            }
+        }
+        if c.reviewed_by != reviewed_by {
+            self.find(
+                i,
+                i,
+                Problem::Computed,
+                format!(
+                    "`reviewed_by` is [{}] but the completed consultations it cites give [{}]",
+                    c.reviewed_by.join(", "),
+                    reviewed_by.join(", ")
+                ),
+            );
+        } else if c.independent_review_count as usize != reviewed_by.len() {
+            self.find(
+                i,
+                i,
+                Problem::Computed,
+                format!(
+                    "`independent_review_count` is {} but `reviewed_by` names {}",
+                    c.independent_review_count,
+                    reviewed_by.len()
+                ),
+            );
+        }
+    }
+
+    /// Admit the record again through the writer's rules of today.
+    fn rules(&mut self, i: usize, record: &Record) {
+        match writer::readmit(&self.earlier, record, self.task) {
+            Err(refusal) => {
+                self.find(
+                    i,
+                    i,
+                    Problem::Rule,
+                    format!("the writer refuses it today: {}", refusal.message),
+                );
+                if let Some(finding) = self.findings.last_mut() {
+                    finding.reason = Some(refusal.reason.as_str().to_string());
+                }
+            }
+            Ok(None) => {}
+            Ok(Some(again)) => {
+                let already = self.findings.iter().any(|f| {
+                    f.sequence == self.entries[i].sequence && f.problem == Problem::Computed
+                });
+                if let (false, Some(field)) = (already, differing_field(&again.body, &record.body))
+                {
+                    self.find(
+                        i,
+                        i,
+                        Problem::Computed,
+                        format!(
+                            "field `{field}` is not what the writer stores for the same input \
+                             (a computed field that does not match, or text the writer would \
+                             scrub)"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The first field whose value differs between two bodies of one kind.
+fn differing_field(written: &Body, stored: &Body) -> Option<String> {
+    if written == stored {
+        return None;
+    }
+    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
+        (serde_json::to_value(written), serde_json::to_value(stored))
+    else {
+        return Some("kind".to_string());
+    };
+    a.keys()
+        .chain(b.keys())
+        .find(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .or_else(|| Some("kind".to_string()))
+}
+
+/// One record file's name, the sequence it holds and its bytes, as the edge read them.
+pub struct File<'a> {
+    /// Its name (`0000000007.json`).
+    pub name: &'a str,
+    /// The sequence its name holds.
+    pub sequence: u64,
+    /// Its bytes, exactly as stored.
+    pub bytes: &'a [u8],
+}
+
+/// What `verify` found in one task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskReport {
+    /// The task.
+    pub task: String,
+    /// The directory of its record files.
+    pub dir: String,
+    /// The chain's state.
+    #[serde(flatten)]
+    pub state: ChainState,
+    /// Every finding, in file order.
+    pub findings: Vec<Finding>,
+}
+
+/// What `advisor-consult verify` found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// Each task walked, sorted by name.
+    pub tasks: Vec<TaskReport>,
+}
+
+impl VerifyReport {
+    /// How many findings in all.
+    pub fn findings(&self) -> usize {
+        self.tasks.iter().map(|t| t.findings.len()).sum()
+    }
+
+    /// No finding: `verify` exits 0.
+    pub fn passed(&self) -> bool {
+        self.findings() == 0
+    }
+}
+
+/// Verify one task's record files (in the order of the sequences their names hold): parse
+/// each, hash its bytes and walk the chain at [`Depth::Rules`].
+pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
+    let digests: Vec<String> = files.iter().map(|f| digest(f.bytes)).collect();
+    let parsed: Vec<Result<Record, String>> = files
+        .iter()
+        .map(|f| serde_json::from_slice::<Record>(f.bytes).map_err(|e| e.to_string()))
+        .collect();
+    let entries: Vec<Entry> = files
+        .iter()
+        .zip(&digests)
+        .zip(&parsed)
+        .map(|((f, digest), record)| Entry {
+            file: f.name,
+            sequence: f.sequence,
+            digest,
+            record: record.as_ref().map_err(String::as_str),
+        })
+        .collect();
+    let walk = walk(task, &entries, Depth::Rules);
+    TaskReport {
+        task: task.to_string(),
+        dir,
+        state: walk.state,
+        findings: walk.findings,
+    }
+}
+
+/// Which records of a task the chain vouches for, for the views and the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Trust {
+    unverified: FxHashSet<String>,
+    /// The chain's state; `None` when the chain was not walked.
+    pub state: Option<ChainState>,
+}
+
+impl Trust {
+    /// The trust of a walk over `entries`: every record at or after the break is unverified.
+    pub fn new(entries: &[Entry], walk: Walk) -> Trust {
+        let unverified = walk.broken_index.map_or_else(FxHashSet::default, |b| {
+            entries[b..]
+                .iter()
+                .filter_map(|e| e.record.ok().map(|r| r.id().to_string()))
+                .collect()
+        });
+        Trust {
+            unverified,
+            state: Some(walk.state),
+        }
+    }
+
+    /// Walk `entries` at [`Depth::Links`] and trust what the chain vouches for.
+    pub fn of(task: &TaskName, entries: &[Entry]) -> Trust {
+        Trust::new(entries, walk(task, entries, Depth::Links))
+    }
+
+    /// Whether record `id` comes before any break.
+    pub fn is_verified(&self, id: &str) -> bool {
+        self.unverified.is_empty() || !self.unverified.contains(id)
+    }
+
+    /// Whether no record is unverified.
+    pub fn all_verified(&self) -> bool {
+        self.unverified.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_are_sha256_of_the_bytes_in_hex() {
+        assert_eq!(
+            digest(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(GENESIS.len(), digest(b"").len());
+    }
+}
