@@ -1,9 +1,11 @@
 //! The store under many processes: concurrent writers on one task never lose, duplicate or
-//! tear a record, and a writer killed at any point leaves only whole records behind.
+//! tear a record, keep its hash chain intact, and a writer killed at any point leaves only
+//! whole records behind.
 //!
 //! The writers are this test binary itself, re-run with `--exact` on [`child_writer`] and
 //! [`CHILD_ENV`] set: a real separate process, with no dependency on the CLI binaries.
 
+use advisord::core::chain;
 use advisord::core::records::{Body, Record, TaskName};
 use advisord::store::Store;
 use serde_json::json;
@@ -107,7 +109,9 @@ fn tag_of(record: &Record) -> Option<String> {
 }
 
 /// Every record of `task` parses, sequences run 1..=n without a gap or a repeat, ids are
-/// unique, and every non-dot file of the task's directory is one of those records.
+/// unique, every non-dot file of the task's directory is one of those records, and the
+/// hash chain over them is intact from the first record (each writer chained its record
+/// to the bytes the one before it stored, whichever process wrote them).
 fn assert_whole(store_dir: &Path, task: &TaskName) -> Vec<Record> {
     let records = Store::open(store_dir)
         .records(task)
@@ -123,6 +127,21 @@ fn assert_whole(store_dir: &Path, task: &TaskName) -> Vec<Record> {
         .filter(|n| !n.starts_with('.'))
         .count();
     assert_eq!(files, records.len(), "no file besides the records");
+    let stored = Store::open(store_dir)
+        .stored_files(task)
+        .expect("the files read");
+    let files: Vec<chain::File> = stored
+        .iter()
+        .map(|f| chain::File {
+            name: &f.name,
+            sequence: f.sequence,
+            bytes: &f.bytes,
+        })
+        .collect();
+    let report = chain::verify_task(task, String::new(), &files);
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    assert_eq!(report.state.chained_from, Some(1));
+    assert_eq!(report.state.records, records.len());
     records
 }
 
