@@ -1,12 +1,14 @@
 //! Writer throughput and the cost of a write into a large task.
 //!
 //! Run with `cargo bench -p advisord --bench writer`. Prints durable records per second
-//! into an empty task, and the median time of a write into a task of 10,000 records next
-//! to the median into a small one; exits non-zero when a bound is broken.
+//! into an empty task, the median time of a write into a task of 10,000 records next to
+//! the median into a small one, and what hashing a record for the chain costs next to a
+//! durable write; exits non-zero when a bound is broken.
 //!
 //! The state directory is created under the target directory, not `/tmp`, which may be
 //! memory-backed and would make every fsync free.
 
+use advisord::core::chain;
 use advisord::core::records::{Assessment, Body, Confidence, Envelope, Materiality, Record};
 use advisord::core::records::{TaskName, SCHEMA_VERSION};
 use advisord::store::{file_name, Store};
@@ -25,6 +27,10 @@ const MIN_RECORDS_PER_S: f64 = 50.0;
 /// A write into the large task may take at most this many times a write into a small one
 /// (a re-parse of every record on each write would be hundreds of times slower).
 const MAX_LARGE_TO_SMALL: f64 = 3.0;
+/// Hashing a record's bytes for the chain may cost at most this share of a durable write.
+const MAX_HASH_SHARE: f64 = 0.05;
+/// Hashes timed to measure one.
+const HASHES: usize = 2_000;
 
 fn scratch_root() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -75,6 +81,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 fn prefill(state: &Path, task: &TaskName, count: usize) {
     let dir = state.join(task.as_str());
     std::fs::create_dir_all(&dir).expect("the task directory");
+    let mut prev = chain::GENESIS.to_string();
     for i in 0..count {
         let record = Record {
             envelope: Envelope {
@@ -84,7 +91,7 @@ fn prefill(state: &Path, task: &TaskName, count: usize) {
                 created_at: "2026-03-01T12:00:00.000Z".into(),
                 schema: SCHEMA_VERSION,
                 redacted: vec![],
-                prev: None,
+                prev: Some(prev.clone()),
             },
             body: Body::Assessment(Assessment {
                 subject: format!("stored decision {i}"),
@@ -99,7 +106,9 @@ fn prefill(state: &Path, task: &TaskName, count: usize) {
                 new_evidence: false,
             }),
         };
-        let text = serde_json::to_vec_pretty(&record).expect("serialises");
+        let mut text = serde_json::to_vec_pretty(&record).expect("serialises");
+        text.push(b'\n');
+        prev = chain::digest(&text);
         std::fs::write(dir.join(file_name(&record)), text).expect("a record file");
     }
 }
@@ -167,6 +176,37 @@ fn main() {
     );
     if ratio > MAX_LARGE_TO_SMALL {
         println!("writer: FAILED: a write into a large task is {ratio:.1}x a small one");
+        failed = true;
+    }
+
+    // The chain: the store hashes the bytes it writes once per write. Hash the largest
+    // record the small task holds, many times, against the median durable write there.
+    let largest = std::fs::read_dir(state.join(small_task.as_str()))
+        .expect("the small task")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .map(|e| std::fs::read(e.path()).expect("a record file"))
+        .max_by_key(Vec::len)
+        .expect("a record");
+    let start = Instant::now();
+    for _ in 0..HASHES {
+        std::hint::black_box(chain::digest(std::hint::black_box(&largest)));
+    }
+    let hash = start.elapsed() / HASHES as u32;
+    let share = hash.as_secs_f64() / small.as_secs_f64();
+    println!(
+        "writer: hashing a {}-byte record {:.2} us = {:.3} % of a durable write \
+         (bound <= {:.0} %)",
+        largest.len(),
+        hash.as_secs_f64() * 1e6,
+        share * 100.0,
+        MAX_HASH_SHARE * 100.0,
+    );
+    if share > MAX_HASH_SHARE {
+        println!(
+            "writer: FAILED: the chain's hash costs {:.1} % of a write",
+            share * 100.0
+        );
         failed = true;
     }
     if failed {

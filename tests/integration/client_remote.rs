@@ -87,6 +87,37 @@ fn every_view_is_the_same_through_the_daemon() {
 }
 
 #[test]
+fn verify_and_a_broken_chain_read_the_same_through_the_daemon() {
+    let world = world();
+    let assessment = world.assessment();
+    world.run(&["--assessment", &assessment]).expect_exit(0);
+    for format in ["plain", "table", "json", "yaml"] {
+        check(&world, &["verify", "--format", format], 0);
+        check(&world, &["verify", "--all", "--format", format], 0);
+    }
+    // Edit the job's first consultation on disk, as someone bypassing the writer would.
+    let state = world.root().join(".ai/local/state/reasoning");
+    let task = std::fs::read_dir(&state)
+        .expect("the state directory")
+        .map(|e| e.expect("an entry").path())
+        .find(|p| p.is_dir())
+        .expect("a task directory");
+    let path = task.join("0000000003.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("a record")).expect("json");
+    assert_eq!(record["kind"], "consultation", "{record}");
+    record["conclusion"] = json!("edited after the fact");
+    std::fs::write(&path, serde_json::to_string_pretty(&record).expect("json")).expect("edited");
+    for format in ["plain", "json"] {
+        let out = check(&world, &["verify", "--format", format], 1);
+        assert!(out.contains("0000000004.json"), "{out}");
+    }
+    let status = check(&world, &["status", "--format", "json"], 0);
+    assert!(status.contains("\"unverified\": true"), "{status}");
+    assert!(status.contains("\"broken_at\": 3"), "{status}");
+}
+
+#[test]
 fn errors_through_the_daemon_keep_their_exit_status() {
     let world = world();
     check(&world, &["explain", "01JNOSUCHRECORD0000000000"], 2);
