@@ -6,10 +6,10 @@
 //! their wire code, their exit status and their HTTP status.
 
 use crate::check::{self, CheckReport};
-use crate::core::chain::{self, Trust, VerifyReport};
 use crate::context::Resolved;
 use crate::core::availability::{self, AvailabilityInput};
 use crate::core::catalogue::CAPABILITIES;
+use crate::core::chain::{self, Trust, VerifyReport};
 use crate::core::policy::{self, PlanEnv};
 use crate::core::records::{Confidence, Materiality, Plan, Record, TaskName};
 use crate::core::views::advisors::AdvisorsView;

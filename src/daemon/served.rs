@@ -4,8 +4,8 @@
 //! [`Jobs`] API. The socket's handlers (`super::http`) are a mapping onto this.
 
 use crate::check::CheckReport;
-use crate::core::chain::VerifyReport;
 use crate::context::require_root;
+use crate::core::chain::VerifyReport;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
