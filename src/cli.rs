@@ -197,7 +197,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 context: context(),
                 all,
             };
-            let report = select_api(&global)?.verify(request).await?;
+            let report = select_api(&global).await?.verify(request).await?;
             emit(&report, format)?;
             Ok(if report.passed() { 0 } else { 1 })
         }

@@ -185,7 +185,7 @@ pub struct CheckRequest {
 }
 
 /// `verify`: walk the hash chain of the context's task, or of every task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
     /// The asking process's context.

@@ -4,9 +4,7 @@
 //! `explain` and `tree` mark what follows the break, the conclusion no longer counts as
 //! reviewed, and a new plan does not reuse it.
 
-mod helper;
-
-use helper::Project;
+use crate::support::cli::Project;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::rc::Rc;
