@@ -1,13 +1,24 @@
-//! A fake LLM HTTP server speaking the four wire formats the HTTP adapters use, scripted
-//! per model, so tests and benchmarks never need a real provider or a network.
+//! A fake LLM HTTP server speaking the wire formats the HTTP adapters and the vendors' CLIs
+//! use, scripted per model (or per phrase of the prompt), so tests and benchmarks never
+//! need a real provider or a network.
 //!
 //! Routes (all `POST`): `/v1/chat/completions` and `/chat/completions` (OpenAI-compatible),
-//! `/v1/messages` (Anthropic), `/v1beta/models/{model}:generateContent` (Gemini),
-//! `/api/chat` (Ollama). The model is read from the request body (from the path for
-//! Gemini); each model has a queue of scripted steps, then a default. Every request is
-//! recorded (path, headers, body) for assertions, and checked the way the real server
-//! would: the protocol's auth header when the script sets an `api_key`, the body's shape,
-//! `anthropic-version` and `max_tokens` for Anthropic.
+//! `/v1/responses` and `/responses` (the OpenAI Responses API, which `codex` speaks),
+//! `/v1/messages` (Anthropic), `/v1beta/models/{model}:generateContent` and
+//! `:streamGenerateContent` (Gemini), `/api/chat` (Ollama). A request with `"stream": true`
+//! (Anthropic, Responses, OpenAI chat) or to `:streamGenerateContent` is answered with
+//! server-sent events in the vendor's event shapes, as `claude`, `codex` and `gemini`
+//! expect; errors come in each vendor's own error body (`authentication_error`,
+//! `invalid_api_key`, `UNAUTHENTICATED`, ...).
+//!
+//! The model is read from the request body (from the path for Gemini). A script's
+//! `phrases` are looked for first: a request whose body contains a phrase follows that
+//! phrase's queue; then the model's queue; then the default. Gemini's model-router
+//! classifier call (a JSON schema with `complexity_score` or `model_choice`) is answered
+//! by the router's JSON whatever the script says, so the real request follows. Every
+//! request is recorded (path, headers, body) for assertions, and checked the way the real
+//! server would: the protocol's auth header when the script sets an `api_key`, the body's
+//! shape, `anthropic-version` and `max_tokens` for Anthropic.
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
@@ -46,8 +57,10 @@ pub enum Protocol {
     OpenAi,
     /// Anthropic messages.
     Anthropic,
-    /// Gemini generateContent.
+    /// Gemini generateContent and streamGenerateContent.
     Gemini,
+    /// The OpenAI Responses API.
+    Responses,
     /// Ollama chat.
     Ollama,
 }
@@ -82,7 +95,7 @@ pub enum Reply {
         #[serde(default)]
         message: Option<String>,
     },
-    /// 200 with a JSON body cut short.
+    /// 200 with a JSON body cut short (a stream: an event whose data is not JSON).
     Malformed,
     /// 200 with the protocol's reply shape and no text.
     Empty,
@@ -197,6 +210,10 @@ pub struct Script {
     /// Per-model scripts.
     #[serde(default)]
     pub models: BTreeMap<String, ModelScript>,
+    /// Scripts for requests whose body contains the phrase (looked for before the model;
+    /// the first phrase found, in the map's order, wins).
+    #[serde(default)]
+    pub phrases: BTreeMap<String, ModelScript>,
 }
 
 fn default_step() -> Step {
@@ -209,6 +226,7 @@ impl Default for Script {
             api_key: None,
             default: default_step(),
             models: BTreeMap::new(),
+            phrases: BTreeMap::new(),
         }
     }
 }
@@ -252,6 +270,25 @@ impl Script {
         self.models
             .insert(model.to_owned(), ModelScript { queue, then });
         self
+    }
+
+    /// A request whose body contains `phrase` answers the steps of `queue` in order, then
+    /// `then` (or the default), whatever its model.
+    pub fn phrase_queue(
+        mut self,
+        phrase: &str,
+        queue: impl IntoIterator<Item = impl Into<Step>>,
+        then: Option<Step>,
+    ) -> Self {
+        let queue = queue.into_iter().map(Into::into).collect();
+        self.phrases
+            .insert(phrase.to_owned(), ModelScript { queue, then });
+        self
+    }
+
+    /// A request whose body contains `phrase` always answers `step`.
+    pub fn phrase(self, phrase: &str, step: impl Into<Step>) -> Self {
+        self.phrase_queue(phrase, Vec::<Step>::new(), Some(step.into()))
     }
 }
 
@@ -298,16 +335,34 @@ struct Shared {
 }
 
 impl Shared {
+    /// The step for a request to `model` whose raw body is `body`.
+    fn step_for(&self, model: &str, body: &[u8]) -> Step {
+        let body = String::from_utf8_lossy(body);
+        let phrase = self
+            .script
+            .phrases
+            .iter()
+            .find(|(phrase, _)| body.contains(phrase.as_str()));
+        match phrase {
+            Some((phrase, script)) => self.take(&format!("phrase\u{0}{phrase}"), script),
+            None => self.next_step(model),
+        }
+    }
+
     fn next_step(&self, model: &str) -> Step {
         let Some(script) = self.script.models.get(model) else {
             return self.script.default.clone();
         };
+        self.take(&format!("model\u{0}{model}"), script)
+    }
+
+    fn take(&self, key: &str, script: &ModelScript) -> Step {
         let mut queues = self
             .queues
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         let queue = queues
-            .entry(model.to_owned())
+            .entry(key.to_owned())
             .or_insert_with(|| script.queue.clone().into());
         queue
             .pop_front()
@@ -394,6 +449,17 @@ impl FakeLlmServer {
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
             .clone()
+    }
+
+    /// How many requests received so far satisfy `predicate` (without copying them).
+    pub fn count_requests(&self, predicate: impl Fn(&RecordedRequest) -> bool) -> usize {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .iter()
+            .filter(|request| predicate(request))
+            .count()
     }
 
     /// How many TCP connections were accepted (pooling shows as few connections).
@@ -501,6 +567,8 @@ fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(openai))
         .route("/chat/completions", post(openai))
+        .route("/v1/responses", post(responses))
+        .route("/responses", post(responses))
         .route("/v1/messages", post(anthropic))
         .route("/v1beta/models/{target}", post(gemini))
         .route("/api/chat", post(ollama))
@@ -542,22 +610,29 @@ impl axum::extract::FromRequest<Arc<Shared>> for Incoming {
 }
 
 async fn openai(incoming: Incoming) -> Response {
-    handle(Protocol::OpenAi, incoming, None).await
+    handle(Protocol::OpenAi, incoming, None, false).await
+}
+
+async fn responses(incoming: Incoming) -> Response {
+    handle(Protocol::Responses, incoming, None, false).await
 }
 
 async fn anthropic(incoming: Incoming) -> Response {
-    handle(Protocol::Anthropic, incoming, None).await
+    handle(Protocol::Anthropic, incoming, None, false).await
 }
 
 async fn gemini(Path(target): Path<String>, incoming: Incoming) -> Response {
-    match target.strip_suffix(":generateContent") {
-        Some(model) => handle(Protocol::Gemini, incoming, Some(model.to_owned())).await,
-        None => unknown_route(State(incoming.shared), incoming.method, incoming.uri).await,
+    if let Some(model) = target.strip_suffix(":generateContent") {
+        return handle(Protocol::Gemini, incoming, Some(model.to_owned()), false).await;
     }
+    if let Some(model) = target.strip_suffix(":streamGenerateContent") {
+        return handle(Protocol::Gemini, incoming, Some(model.to_owned()), true).await;
+    }
+    unknown_route(State(incoming.shared), incoming.method, incoming.uri).await
 }
 
 async fn ollama(incoming: Incoming) -> Response {
-    handle(Protocol::Ollama, incoming, None).await
+    handle(Protocol::Ollama, incoming, None, false).await
 }
 
 async fn unknown_route(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
@@ -576,9 +651,15 @@ async fn unknown_route(State(shared): State<Arc<Shared>>, method: Method, uri: U
         .into_response()
 }
 
-async fn handle(protocol: Protocol, incoming: Incoming, path_model: Option<String>) -> Response {
+async fn handle(
+    protocol: Protocol,
+    incoming: Incoming,
+    path_model: Option<String>,
+    path_streams: bool,
+) -> Response {
     let body: Value = serde_json::from_slice(&incoming.body).unwrap_or(Value::Null);
     let model = path_model.or_else(|| body.get("model").and_then(Value::as_str).map(str::to_owned));
+    let stream = path_streams || body.get("stream").and_then(Value::as_bool) == Some(true);
     let mut headers = BTreeMap::<String, String>::new();
     for (name, value) in &incoming.headers {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
@@ -603,27 +684,43 @@ async fn handle(protocol: Protocol, incoming: Incoming, path_model: Option<Strin
         &request,
         incoming.shared.script.api_key.as_deref(),
     );
+    let router_answer = (protocol == Protocol::Gemini)
+        .then(|| router_classifier_answer(&request.body))
+        .flatten();
     incoming.shared.record(request);
     if let Some((status, message)) = refusal {
         return error_response(protocol, status, &message, None);
     }
-    let step = incoming
-        .shared
-        .next_step(model.as_deref().unwrap_or_default());
+    let model = model.unwrap_or_default();
+    let wire = Wire {
+        protocol,
+        model: &model,
+        stream,
+    };
+    if let Some(answer) = router_answer {
+        return wire.ok(&answer, 1, 1);
+    }
+    let step = incoming.shared.step_for(&model, &incoming.body);
     if step.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
     }
-    let model = model.unwrap_or_default();
     match step.reply {
         Reply::Ok {
             text,
             input_tokens,
             output_tokens,
-        } => json_response(
-            StatusCode::OK,
-            &ok_body(protocol, &model, &text, input_tokens, output_tokens),
+        } => wire.ok(&text, input_tokens, output_tokens),
+        Reply::Empty => wire.ok("", 5, 0),
+        Reply::Malformed if stream => sse_response(
+            Vec::new(),
+            futures::stream::iter([Bytes::from(format!(
+                "{}data: {{\"cut sh\n\n",
+                wire.events("", DEFAULT_INPUT_TOKENS, 0)
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or_default()
+            ))]),
         ),
-        Reply::Empty => json_response(StatusCode::OK, &ok_body(protocol, &model, "", 5, 0)),
         Reply::Malformed => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
@@ -640,6 +737,15 @@ async fn handle(protocol: Protocol, incoming: Incoming, path_model: Option<Strin
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             let message = message.unwrap_or_else(|| default_message(status).to_owned());
             error_response(protocol, status, &message, None)
+        }
+        Reply::Drip {
+            text,
+            every_ms,
+            chunk_bytes,
+            forever,
+        } if stream => {
+            let events = wire.events(&text, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS);
+            drip_events(events, every_ms, chunk_bytes, forever)
         }
         Reply::Drip {
             text,
@@ -669,6 +775,53 @@ async fn handle(protocol: Protocol, incoming: Incoming, path_model: Option<Strin
     }
 }
 
+/// How one request is answered: its protocol, model, and whether it asked for a stream.
+struct Wire<'a> {
+    protocol: Protocol,
+    model: &'a str,
+    stream: bool,
+}
+
+impl Wire<'_> {
+    /// A successful reply with `text` and usage: one JSON body, or the events of a stream.
+    fn ok(&self, text: &str, input: u64, output: u64) -> Response {
+        if self.stream {
+            let events = self.events(text, input, output);
+            sse_response(events, futures::stream::empty())
+        } else {
+            json_response(
+                StatusCode::OK,
+                &ok_body(self.protocol, self.model, text, input, output),
+            )
+        }
+    }
+
+    /// The server-sent events of a streamed reply, each with its blank-line terminator.
+    fn events(&self, text: &str, input: u64, output: u64) -> Vec<String> {
+        stream_events(self.protocol, self.model, text, input, output)
+    }
+}
+
+/// Gemini's model router asks a small model for a JSON verdict before the real request:
+/// `{complexity_reasoning, complexity_score}` or `{reasoning, model_choice}`. The verdict,
+/// when `body` is such a call.
+fn router_classifier_answer(body: &Value) -> Option<String> {
+    let config = body.get("generationConfig")?.to_string();
+    if config.contains("complexity_score") {
+        Some(
+            json!({"complexity_reasoning": "A single question to answer.", "complexity_score": 20})
+                .to_string(),
+        )
+    } else if config.contains("model_choice") {
+        Some(
+            json!({"reasoning": "A single question to answer.", "model_choice": "flash"})
+                .to_string(),
+        )
+    } else {
+        None
+    }
+}
+
 /// Checks a request the way the real server would; `Some((status, message))` refuses it.
 fn refuse(
     protocol: Protocol,
@@ -677,7 +830,7 @@ fn refuse(
 ) -> Option<(StatusCode, String)> {
     if let Some(key) = api_key {
         let presented = match protocol {
-            Protocol::OpenAi => request
+            Protocol::OpenAi | Protocol::Responses => request
                 .header("authorization")
                 .and_then(|v| v.strip_prefix("Bearer ")),
             Protocol::Anthropic => request.header("x-api-key"),
@@ -698,6 +851,14 @@ fn refuse(
     match protocol {
         Protocol::Gemini if request.body.pointer("/contents/0/parts").is_none() => {
             bad("`contents` with parts is required")
+        }
+        Protocol::Responses
+            if !request
+                .body
+                .get("input")
+                .is_some_and(|input| input.is_array() || input.is_string()) =>
+        {
+            bad("`input` is required")
         }
         Protocol::OpenAi | Protocol::Anthropic | Protocol::Ollama
             if !request.body.get("messages").is_some_and(Value::is_array) =>
@@ -735,10 +896,11 @@ pub fn ok_body(protocol: Protocol, model: &str, text: &str, input: u64, output: 
             "usage": {"prompt_tokens": input, "completion_tokens": output,
                       "total_tokens": input + output},
         }),
+        Protocol::Responses => responses_object(model, text, input, output, "completed"),
         Protocol::Anthropic => json!({
             "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
             "content": if text.is_empty() { json!([]) } else { json!([{"type": "text", "text": text}]) },
-            "stop_reason": "end_turn",
+            "stop_reason": "end_turn", "stop_sequence": null,
             "usage": {"input_tokens": input, "output_tokens": output},
         }),
         Protocol::Gemini => json!({
@@ -757,19 +919,246 @@ pub fn ok_body(protocol: Protocol, model: &str, text: &str, input: u64, output: 
     }
 }
 
-/// An error reply in the protocol's shape.
-pub fn error_body(protocol: Protocol, status: StatusCode, message: &str) -> Value {
+/// A Responses API `response` object holding one assistant message.
+fn responses_object(model: &str, text: &str, input: u64, output: u64, status: &str) -> Value {
+    let content = if status == "completed" {
+        json!([message_item(text)])
+    } else {
+        json!([])
+    };
+    json!({
+        "id": "resp_fake", "object": "response", "created_at": 0, "status": status,
+        "model": model, "output": content,
+        "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0},
+                  "total_tokens": input + output},
+    })
+}
+
+fn message_item(text: &str) -> Value {
+    json!({
+        "type": "message", "id": "msg_fake", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    })
+}
+
+/// The text split into the deltas a stream sends (a few words each).
+fn deltas(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (at, _) in text.match_indices(' ').skip(7).step_by(8) {
+        pieces.push(&text[start..at]);
+        start = at;
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
+}
+
+/// One server-sent event with a name (`event:` line) and JSON data.
+fn event(name: Option<&str>, data: &Value) -> String {
+    match name {
+        Some(name) => format!("event: {name}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+/// The events of a streamed reply with `text` and usage, in the protocol's shapes.
+pub fn stream_events(
+    protocol: Protocol,
+    model: &str,
+    text: &str,
+    input: u64,
+    output: u64,
+) -> Vec<String> {
+    let pieces = deltas(text);
     match protocol {
-        Protocol::OpenAi => json!({
-            "error": {"message": message, "type": "fake_error", "code": status.as_u16()},
-        }),
-        Protocol::Anthropic => json!({
-            "type": "error", "error": {"type": "fake_error", "message": message},
-        }),
-        Protocol::Gemini => json!({
-            "error": {"code": status.as_u16(), "message": message,
-                      "status": status.canonical_reason().unwrap_or("UNKNOWN")},
-        }),
+        Protocol::Anthropic => {
+            let mut events = vec![event(
+                Some("message_start"),
+                &json!({"type": "message_start", "message": {
+                    "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
+                    "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": input, "output_tokens": 1}}}),
+            )];
+            if !text.is_empty() {
+                events.push(event(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": 0,
+                            "content_block": {"type": "text", "text": ""}}),
+                ));
+                events.push(event(Some("ping"), &json!({"type": "ping"})));
+                for piece in &pieces {
+                    events.push(event(
+                        Some("content_block_delta"),
+                        &json!({"type": "content_block_delta", "index": 0,
+                                "delta": {"type": "text_delta", "text": piece}}),
+                    ));
+                }
+                events.push(event(
+                    Some("content_block_stop"),
+                    &json!({"type": "content_block_stop", "index": 0}),
+                ));
+            }
+            events.push(event(
+                Some("message_delta"),
+                &json!({"type": "message_delta",
+                        "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+                        "usage": {"output_tokens": output}}),
+            ));
+            events.push(event(
+                Some("message_stop"),
+                &json!({"type": "message_stop"}),
+            ));
+            events
+        }
+        Protocol::Responses => {
+            let mut sequence = 0u64;
+            let mut next = |name: &str, mut data: Value| {
+                data["type"] = json!(name);
+                data["sequence_number"] = json!(sequence);
+                sequence += 1;
+                event(Some(name), &data)
+            };
+            let mut events = vec![
+                next(
+                    "response.created",
+                    json!({"response": responses_object(model, "", 0, 0, "in_progress")}),
+                ),
+                next(
+                    "response.in_progress",
+                    json!({"response": responses_object(model, "", 0, 0, "in_progress")}),
+                ),
+            ];
+            let mut partial = message_item("");
+            partial["status"] = json!("in_progress");
+            partial["content"] = json!([]);
+            events.push(next(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": partial}),
+            ));
+            for piece in &pieces {
+                events.push(next(
+                    "response.output_text.delta",
+                    json!({"item_id": "msg_fake", "output_index": 0, "content_index": 0,
+                           "delta": piece}),
+                ));
+            }
+            events.push(next(
+                "response.output_text.done",
+                json!({"item_id": "msg_fake", "output_index": 0, "content_index": 0,
+                       "text": text}),
+            ));
+            events.push(next(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": message_item(text)}),
+            ));
+            events.push(next(
+                "response.completed",
+                json!({"response": responses_object(model, text, input, output, "completed")}),
+            ));
+            events
+        }
+        Protocol::Gemini => {
+            let mut events: Vec<String> = pieces
+                .iter()
+                .map(|piece| {
+                    event(
+                        None,
+                        &json!({"candidates": [{"content": {"role": "model",
+                                   "parts": [{"text": piece}]}, "index": 0}],
+                                "modelVersion": model}),
+                    )
+                })
+                .collect();
+            events.push(event(
+                None,
+                &json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]},
+                                        "finishReason": "STOP", "index": 0}],
+                        "usageMetadata": {"promptTokenCount": input,
+                                          "candidatesTokenCount": output,
+                                          "totalTokenCount": input + output},
+                        "modelVersion": model}),
+            ));
+            events
+        }
+        Protocol::OpenAi | Protocol::Ollama => {
+            let chunk = |delta: Value, finish: Value| {
+                event(
+                    None,
+                    &json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                            "created": 0, "model": model,
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+                )
+            };
+            let mut events = vec![chunk(
+                json!({"role": "assistant", "content": ""}),
+                Value::Null,
+            )];
+            for piece in &pieces {
+                events.push(chunk(json!({"content": piece}), Value::Null));
+            }
+            events.push(chunk(json!({}), json!("stop")));
+            events.push(event(
+                None,
+                &json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+                        "model": model, "choices": [],
+                        "usage": {"prompt_tokens": input, "completion_tokens": output,
+                                  "total_tokens": input + output}}),
+            ));
+            events.push("data: [DONE]\n\n".to_owned());
+            events
+        }
+    }
+}
+
+/// An error reply in the protocol's shape, as the vendor writes it.
+pub fn error_body(protocol: Protocol, status: StatusCode, message: &str) -> Value {
+    let code = status.as_u16();
+    match protocol {
+        Protocol::OpenAi | Protocol::Responses => {
+            let (kind, error_code) = match code {
+                401 => ("invalid_request_error", json!("invalid_api_key")),
+                403 => (
+                    "invalid_request_error",
+                    json!("unsupported_country_region_territory"),
+                ),
+                404 => ("invalid_request_error", json!("model_not_found")),
+                429 => ("requests", json!("rate_limit_exceeded")),
+                400..=499 => ("invalid_request_error", Value::Null),
+                _ => ("server_error", Value::Null),
+            };
+            json!({"error": {"message": message, "type": kind, "param": null, "code": error_code}})
+        }
+        Protocol::Anthropic => {
+            let kind = match code {
+                400 => "invalid_request_error",
+                401 => "authentication_error",
+                403 => "permission_error",
+                404 => "not_found_error",
+                413 => "request_too_large",
+                429 => "rate_limit_error",
+                529 => "overloaded_error",
+                _ => "api_error",
+            };
+            json!({"type": "error", "error": {"type": kind, "message": message},
+                   "request_id": "req_fake"})
+        }
+        Protocol::Gemini => {
+            let kind = match code {
+                400 => "INVALID_ARGUMENT",
+                401 => "UNAUTHENTICATED",
+                403 => "PERMISSION_DENIED",
+                404 => "NOT_FOUND",
+                408 | 504 => "DEADLINE_EXCEEDED",
+                429 => "RESOURCE_EXHAUSTED",
+                501 => "UNIMPLEMENTED",
+                503 => "UNAVAILABLE",
+                _ => "INTERNAL",
+            };
+            json!({"error": {"code": code, "message": message, "status": kind}})
+        }
         Protocol::Ollama => json!({"error": message}),
     }
 }
@@ -789,11 +1178,60 @@ fn error_response(
     message: &str,
     retry_after: Option<&str>,
 ) -> Response {
-    let mut response = json_response(status, &error_body(protocol, status, message));
+    let mut body = error_body(protocol, status, message);
+    // Google says how long to wait in the body as well.
+    let seconds = retry_after.and_then(|value| value.parse::<u64>().ok());
+    if let (Protocol::Gemini, Some(seconds)) = (protocol, seconds) {
+        body["error"]["details"] = json!([{
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": format!("{seconds}s"),
+        }]);
+    }
+    let mut response = json_response(status, &body);
     if let Some(value) = retry_after.and_then(|value| value.parse().ok()) {
         response.headers_mut().insert(header::RETRY_AFTER, value);
     }
     response
+}
+
+/// A 200 event stream: `events` at once, then whatever `rest` yields.
+fn sse_response(
+    events: Vec<String>,
+    rest: impl futures::Stream<Item = Bytes> + Send + 'static,
+) -> Response {
+    use futures::StreamExt;
+    let first = futures::stream::iter(events.into_iter().map(Bytes::from));
+    let stream = first.chain(rest).map(Ok::<_, std::io::Error>);
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// A stream whose events arrive `chunk_bytes` at a time, one chunk every `every_ms`; with
+/// `forever`, comment lines keep coming after the last event.
+fn drip_events(events: Vec<String>, every_ms: u64, chunk_bytes: usize, forever: bool) -> Response {
+    let body: Vec<u8> = events.concat().into_bytes();
+    let chunk_bytes = if chunk_bytes == 0 { 16 } else { chunk_bytes };
+    let chunks: VecDeque<Bytes> = body
+        .chunks(chunk_bytes)
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let every = Duration::from_millis(every_ms);
+    let stream = futures::stream::unfold(chunks, move |mut chunks| async move {
+        tokio::time::sleep(every).await;
+        match chunks.pop_front() {
+            Some(chunk) => Some((chunk, chunks)),
+            None if forever => Some((Bytes::from_static(b": waiting\n\n"), chunks)),
+            None => None,
+        }
+    });
+    sse_response(Vec::new(), stream)
 }
 
 fn drip(body: Vec<u8>, every_ms: u64, chunk_bytes: usize, forever: bool) -> Response {

@@ -129,3 +129,125 @@ fn a_bad_script_is_refused_with_exit_status_2() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a valid script"), "{stderr}");
 }
+
+/// Starts the binary on `script` (YAML) and returns it with its base URL.
+fn start(name: &str, script: &str) -> (Server, String) {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&path, script).expect("the script is written");
+    let child = Command::new(env!("CARGO_BIN_EXE_fake-llm-server"))
+        .args(["--script", path.to_str().expect("a UTF-8 path")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let mut server = Server(child);
+    let stdout = server.0.stdout.take().expect("stdout is piped");
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("the address is printed");
+    (server, first.trim().to_owned())
+}
+
+#[test]
+fn the_clis_wire_formats_stream_and_fail_as_the_vendors_do() {
+    let (_server, base_url) = start(
+        "fake-llm-clis.yaml",
+        "phrases:\n  CASE-401: {then: {reply: status, status: 401}}\n  \
+         CASE-403: {then: {reply: status, status: 403}}\n  \
+         CASE-429: {then: {reply: rate_limited, retry_after: '30'}}\n  \
+         CASE-CORRUPT: {then: {reply: malformed}}\n",
+    );
+    let anthropic = [("x-api-key", "k"), ("anthropic-version", "2023-06-01")];
+    let messages = |text: &str| {
+        format!(
+            r#"{{"model": "m", "max_tokens": 9, "stream": true,
+                 "messages": [{{"role": "user", "content": "{text}"}}]}}"#
+        )
+    };
+    // Anthropic messages as server-sent events, usage in message_start and message_delta.
+    let (status, body) = post(&base_url, "/v1/messages", &anthropic, &messages("hi"));
+    assert!(status.contains(" 200 "), "{status}: {body}");
+    for event in [
+        "event: message_start",
+        "text_delta",
+        "\"output_tokens\":48",
+        "message_stop",
+    ] {
+        assert!(body.contains(event), "{event} in {body}");
+    }
+    let (status, body) = post(&base_url, "/v1/messages", &anthropic, &messages("CASE-401"));
+    assert!(
+        status.contains(" 401 ") && body.contains("authentication_error"),
+        "{body}"
+    );
+    // The OpenAI Responses API, streamed, usage in response.completed.
+    let responses = r#"{"model": "gpt", "stream": true, "input": [{"role": "user",
+                        "content": [{"type": "input_text", "text": "hi"}]}]}"#;
+    let (status, body) = post(&base_url, "/v1/responses", &[], responses);
+    assert!(status.contains(" 200 "), "{status}: {body}");
+    for event in [
+        "response.output_text.delta",
+        "response.completed",
+        "\"input_tokens\":120",
+    ] {
+        assert!(body.contains(event), "{event} in {body}");
+    }
+    let (status, body) = post(
+        &base_url,
+        "/v1/responses",
+        &[],
+        &responses.replace("hi", "CASE-429"),
+    );
+    assert!(
+        status.contains(" 429 ") && body.contains("rate_limit_exceeded"),
+        "{body}"
+    );
+    // Gemini: streamed with alt=sse, errors with the API's status names, and the model
+    // router's classifier call answered whatever the script says.
+    let gemini = |text: &str| format!(r#"{{"contents": [{{"parts": [{{"text": "{text}"}}]}}]}}"#);
+    let (status, body) = post(
+        &base_url,
+        "/v1beta/models/g:streamGenerateContent?alt=sse",
+        &[],
+        &gemini("hi"),
+    );
+    assert!(status.contains(" 200 "), "{status}: {body}");
+    assert!(
+        body.contains("data: {") && body.contains("usageMetadata"),
+        "{body}"
+    );
+    let (status, body) = post(
+        &base_url,
+        "/v1beta/models/g:generateContent",
+        &[],
+        &gemini("CASE-403"),
+    );
+    assert!(
+        status.contains(" 403 ") && body.contains("PERMISSION_DENIED"),
+        "{body}"
+    );
+    let router = r#"{"contents": [{"parts": [{"text": "CASE-403"}]}], "generationConfig":
+        {"responseJsonSchema": {"properties": {"complexity_reasoning": {}, "complexity_score": {}}}}}"#;
+    let (status, body) = post(
+        &base_url,
+        "/v1beta/models/flash-lite:generateContent",
+        &[],
+        router,
+    );
+    assert!(
+        status.contains(" 200 ") && body.contains("complexity_score"),
+        "{body}"
+    );
+    // A corrupt stream: an event whose data is not JSON.
+    let (status, body) = post(
+        &base_url,
+        "/v1/messages",
+        &anthropic,
+        &messages("CASE-CORRUPT"),
+    );
+    assert!(
+        status.contains(" 200 ") && body.contains("data: {\"cut sh"),
+        "{body}"
+    );
+}
