@@ -119,6 +119,10 @@ pub struct Failure {
     pub diagnostic: String,
     /// Seconds the advisor asked to wait, for rate limits.
     pub retry_after_s: Option<u64>,
+    /// Tokens spent before the failure, when the transport reported them (an answer of
+    /// only whitespace still cost its tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// The longest diagnostic kept, in characters.
@@ -131,7 +135,13 @@ impl Failure {
             kind,
             diagnostic: clean_diagnostic(raw_diagnostic),
             retry_after_s: None,
+            usage: None,
         }
+    }
+
+    /// This failure, with the tokens the exchange spent.
+    pub fn with_usage(self, usage: Option<Usage>) -> Failure {
+        Failure { usage, ..self }
     }
 
     /// A rate limit, with the wait the advisor asked for when it gave one.
@@ -286,8 +296,8 @@ pub const STOP_GRACE: Duration = Duration::from_millis(100);
 pub struct Outcome {
     /// The consultation's fields, or why there are none.
     pub result: Result<Normalised, Failure>,
-    /// Token usage the adapter reported (kept for `empty` and `malformed` answers too: the
-    /// tokens were spent).
+    /// Token usage the adapter reported (kept for `empty` and `malformed` answers, and for
+    /// any failure the adapter reported with usage: the tokens were spent).
     pub usage: Option<Usage>,
     /// Milliseconds from the call to the outcome.
     pub duration_ms: u64,
@@ -355,9 +365,15 @@ pub async fn consult(
     match answered {
         Some(Ok(answer)) => {
             let usage = answer.usage;
-            finish(read_answer(&answer.text), usage)
+            finish(
+                read_answer(&answer.text).map_err(|f| f.with_usage(usage)),
+                usage,
+            )
         }
-        Some(Err(failure)) => finish(Err(exact(failure)), None),
+        Some(Err(failure)) => {
+            let usage = failure.usage;
+            finish(Err(exact(failure)), usage)
+        }
         None => {
             // Cancelled: the adapter sees its token cancelled; give it a short grace
             // to release what it holds in order, then drop it.
@@ -476,6 +492,54 @@ mod tests {
         let io = Io::with_timeout(Duration::from_secs(5));
         let outcome = assert_send(consult(&Instant0, &spec, "q", &io)).await;
         assert_eq!(outcome.result.map(|n| n.conclusion), Ok("fine".to_string()));
+    }
+
+    /// Answers only whitespace, or fails, having spent tokens.
+    struct Spent(bool);
+
+    const SPENT: Usage = Usage {
+        input_tokens: 11,
+        output_tokens: 2,
+    };
+
+    impl Adapter for Spent {
+        fn exchange<'a>(
+            &'a self,
+            _advisor: &'a AdvisorSpec,
+            _prompt: &'a str,
+            _io: &'a Io,
+        ) -> BoxFuture<'a, Result<Answer, Failure>> {
+            let fails = self.0;
+            Box::pin(async move {
+                if fails {
+                    Err(Failure::new(FailureKind::Error, "refused").with_usage(Some(SPENT)))
+                } else {
+                    Ok(Answer {
+                        text: " \n ".into(),
+                        usage: Some(SPENT),
+                    })
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn usage_is_kept_when_the_exchange_fails_after_spending_tokens() {
+        let spec = AdvisorSpec {
+            id: "a".into(),
+            adapter: "spent".into(),
+            executable: None,
+            credential: None,
+            settings: serde_json::Map::new(),
+        };
+        let io = Io::with_timeout(Duration::from_secs(5));
+        for (fails, kind) in [(false, FailureKind::Empty), (true, FailureKind::Error)] {
+            let outcome = consult(&Spent(fails), &spec, "q", &io).await;
+            let failure = outcome.result.expect_err("a failure");
+            assert_eq!(failure.kind, kind);
+            assert_eq!(outcome.usage, Some(SPENT), "{kind:?}");
+            assert_eq!(failure.usage, Some(SPENT), "{kind:?}");
+        }
     }
 
     #[test]

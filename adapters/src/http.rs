@@ -513,14 +513,15 @@ pub fn usage(input: Option<&Value>, output: Option<&Value>) -> Option<Usage> {
     })
 }
 
-/// The answer when `text` has something in it, else `empty` with `why` as diagnostic.
+/// The answer when `text` has something in it, else `empty` with `why` as diagnostic,
+/// keeping the usage (the tokens were spent).
 pub fn answer(
     text: String,
     usage: Option<Usage>,
     why: impl FnOnce() -> String,
 ) -> Result<Answer, Failure> {
     if text.trim().is_empty() {
-        Err(failure(FailureKind::Empty, &why()))
+        Err(failure(FailureKind::Empty, &why()).with_usage(usage))
     } else {
         Ok(Answer { text, usage })
     }

@@ -72,6 +72,7 @@ impl Script {
                 kind,
                 diagnostic: diagnostic.to_string(),
                 retry_after_s: None,
+                usage: None,
             },
             delay: Duration::ZERO,
         }
@@ -89,6 +90,7 @@ impl Script {
                 kind,
                 diagnostic: diagnostic.to_string(),
                 retry_after_s: None,
+                usage: None,
             },
         }
     }

@@ -306,6 +306,7 @@ mod tests {
                 kind: FailureKind::RateLimited,
                 diagnostic: "slow down".into(),
                 retry_after_s: Some(30),
+                usage: None,
             }),
             usage: None,
             duration_ms: 3,
@@ -320,6 +321,7 @@ mod tests {
                 kind: FailureKind::Cancelled,
                 diagnostic: " ".into(),
                 retry_after_s: None,
+                usage: None,
             }),
             usage: None,
             duration_ms: 3,
@@ -327,6 +329,19 @@ mod tests {
         assert!(consultation_input("P", "a1", &silent)
             .get("diagnostic")
             .is_none());
+        // An answer of only whitespace is `empty`, and its tokens are still recorded.
+        let spent = Usage {
+            input_tokens: 7,
+            output_tokens: 1,
+        };
+        let empty = Outcome {
+            result: Err(Failure::new(FailureKind::Empty, "no text").with_usage(Some(spent))),
+            usage: Some(spent),
+            duration_ms: 3,
+        };
+        let v = consultation_input("P", "a1", &empty);
+        assert_eq!(v["failure"], "empty");
+        assert_eq!(v["usage"]["input_tokens"], 7);
     }
 
     #[test]

@@ -374,3 +374,15 @@ fn request_bodies_follow_each_format() {
         json!(4096)
     );
 }
+
+#[test]
+fn a_reply_of_only_whitespace_is_empty_and_keeps_its_usage() {
+    let spent = Some(Usage {
+        input_tokens: 9,
+        output_tokens: 1,
+    });
+    let failure = super::answer(" \n\t".to_owned(), spent, || "no text".to_owned())
+        .expect_err("only whitespace is empty");
+    assert_eq!(failure.kind, FailureKind::Empty);
+    assert_eq!(failure.usage, spent, "the tokens were spent");
+}
