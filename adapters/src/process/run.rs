@@ -1,9 +1,12 @@
 //! Running one command in its own process group, with bounded output and a clean stop.
 //!
 //! The stop is the same on the deadline and on a cancellation: SIGTERM to the whole group,
-//! a short grace, SIGKILL to the group, reap the leader. After the leader has ended (by
-//! itself or not) the group gets a final SIGKILL, so no grandchild outlives the exchange.
-//! If the future is dropped part-way (the contract layer drops it at the caller's
+//! a short grace, SIGKILL to the group, reap the leader. The run reports **at once** what
+//! the process had printed by then, and the stop goes on in a task of its own: so a
+//! process stopped at the deadline is classified by its output even when the machine is
+//! too loaded for the stop to finish within the contract's grace. After the leader has
+//! ended (by itself or not) the group gets a final SIGKILL, so no grandchild outlives the
+//! exchange. If the future is dropped part-way (the contract layer drops it at the caller's
 //! deadline), [`GroupGuard`] kills the group in `Drop` and the runtime reaps the leader.
 
 use nix::sys::signal::{killpg, Signal};
@@ -12,6 +15,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStdin, Command};
@@ -157,58 +161,71 @@ pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Fin
     let stderr = child.stderr.take();
     let stdin = child.stdin.take();
 
-    let mut out = Captured::default();
-    let mut err = Captured::default();
-    let ended = {
-        let pipes = async {
+    let out = Arc::new(Mutex::new(Captured::default()));
+    let err = Arc::new(Mutex::new(Captured::default()));
+    let pipes = {
+        let (out, err) = (Arc::clone(&out), Arc::clone(&err));
+        let (cap, input) = (limits.output_cap, invocation.stdin);
+        async move {
             tokio::join!(
-                read_capped(stdout, &mut out, limits.output_cap),
-                read_capped(stderr, &mut err, limits.output_cap),
-                feed(stdin, invocation.stdin.as_deref()),
-            )
-        };
-        tokio::pin!(pipes);
-        let mut pipes_done = false;
+                read_capped(stdout, &out, cap),
+                read_capped(stderr, &err, cap),
+                feed(stdin, input.as_deref()),
+            );
+        }
+    };
+    let mut pipes = Box::pin(pipes);
+    let mut pipes_done = false;
 
-        let stopped_for = loop {
-            tokio::select! {
-                _ = &mut pipes, if !pipes_done => pipes_done = true,
-                status = child.wait() => break Err(status),
-                () = tokio::time::sleep_until(limits.deadline) => break Ok(Ended::Deadline),
-                () = limits.cancel.cancelled() => break Ok(Ended::Cancelled),
+    let stopped_for = loop {
+        tokio::select! {
+            // An exit seen at the deadline is an exit: the answer it left is kept.
+            biased;
+            () = &mut pipes, if !pipes_done => pipes_done = true,
+            status = child.wait() => break Err(status),
+            () = tokio::time::sleep_until(limits.deadline) => break Ok(Ended::Deadline),
+            () = limits.cancel.cancelled() => break Ok(Ended::Cancelled),
+        }
+    };
+    let ended = match stopped_for {
+        Err(status) => {
+            // The leader is reaped; whatever is left of its group goes now.
+            guard.signal(Signal::SIGKILL);
+            if !pipes_done {
+                let _ = tokio::time::timeout(limits.drain, &mut pipes).await;
             }
-        };
-        let ended = match stopped_for {
-            Err(status) => exit_of(status),
-            Ok(ours) => {
-                guard.signal(Signal::SIGTERM);
-                let grace_end = Instant::now() + limits.term_grace;
-                let exited = loop {
-                    tokio::select! {
-                        _ = &mut pipes, if !pipes_done => pipes_done = true,
-                        _ = child.wait() => break true,
-                        () = tokio::time::sleep_until(grace_end) => break false,
-                    }
+            guard.disarm();
+            exit_of(status)
+        }
+        Ok(ours) => {
+            // What it printed so far is the report; stopping it is not waited for.
+            guard.signal(Signal::SIGTERM);
+            let grace = limits.term_grace;
+            tokio::spawn(async move {
+                let grace_end = Instant::now() + grace;
+                let exited = tokio::select! {
+                    _ = child.wait() => true,
+                    () = tokio::time::sleep_until(grace_end) => false,
                 };
                 if !exited {
                     guard.signal(Signal::SIGKILL);
                     let _ = child.wait().await;
                 }
-                ours
-            }
-        };
-        // The leader is reaped; whatever is left of its group goes now.
-        guard.signal(Signal::SIGKILL);
-        if !pipes_done {
-            let _ = tokio::time::timeout(limits.drain, &mut pipes).await;
+                // The leader is reaped; whatever is left of its group goes now.
+                guard.signal(Signal::SIGKILL);
+                guard.disarm();
+                drop(pipes);
+            });
+            ours
         }
-        ended
     };
-    guard.disarm();
+    let taken = |captured: &Mutex<Captured>| {
+        std::mem::take(&mut *captured.lock().unwrap_or_else(|p| p.into_inner()))
+    };
     Ok(Finished {
         ended,
-        stdout: out,
-        stderr: err,
+        stdout: taken(&out),
+        stderr: taken(&err),
     })
 }
 
@@ -224,13 +241,14 @@ fn exit_of(status: std::io::Result<ExitStatus>) -> Ended {
 }
 
 /// Read `reader` to its end, keeping at most `cap` bytes.
-async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, into: &mut Captured, cap: usize) {
+async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, into: &Mutex<Captured>, cap: usize) {
     let Some(mut reader) = reader else { return };
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         match reader.read(&mut buffer).await {
             Ok(0) | Err(_) => return,
             Ok(n) => {
+                let mut into = into.lock().unwrap_or_else(|p| p.into_inner());
                 let room = cap.saturating_sub(into.bytes.len()).min(n);
                 into.bytes.extend_from_slice(&buffer[..room]);
                 into.discarded += (n - room) as u64;

@@ -11,13 +11,19 @@
 //!   the exchange; failing means not logged in;
 //! - `failure_patterns` (map from failure kind to a list of regular expressions): matched
 //!   case-insensitively, line by line, on standard error and standard output;
-//! - `output` (map): how to read the answer from standard output (default: all of it).
+//! - `output` (map): how to read the answer from standard output (default: all of it);
+//! - `endpoint` (an `http(s)` URL): another endpoint for the CLI (a gateway), passed as
+//!   the variables `endpoint_env` names and the arguments `endpoint_args` puts before
+//!   `args` (`{endpoint}` replaced); refused when the entry has neither.
 //!
 //! `output` for CLIs that print one JSON object per line:
-//! `{format: json_lines, select: {FIELD: VALUE, ...}, text: PATH, error: PATH,
+//! `{format: json_lines, select: {PATH: VALUE, ...}, text: PATH, error: PATH,
 //! input_tokens: PATH, output_tokens: PATH}` — the last line whose fields equal `select`
 //! holds the answer at `text` (a dotted path), a true `error` flag turns it into a failure,
-//! and the token counts are read when present.
+//! and the token counts are read when present (from the answer line, else the latest line
+//! that has them). `format: json` reads the same keys from the whole of standard output as
+//! one JSON document. A `*` path step goes into every entry of a map or list, and the
+//! counts found there are summed.
 
 use crate::contract::{AdvisorSpec, FailureKind};
 use regex::{Regex, RegexBuilder};
@@ -35,7 +41,13 @@ pub const KEYS: &[&str] = &[
     "preflight",
     "failure_patterns",
     "output",
+    "endpoint",
+    "endpoint_env",
+    "endpoint_args",
 ];
+
+/// The placeholder an `endpoint_args` element carries to receive the endpoint.
+pub const ENDPOINT_SLOT: &str = "{endpoint}";
 
 /// The kinds `failure_patterns` may name, in the order they win when several match.
 ///
@@ -74,20 +86,23 @@ pub enum Output {
     Text,
     /// One JSON object per line; the answer is in one of them.
     JsonLines(JsonLines),
+    /// The whole of standard output is one JSON object (it may span lines).
+    Json(JsonLines),
 }
 
-/// Where the answer sits in a JSON-lines output.
+/// Where the answer sits in a JSON output (`json_lines` or `json`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsonLines {
-    /// Field values the answer line has (e.g. `type: result`).
+    /// Field values the answer line has (e.g. `type: result`); keys are dotted paths.
     pub select: Map<String, Value>,
     /// Dotted path of the answer text.
     pub text: String,
     /// Dotted path of a flag that, when true, marks the line as an error report.
     pub error: Option<String>,
-    /// Dotted path of the input token count.
+    /// Dotted path of the input token count (a `*` step sums over every entry); read from
+    /// the answer line, else from the latest line that has it.
     pub input_tokens: Option<String>,
-    /// Dotted path of the output token count.
+    /// Dotted path of the output token count (the same way).
     pub output_tokens: Option<String>,
 }
 
@@ -150,16 +165,7 @@ impl ProcessSettings {
         };
         let pass_env = match settings.get("pass_env") {
             None => Vec::new(),
-            Some(value) => {
-                let names = string_list("pass_env", value, "a list of variable names")?;
-                if let Some(bad) = names.iter().find(|n| !valid_var_name(n)) {
-                    return Err(refuse(
-                        "pass_env",
-                        format!("`{bad}` is not a variable name; use letters, digits and `_`"),
-                    ));
-                }
-                names
-            }
+            Some(value) => variable_names("pass_env", value)?,
         };
         let preflight = match settings.get("preflight") {
             None => None,
@@ -183,6 +189,43 @@ impl ProcessSettings {
             None => Output::Text,
             Some(value) => output(value)?,
         };
+        let (mut args, mut env) = (args, env);
+        if let Some(endpoint) = endpoint(settings)? {
+            let names = match settings.get("endpoint_env") {
+                None => Vec::new(),
+                Some(value) => variable_names("endpoint_env", value)?,
+            };
+            let extra = match settings.get("endpoint_args") {
+                None => Vec::new(),
+                Some(value) => string_list("endpoint_args", value, "a list of strings")?,
+            };
+            if names.is_empty() && extra.is_empty() {
+                return Err(refuse(
+                    "endpoint",
+                    "this entry does not say how its executable takes a base URL; add \
+                     `endpoint_env` (variables set to it) or `endpoint_args` (arguments with \
+                     `{endpoint}`)",
+                ));
+            }
+            for name in names {
+                // The entry's own `env` wins, as it does over everything else.
+                env.entry(name).or_insert_with(|| endpoint.clone());
+            }
+            let mut with_endpoint: Vec<String> = extra
+                .iter()
+                .map(|a| a.replace(ENDPOINT_SLOT, &endpoint))
+                .collect();
+            with_endpoint.append(&mut args);
+            args = with_endpoint;
+        } else {
+            // Checked even when unused, so a mistake shows before `endpoint` is set.
+            if let Some(value) = settings.get("endpoint_env") {
+                variable_names("endpoint_env", value)?;
+            }
+            if let Some(value) = settings.get("endpoint_args") {
+                string_list("endpoint_args", value, "a list of strings")?;
+            }
+        }
         Ok(ProcessSettings {
             args,
             env,
@@ -204,6 +247,40 @@ impl ProcessSettings {
             .iter()
             .map(|a| a.replace(PROMPT_SLOT, prompt))
             .collect()
+    }
+}
+
+fn variable_names(field: &str, value: &Value) -> Result<Vec<String>, SettingsError> {
+    let names = string_list(field, value, "a list of variable names")?;
+    if let Some(bad) = names.iter().find(|n| !valid_var_name(n)) {
+        return Err(refuse(
+            field,
+            format!("`{bad}` is not a variable name; use letters, digits and `_`"),
+        ));
+    }
+    Ok(names)
+}
+
+/// The `endpoint` setting: an `http(s)` base URL, or absent.
+fn endpoint(settings: &Map<String, Value>) -> Result<Option<String>, SettingsError> {
+    const ACCEPTED: &str = "an http(s) base URL such as `https://gateway.example/v1`";
+    match settings.get("endpoint") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(url))
+            if (url.starts_with("http://") || url.starts_with("https://"))
+                && url.len() > "https://".len()
+                && !url.chars().any(|c| c.is_whitespace() || c.is_control()) =>
+        {
+            Ok(Some(url.clone()))
+        }
+        Some(Value::String(url)) => Err(refuse(
+            "endpoint",
+            format!("`{url}` is not a base URL; give {ACCEPTED}"),
+        )),
+        Some(other) => Err(refuse(
+            "endpoint",
+            format!("expected {ACCEPTED}, found {}", shape(other)),
+        )),
     }
 }
 
@@ -374,12 +451,13 @@ fn output(value: &Value) -> Result<Output, SettingsError> {
             if map.len() > usize::from(map.contains_key("format")) {
                 return Err(refuse(
                     FIELD,
-                    "`select`, `text` and the token paths apply to `format: json_lines` only",
+                    "`select`, `text` and the token paths apply to `format: json_lines` and \
+                     `format: json` only",
                 ));
             }
             Ok(Output::Text)
         }
-        Some("json_lines") => {
+        Some(format @ ("json_lines" | "json")) => {
             let select = match map.get("select") {
                 None => Map::new(),
                 Some(Value::Object(select)) => select.clone(),
@@ -397,20 +475,25 @@ fn output(value: &Value) -> Result<Output, SettingsError> {
             let Some(text) = path("text")? else {
                 return Err(refuse(
                     FIELD,
-                    "`format: json_lines` needs `text`: the field path of the answer text",
+                    format!("`format: {format}` needs `text`: the field path of the answer text"),
                 ));
             };
-            Ok(Output::JsonLines(JsonLines {
+            let spec = JsonLines {
                 select,
                 text,
                 error: path("error")?,
                 input_tokens: path("input_tokens")?,
                 output_tokens: path("output_tokens")?,
-            }))
+            };
+            Ok(if format == "json" {
+                Output::Json(spec)
+            } else {
+                Output::JsonLines(spec)
+            })
         }
         Some(other) => Err(refuse(
             FIELD,
-            format!("unknown format `{other}`; accepted: text, json_lines"),
+            format!("unknown format `{other}`; accepted: text, json_lines, json"),
         )),
     }
 }
@@ -434,4 +517,81 @@ fn last_line(text: &str) -> String {
         .find(|l| !l.is_empty())
         .unwrap_or_default()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(settings: Value) -> Result<ProcessSettings, SettingsError> {
+        ProcessSettings::parse(&AdvisorSpec {
+            id: "t".into(),
+            adapter: "process".into(),
+            executable: Some("tool".into()),
+            credential: None,
+            settings: settings.as_object().cloned().unwrap_or_default(),
+        })
+    }
+
+    #[test]
+    fn an_endpoint_becomes_the_entrys_variables_and_leading_arguments() {
+        let base = json!({
+            "args": ["exec", "-"],
+            "env": {"KEPT": "own"},
+            "endpoint_env": ["BASE_URL", "KEPT"],
+            "endpoint_args": ["-c", "base_url=\"{endpoint}\""],
+        });
+        let unset = parse(base.clone()).expect("valid without an endpoint");
+        assert_eq!(unset.args, ["exec", "-"]);
+        assert_eq!(unset.env.get("BASE_URL"), None);
+
+        let mut with = base;
+        with["endpoint"] = json!("http://127.0.0.1:4000/v1");
+        let set = parse(with).expect("valid with an endpoint");
+        assert_eq!(
+            set.args,
+            ["-c", "base_url=\"http://127.0.0.1:4000/v1\"", "exec", "-"]
+        );
+        assert_eq!(set.env["BASE_URL"], "http://127.0.0.1:4000/v1");
+        assert_eq!(set.env["KEPT"], "own", "the entry's own `env` wins");
+    }
+
+    #[test]
+    fn a_bad_endpoint_or_one_the_entry_cannot_pass_is_refused() {
+        let field = |settings: Value| parse(settings).expect_err("refused").field;
+        assert_eq!(field(json!({"endpoint": "gateway:4000"})), "endpoint");
+        assert_eq!(
+            field(json!({"endpoint": 4000, "endpoint_env": ["U"]})),
+            "endpoint"
+        );
+        assert_eq!(field(json!({"endpoint": "https://g.example"})), "endpoint");
+        assert_eq!(
+            field(json!({"endpoint_env": ["not a name"]})),
+            "endpoint_env"
+        );
+        assert_eq!(field(json!({"endpoint_args": [1]})), "endpoint_args");
+    }
+
+    #[test]
+    fn json_output_reads_paths_with_stars() {
+        let settings = parse(json!({"output": {
+            "format": "json", "text": "response",
+            "input_tokens": "stats.models.*.tokens.prompt",
+        }}))
+        .expect("valid");
+        let Output::Json(spec) = settings.output else {
+            panic!("a json output: {:?}", settings.output)
+        };
+        assert_eq!(
+            spec.input_tokens.as_deref(),
+            Some("stats.models.*.tokens.prompt")
+        );
+        assert_eq!(
+            parse(json!({"output": {"format": "yaml", "text": "x"}}))
+                .expect_err("refused")
+                .field,
+            "output"
+        );
+    }
 }

@@ -377,19 +377,25 @@ async fn a_process_ignoring_sigterm_is_killed_after_the_grace() {
         let io = io_for(&env, timeout);
         let started = Instant::now();
         let result = adapter.exchange(&spec, PROMPT, &io).await;
-        let stop = started.elapsed().saturating_sub(timeout);
+        let reported = started.elapsed().saturating_sub(timeout);
         let failure = result.expect_err("a hang fails");
         assert_eq!(failure.kind, FailureKind::Timeout, "{failure:?}");
+        // The report does not wait for the stop: what was printed by the deadline is it.
+        assert!(
+            reported < Duration::from_millis(100),
+            "the report waited {reported:?} for the stop"
+        );
         let pid = pid_in(&pid_file).expect("the grandchild wrote its pid");
-        // SIGKILL is sent before the exchange returns; death follows within moments.
-        poll_until("the grandchild dies", Duration::from_secs(1), || {
+        // SIGTERM at the deadline, SIGKILL after the grace: death follows within moments.
+        poll_until("the grandchild dies", Duration::from_secs(2), || {
             !alive(pid)
         })
         .await;
+        let stop = started.elapsed().saturating_sub(timeout);
         if ignore_term {
             assert!(
                 stop >= grace - Duration::from_millis(20)
-                    && stop < grace + Duration::from_millis(300),
+                    && stop < grace + Duration::from_millis(400),
                 "SIGKILL came {stop:?} after the deadline; the grace is {grace:?}"
             );
         } else {
@@ -687,10 +693,6 @@ struct CliRow {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
     let short = Duration::from_millis(1500);
-    let answered = Expect::Completed {
-        fields: normalise(ANSWER).expect("reads"),
-        usage: None,
-    };
     let answered_with_usage = Expect::Completed {
         fields: normalise(ANSWER).expect("reads"),
         usage: Some(USAGE),
@@ -715,13 +717,13 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             expect: failed(FailureKind::Unavailable, "failed to lookup address"),
         },
         CliRow {
-            name: "codex answers",
+            name: "codex answers, with usage from turn.completed",
             advisor: "codex-cli",
             asking: &[("CODEX_API_KEY", "k")],
             script: &[("FAKE_ADVISOR_ANSWER", ANSWER)],
             without: &[],
             timeout: LONG_TIMEOUT,
-            expect: answered.clone(),
+            expect: answered_with_usage.clone(),
         },
         CliRow {
             name: "codex without --skip-git-repo-check",
@@ -757,7 +759,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[("FAKE_ADVISOR_RATE_LIMITED", "1")],
             without: &[],
             timeout: short,
-            expect: failed(FailureKind::RateLimited, "status 429"),
+            expect: failed(FailureKind::RateLimited, "RESOURCE_EXHAUSTED"),
         },
         CliRow {
             name: "gemini, untrusted folder: exit 55",
@@ -769,13 +771,13 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             expect: failed(FailureKind::Error, "status 55"),
         },
         CliRow {
-            name: "gemini answers",
+            name: "gemini answers, with usage summed over its models",
             advisor: "gemini-cli",
             asking: &[("GEMINI_API_KEY", "k")],
             script: &[("FAKE_ADVISOR_ANSWER", ANSWER)],
             without: &[],
             timeout: LONG_TIMEOUT,
-            expect: answered,
+            expect: answered_with_usage.clone(),
         },
         CliRow {
             name: "claude, not logged in: the preflight says so",

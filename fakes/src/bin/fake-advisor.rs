@@ -23,8 +23,8 @@
 //! # The real CLIs, as observed
 //!
 //! Recorded on this machine with `@openai/codex` 0.171.0, `@google/gemini-cli` 0.61.0 and
-//! `@anthropic-ai/claude-code` 2.1.197, no credentials, no network (see
-//! `scripts/check-real-clis.sh`). Messages, streams and exit statuses are reproduced
+//! `@anthropic-ai/claude-code` 2.1.197, no credentials, no network (`tests/real_clis.rs`
+//! runs the real ones against `fake-llm-server`). Messages, streams and exit statuses are reproduced
 //! exactly; the real ones are slower (`gemini` takes ~2.5 s to exit 41, `claude -p` ~1 s).
 //!
 //! - `codex-no-login` — `codex login status`: stderr `Not logged in`, exit 1.
@@ -67,8 +67,10 @@
 //! `ANTHROPIC_API_KEY`, `CODEX_API_KEY`, ...), `GEMINI_CLI_TRUST_WORKSPACE` — and these:
 //!
 //! - `FAKE_ADVISOR_LOGGED_IN=1`: behaves as logged in;
-//! - `FAKE_ADVISOR_ANSWER=TEXT`: when logged in, answers `TEXT` (stream-json: in a `result`
-//!   line with the usage `FAKE_ADVISOR_USAGE`, default `12,34`);
+//! - `FAKE_ADVISOR_ANSWER=TEXT`: when logged in, answers `TEXT` (claude's stream-json: in a
+//!   `result` line; codex's `--json`: in an `agent_message` item then `turn.completed`;
+//!   gemini's `--output-format json`: one document, the tokens per model; each with the
+//!   usage `FAKE_ADVISOR_USAGE`, default `12,34`);
 //! - `FAKE_ADVISOR_RATE_LIMITED=1`: when logged in and not answering, the rate-limit retry
 //!   loop instead of the network one;
 //! - `FAKE_ADVISOR_DELAY_MS=N`: waits before anything;
@@ -655,6 +657,13 @@ fn value_of<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// `FAKE_ADVISOR_USAGE` (`INPUT,OUTPUT`, default `12,34`): the tokens an answer reports.
+fn usage_from_env() -> (u64, u64) {
+    let usage = std::env::var("FAKE_ADVISOR_USAGE").unwrap_or_else(|_| "12,34".into());
+    let mut parts = usage.split(',').map(|n| n.trim().parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
 fn answer_from_env() -> Option<String> {
     std::env::var("FAKE_ADVISOR_ANSWER").ok()
 }
@@ -686,7 +695,32 @@ fn drop_in_codex(args: &[String]) -> i32 {
                     if prompt == "-" {
                         let _ = std::io::stdin().read_to_end(&mut Vec::new());
                     }
-                    line(&mut std::io::stdout(), &answer);
+                    if has(args, "--json") {
+                        // As `codex exec --json` prints it: the answer in the
+                        // `agent_message` item, the tokens in `turn.completed`.
+                        let (input, output) = usage_from_env();
+                        let out = &mut std::io::stdout();
+                        line(out, "{\"type\":\"thread.started\",\"thread_id\":\"01a23202-177f-7653-9546-a4d32c2db824\"}");
+                        line(out, "{\"type\":\"turn.started\"}");
+                        line(
+                            out,
+                            &format!(
+                                "{{\"type\":\"item.completed\",\"item\":{{\"id\":\"item_0\",\
+                                 \"type\":\"agent_message\",\"text\":{}}}}}",
+                                json_string(&answer)
+                            ),
+                        );
+                        line(
+                            out,
+                            &format!(
+                                "{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":{input},\
+                                 \"cached_input_tokens\":0,\"cache_write_input_tokens\":0,\
+                                 \"output_tokens\":{output},\"reasoning_output_tokens\":0}}}}"
+                            ),
+                        );
+                    } else {
+                        line(&mut std::io::stdout(), &answer);
+                    }
                     0
                 }
                 _ => codex_lookup_retry(prompt, retry),
@@ -721,6 +755,28 @@ fn drop_in_gemini(args: &[String]) -> i32 {
         return gemini_untrusted();
     }
     match answer_from_env() {
+        Some(answer) if value_of(args, "--output-format") == Some("json") => {
+            // As `gemini --output-format json` prints it: one document, the tokens per
+            // model asked (the model router's call first).
+            let (input, output) = usage_from_env();
+            let model = |name: &str, input: u64, output: u64| {
+                format!(
+                    "    \"{name}\": {{\n      \"api\": {{ \"totalRequests\": 1, \"totalErrors\": 0 }},\n      \
+                     \"tokens\": {{ \"input\": {input}, \"prompt\": {input}, \"candidates\": {output}, \
+                     \"total\": {} }}\n    }}",
+                    input + output
+                )
+            };
+            let document = format!(
+                "{{\n  \"session_id\": \"01629762-332e-46f7-9eb6-6ff249f6fa6a\",\n  \"response\": {},\n  \
+                 \"stats\": {{\n  \"models\": {{\n{},\n{}\n  }}\n  }}\n}}",
+                json_string(&answer),
+                model("gemini-3.5-flash-lite", 1, 1),
+                model("gemini-3.8-flash", input.saturating_sub(1), output.saturating_sub(1)),
+            );
+            line(&mut std::io::stdout(), &document);
+            0
+        }
         Some(answer) => {
             line(&mut std::io::stdout(), &answer);
             0
@@ -764,9 +820,7 @@ fn drop_in_claude(args: &[String]) -> i32 {
     }
     match answer_from_env() {
         Some(answer) => {
-            let usage = std::env::var("FAKE_ADVISOR_USAGE").unwrap_or_else(|_| "12,34".into());
-            let mut parts = usage.split(',').map(|n| n.trim().parse().unwrap_or(0));
-            let usage = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+            let usage = usage_from_env();
             let out = &mut std::io::stdout();
             match format {
                 Format::Text => line(out, &answer),
