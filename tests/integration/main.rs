@@ -12,6 +12,7 @@ mod daemon;
 mod daemon_signals;
 mod golden;
 mod new_advisor;
+mod real_clis;
 mod record_chain;
 mod record_fixtures;
 mod schema;

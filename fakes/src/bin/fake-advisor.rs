@@ -23,7 +23,7 @@
 //! # The real CLIs, as observed
 //!
 //! Recorded on this machine with `@openai/codex` 0.171.0, `@google/gemini-cli` 0.61.0 and
-//! `@anthropic-ai/claude-code` 2.1.197, no credentials, no network (`tests/real_clis.rs`
+//! `@anthropic-ai/claude-code` 2.1.197, no credentials, no network (`tests/integration/real_clis.rs`
 //! runs the real ones against `fake-llm-server`). Messages, streams and exit statuses are reproduced
 //! exactly; the real ones are slower (`gemini` takes ~2.5 s to exit 41, `claude -p` ~1 s).
 //!
