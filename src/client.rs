@@ -20,6 +20,7 @@ use crate::core::views::tree::TreeView;
 use crate::error::{Error, Result};
 use crate::facade::{Answer, Api, EventStream};
 use crate::paths;
+use crate::ownership;
 use crate::protocol::{
     codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
     EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,
@@ -86,11 +87,22 @@ impl Client {
         }
     }
 
+    fn not_ours(&self, reason: ownership::NotOurs) -> Error {
+        Error::NotOurs {
+            socket: self.socket.clone(),
+            reason,
+        }
+    }
+
     /// Send one call on a fresh connection and return the response head and body.
     async fn send(&self, call: &HttpCall) -> Result<Response<Incoming>> {
+        let me = ownership::me();
+        ownership::check_socket_path(&self.socket, me).map_err(|reason| self.not_ours(reason))?;
         let stream = UnixStream::connect(&self.socket)
             .await
             .map_err(|e| self.unreachable(connect_reason(&e), START_HINT))?;
+        // Checked before a byte is written: the request may carry credential values.
+        ownership::check_peer(&stream, me).map_err(|reason| self.not_ours(reason))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| self.lost(&e))?;
@@ -372,9 +384,17 @@ pub fn answers(socket: &Path) -> Result<(), String> {
 /// started from the `advisord` beside this executable and waited for, within
 /// [`AUTOSTART_WAIT`]. Exit 4 (unreachable) otherwise, with what to do.
 pub fn ensure_daemon(socket: &Path, autostart: bool) -> Result<()> {
-    let reason = match answers(socket) {
-        Ok(()) => return Ok(()),
-        Err(reason) => reason,
+    // A socket, or a directory for one, that is someone else's is never used and never
+    // autostarted into.
+    let not_ours = |reason| Error::NotOurs {
+        socket: socket.to_path_buf(),
+        reason,
+    };
+    let me = ownership::me();
+    ownership::check_socket_path(socket, me).map_err(not_ours)?;
+    let reason = match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(stream) => return ownership::check_peer(&stream, me).map_err(not_ours),
+        Err(e) => connect_reason(&e),
     };
     let unreachable = |reason: String, hint: &str| Error::Unreachable {
         socket: socket.to_path_buf(),

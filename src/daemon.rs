@@ -120,14 +120,29 @@ impl DataDir {
                 source,
             }
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(fail(format!("cannot create `{}`", dir.display())))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(fail(
-            format!("cannot make `{}` private (0700)", dir.display()),
-        ))?;
+        // One of ours is used as it is; a directory the daemon did not create keeps its
+        // mode, so a shared or foreign one is refused rather than tightened.
+        match crate::ownership::check_dir(dir, crate::ownership::me()) {
+            Ok(true) => {}
+            Ok(false) => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(fail(format!("cannot create `{}`", dir.display())))?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+                    fail(format!("cannot make `{}` private (0700)", dir.display())),
+                )?;
+            }
+            Err(not_ours) => {
+                return Err(fail(format!(
+                    "cannot keep the data directory in `{}`",
+                    dir.display()
+                ))(std::io::Error::other(format!(
+                    "{not_ours}; pass a `--data-dir` of your own (it is created 0700)"
+                ))))
+            }
+        }
         let lock_path = dir.join(LOCK_FILE);
         let file = std::fs::OpenOptions::new()
             .create(true)

@@ -18,6 +18,7 @@
 //! | `Internal` | `internal` | 1 | 500 |
 //! | `ShuttingDown` | `shutting_down` | 4 | 503 |
 //! | `Unreachable` | `unreachable` | 4 | 503 |
+//! | `NotOurs` | `not_ours` | 4 | 503 |
 //! | `Protocol` | `protocol` | 1 | 502 |
 //! | `Remote` | as received | from the HTTP status | as received |
 
@@ -89,6 +90,15 @@ pub enum Error {
         /// What to do next.
         hint: String,
     },
+    /// The socket, its directory or the process serving it is not the user's own: nothing
+    /// is sent, and no daemon is started there (exit 4).
+    #[error("refusing the daemon's socket `{}`: {reason}; {}", socket.display(), reason.hint())]
+    NotOurs {
+        /// The socket.
+        socket: PathBuf,
+        /// Whose it is instead.
+        reason: crate::ownership::NotOurs,
+    },
     /// The daemon answered something this client cannot read (exit 1).
     #[error("the daemon's reply could not be read: {0}; check that `advisord` and `advisor-consult` are the same version")]
     Protocol(String),
@@ -130,6 +140,7 @@ impl Error {
             Error::ShuttingDown => codes::SHUTTING_DOWN,
             Error::Internal(_) => codes::INTERNAL,
             Error::Unreachable { .. } => "unreachable",
+            Error::NotOurs { .. } => "not_ours",
             Error::Protocol(_) => "protocol",
             Error::Remote { code, .. } => code,
         }
@@ -150,7 +161,7 @@ impl Error {
             | Error::UnknownJob(_)
             | Error::JobFinished { .. } => 2,
             Error::Store(_) | Error::Internal(_) | Error::Protocol(_) => 1,
-            Error::ShuttingDown | Error::Unreachable { .. } => 4,
+            Error::ShuttingDown | Error::Unreachable { .. } | Error::NotOurs { .. } => 4,
             Error::Remote { status, .. } => match status {
                 422 => 3,
                 400..=499 => 2,
@@ -172,7 +183,7 @@ impl Error {
             Error::JobFinished { .. } => 409,
             Error::Store(_) | Error::Internal(_) => 500,
             Error::Protocol(_) => 502,
-            Error::ShuttingDown | Error::Unreachable { .. } => 503,
+            Error::ShuttingDown | Error::Unreachable { .. } | Error::NotOurs { .. } => 503,
             Error::Remote { status, .. } => *status,
         }
     }

@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod error;
 pub mod facade;
 pub mod paths;
+pub mod ownership;
 pub mod protocol;
 pub mod render;
 pub mod service;

@@ -1,10 +1,11 @@
 //! The daemon's unix socket: a private directory, a private socket, one daemon per socket,
 //! a stale socket replaced, and every peer of another uid refused on accept (SPEC §9).
 
+use crate::ownership::{self, NotOurs};
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
@@ -44,6 +45,21 @@ pub enum BindError {
         owner: u32,
         /// The daemon's uid.
         me: u32,
+    },
+    /// The socket's directory is writable by other users (a shared one such as `/tmp`):
+    /// anyone could replace the socket, and its mode is not the daemon's to change.
+    #[error(
+        "the socket directory `{}` is writable by other users (mode {mode:04o}); a daemon \
+         never listens directly in a shared directory nor changes its mode; pass a `--socket` \
+         in a directory of its own, e.g. `{}` (created 0700)",
+        dir.display(),
+        dir.join(format!("advisord-{}", ownership::me())).join("advisord.sock").display()
+    )]
+    SharedDirectory {
+        /// The directory.
+        dir: PathBuf,
+        /// Its mode bits.
+        mode: u32,
     },
     /// The file system refused.
     #[error("{context}: {source}")]
@@ -111,7 +127,8 @@ impl Drop for SocketGuard {
     }
 }
 
-/// Take the socket at `path`: create its directory `0700` (or tighten one of ours), take
+/// Take the socket at `path`: create its directory `0700` (or check that one of ours is
+/// writable by nobody else, never changing its mode), take
 /// the lock beside it, refuse when a daemon answers, replace a stale socket, bind, and make
 /// the socket `0600`. Must be called inside a tokio runtime.
 pub async fn bind(path: &Path) -> Result<BoundSocket, BindError> {
@@ -177,26 +194,22 @@ pub fn lock_path(socket: &Path) -> PathBuf {
     socket.with_file_name(name)
 }
 
-/// Create `dir` as `0700`, or check an existing one is ours and make it `0700`.
+/// Create `dir` as `0700`, or check that an existing one is ours and writable by nobody
+/// else. A directory the daemon did not create keeps its mode: a shared one (`/tmp`) is
+/// refused, never tightened, because other users and programs rely on it.
 fn private_dir(dir: &Path) -> Result<(), BindError> {
-    match std::fs::metadata(dir) {
-        Ok(info) => {
-            let me = nix::unistd::geteuid().as_raw();
-            if info.uid() != me {
-                return Err(BindError::ForeignDirectory {
-                    dir: dir.to_path_buf(),
-                    owner: info.uid(),
-                    me,
-                });
-            }
-            if info.permissions().mode() & 0o777 != 0o700 {
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
-                    io_err(format!("cannot make `{}` private (0700)", dir.display())),
-                )?;
-            }
-            Ok(())
+    match ownership::check_dir(dir, ownership::me()) {
+        Ok(true) => Ok(()),
+        Err(NotOurs::ForeignDirectory { dir, owner, me }) => {
+            Err(BindError::ForeignDirectory { dir, owner, me })
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+        Err(NotOurs::SharedDirectory { dir, mode }) => {
+            Err(BindError::SharedDirectory { dir, mode })
+        }
+        Err(other) => Err(io_err(format!("cannot use `{}`", dir.display()))(
+            io::Error::other(other.to_string()),
+        )),
+        Ok(false) => std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
@@ -205,7 +218,6 @@ fn private_dir(dir: &Path) -> Result<(), BindError> {
                 "cannot create the socket directory `{}`",
                 dir.display()
             ))),
-        Err(e) => Err(io_err(format!("cannot inspect `{}`", dir.display()))(e)),
     }
 }
 
