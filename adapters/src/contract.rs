@@ -104,6 +104,9 @@ pub enum FailureKind {
     Unavailable,
     /// The exchange was cancelled.
     Cancelled,
+    /// Our own environment lacked the advisor's credential (nothing was sent): it says
+    /// nothing about the advisor, so the circuit never counts it.
+    NotConfigured,
     /// Anything else.
     Error,
 }
@@ -155,7 +158,7 @@ impl Failure {
 
 impl FailureKind {
     /// Every kind, in the order SPEC §8 lists them.
-    pub const ALL: [FailureKind; 8] = [
+    pub const ALL: [FailureKind; 9] = [
         FailureKind::Timeout,
         FailureKind::RateLimited,
         FailureKind::AuthFailed,
@@ -163,6 +166,7 @@ impl FailureKind {
         FailureKind::Empty,
         FailureKind::Unavailable,
         FailureKind::Cancelled,
+        FailureKind::NotConfigured,
         FailureKind::Error,
     ];
 
@@ -176,6 +180,7 @@ impl FailureKind {
             FailureKind::Empty => "empty",
             FailureKind::Unavailable => "unavailable",
             FailureKind::Cancelled => "cancelled",
+            FailureKind::NotConfigured => "not_configured",
             FailureKind::Error => "error",
         }
     }

@@ -297,11 +297,14 @@ fn credential(advisor: &AdvisorSpec, io: &Io) -> Result<Option<String>, Failure>
             }
             Ok(Some(value.to_owned()))
         }
+        // The asker had it (availability selected the advisor), so it is our own
+        // environment that lacks it: not the vendor's refusal, and never counted.
         _ => Err(failure(
-            FailureKind::AuthFailed,
+            FailureKind::NotConfigured,
             &format!(
-                "credential variable `{variable}` is unset or empty; export it in the shell \
-                 that asks, or disable advisor `{}`",
+                "credential variable `{variable}` is unset or empty in the environment this \
+                 exchange ran with (nothing was sent); export it in the shell that asks, and \
+                 where `advisord` runs for jobs it resumes, or disable advisor `{}`",
                 advisor.id
             ),
         )),

@@ -96,14 +96,50 @@ const RETRY_NOW: &str = "set ADVISORD_COOLDOWN_SECONDS=0 to retry now";
 /// Each catalogue advisor's availability, in declaration order.
 pub fn assess(input: &AvailabilityInput) -> Vec<AdvisorAvailability> {
     let mut outcomes = counted_outcomes(input.history);
+    let without_credential = last_exchange_without_credential(input.history);
     input
         .catalogue
         .advisors
         .iter()
         .map(|advisor| {
             let history = outcomes.remove(advisor.id.as_str()).unwrap_or_default();
-            assess_one(advisor, &history, input)
+            let mut verdict = assess_one(advisor, &history, input);
+            if let (Some(at), Some(variable)) = (
+                without_credential.get(advisor.id.as_str()),
+                advisor.credential.as_deref(),
+            ) {
+                verdict.reason.push_str(&format!(
+                    "; its last exchange ({at}) ran without `{variable}` and was not counted \
+                     against it: export `{variable}` where `advisord` runs (jobs it resumes \
+                     after a restart use its own environment), then restart it"
+                ));
+            }
+            verdict
         })
+        .collect()
+}
+
+/// The advisors whose newest consultation failed `not_configured` (our own environment
+/// lacked the credential), with when.
+fn last_exchange_without_credential(history: &[Record]) -> BTreeMap<&str, String> {
+    let mut newest: BTreeMap<&str, (u64, Option<FailureKind>, &str)> = BTreeMap::new();
+    for record in history {
+        let Body::Consultation(c) = &record.body else {
+            continue;
+        };
+        let sequence = record.envelope.sequence;
+        let entry =
+            newest
+                .entry(c.advisor.as_str())
+                .or_insert((sequence, c.failure, &c.finished_at));
+        if (c.finished_at.as_str(), sequence) >= (entry.2, entry.0) {
+            *entry = (sequence, c.failure, &c.finished_at);
+        }
+    }
+    newest
+        .into_iter()
+        .filter(|(_, (_, failure, _))| *failure == Some(FailureKind::NotConfigured))
+        .map(|(advisor, (_, _, at))| (advisor, at.to_string()))
         .collect()
 }
 
@@ -740,6 +776,44 @@ pub(crate) mod tests {
             consultation("a", 2, 0, Done),
         ];
         assert_eq!(assess_at(&tie, None, 1).status, Status::Available);
+    }
+
+    #[test]
+    fn our_own_missing_credential_never_opens_the_circuit_and_says_what_to_do() {
+        let mut catalogue = one_advisor();
+        catalogue.advisors[0].credential = Some("A_KEY".into());
+        let presence = Presence {
+            credentials: ["A_KEY".to_string()].into_iter().collect(),
+            ..Presence::default()
+        };
+        // Two in a row, as a resumed job's two exchanges would be: neither counts.
+        let history = vec![
+            consultation("a", 1, 0, Fail(FailureKind::NotConfigured)),
+            consultation("a", 2, 1, Fail(FailureKind::NotConfigured)),
+        ];
+        let input = AvailabilityInput {
+            catalogue: &catalogue,
+            mode: Mode::Standard,
+            disable: &DisableList::None,
+            presence: &presence,
+            history: &history,
+            cooldown_override_s: None,
+            now: T0 + Duration::seconds(2),
+        };
+        let got = assess(&input).remove(0);
+        assert_eq!((got.status, got.recovering), (Status::Available, false));
+        assert!(
+            got.reason.contains("export `A_KEY` where `advisord` runs"),
+            "{}",
+            got.reason
+        );
+        // A completed exchange since: nothing to say any more.
+        let later = [history.clone(), vec![consultation("a", 3, 2, Done)]].concat();
+        let input = AvailabilityInput {
+            history: &later,
+            ..input
+        };
+        assert!(!assess(&input)[0].reason.contains("export"));
     }
 
     #[test]

@@ -511,13 +511,16 @@ pub enum FailureKind {
     Unavailable,
     /// The job was cancelled.
     Cancelled,
+    /// Our own environment lacked the advisor's credential (a job resumed by a daemon
+    /// whose environment lacks it): nothing was sent, and it says nothing about the advisor.
+    NotConfigured,
     /// Anything else.
     Error,
 }
 
 impl FailureKind {
     /// Every kind.
-    pub const ALL: [FailureKind; 8] = [
+    pub const ALL: [FailureKind; 9] = [
         FailureKind::Timeout,
         FailureKind::RateLimited,
         FailureKind::AuthFailed,
@@ -525,6 +528,7 @@ impl FailureKind {
         FailureKind::Empty,
         FailureKind::Unavailable,
         FailureKind::Cancelled,
+        FailureKind::NotConfigured,
         FailureKind::Error,
     ];
 
@@ -538,15 +542,20 @@ impl FailureKind {
             FailureKind::Empty => "empty",
             FailureKind::Unavailable => "unavailable",
             FailureKind::Cancelled => "cancelled",
+            FailureKind::NotConfigured => "not_configured",
             FailureKind::Error => "error",
         }
     }
 
-    /// Whether the circuit counts it (malformed, empty and cancelled are about one exchange).
+    /// Whether the circuit counts it (malformed, empty and cancelled are about one exchange;
+    /// not_configured is about our own environment, not the advisor).
     pub fn is_counted(self) -> bool {
         !matches!(
             self,
-            FailureKind::Malformed | FailureKind::Empty | FailureKind::Cancelled
+            FailureKind::Malformed
+                | FailureKind::Empty
+                | FailureKind::Cancelled
+                | FailureKind::NotConfigured
         )
     }
 

@@ -83,6 +83,9 @@ pub(crate) async fn run_job(jobs: Arc<Jobs>, entry: Arc<JobEntry>) {
 
 /// Everything the fan-out needs, read from the store on the blocking pool.
 struct Prepared {
+    /// The context the exchanges run with: the request's, or for a resumed job the same
+    /// with the daemon's own credential values (never journaled).
+    context: RequestContext,
     resolved: Resolved,
     store: Arc<Store>,
     assessment: Assessment,
@@ -243,6 +246,7 @@ fn prepare(
         .map(|s| consultation_of(&records, plan_record.id(), &s.advisor))
         .collect();
     Ok(Prepared {
+        context,
         resolved,
         store,
         assessment,
@@ -302,7 +306,9 @@ async fn consult_and_record(
     ));
     // Every exchange of the job, including its wait for a free turn, ends by then.
     let exchanges_end = entry.order.timeout.deadline_from(Instant::now());
-    let env = env_lookup(&entry.order.context, &prepared.resolved);
+    // The prepared context, not the journaled one: a resumed job's credentials were
+    // filled from the daemon's own environment when it was prepared.
+    let env = env_lookup(&prepared.context, &prepared.resolved);
     let mut waiting = Vec::new();
     for &index in pending {
         let advisor = &prepared.plan.selected[index];

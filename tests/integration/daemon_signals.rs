@@ -205,3 +205,79 @@ fn version_and_usage() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("seconds"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_resumed_after_sigkill_consults_credentialed_http_advisors_with_the_daemons_keys() {
+    use advisord_fakes::llm_server::{FakeLlmServer, Reply, Script};
+    // Two credentialed HTTP advisors behind fakes that check their key. The first
+    // request to each hangs (the daemon is killed meanwhile); the next answers at once.
+    let slow = || Some(Reply::ok("late", 1, 1).after(60_000));
+    let server_a = FakeLlmServer::start(Script::new().api_key("key-a-0123456789").model_queue(
+        "ma",
+        slow(),
+        None,
+    ))
+    .await;
+    let server_b = FakeLlmServer::start(Script::new().api_key("key-b-0123456789").model_queue(
+        "mb",
+        slow(),
+        None,
+    ))
+    .await;
+    let place = Place::new("advisors: []\n");
+    let http = |id: &str, model: &str, key: &str, server: &FakeLlmServer| {
+        Advisor {
+            id: id.to_string(),
+            adapter: "openai".to_string(),
+            transport: "http".to_string(),
+            max_concurrent: 2,
+            extra: Vec::new(),
+        }
+        .with(&format!("endpoint: {}/v1", server.base_url()))
+        .with(&format!("model: {model}"))
+        .with(&format!("credential: {key}"))
+    };
+    place.set_catalogue(&catalogue(&[
+        http("a", "ma", "ADV_KEY_A", &server_a),
+        http("b", "mb", "ADV_KEY_B", &server_b),
+    ]));
+    let keys = [
+        ("ADV_KEY_A", "key-a-0123456789"),
+        ("ADV_KEY_B", "key-b-0123456789"),
+    ];
+    let mut daemon = Binary::start_with_env(&place, &[], &keys);
+    let assessment = record_assessment(&place).await;
+    let mut context = place.context();
+    context["credentials"] = json!({"ADV_KEY_A": keys[0].1, "ADV_KEY_B": keys[1].1});
+    let body = json!({"context": context, "assessment": assessment, "timeout_s": 60});
+    let reply = call_json(&place.socket(), "POST", "/api/v1/consultations", &body).await;
+    let job = reply.expect(202)["id"].as_str().unwrap().to_string();
+    wait_for("both advisors asked", || {
+        server_a.requests().len() == 1 && server_b.requests().len() == 1
+    });
+    daemon.signal_and_wait(Signal::SIGKILL);
+
+    let _daemon = Binary::start_with_env(&place, &[], &keys);
+    let done = wait_done(&place.socket(), &job).await;
+    assert_eq!(done["state"], "done", "{done}");
+    let statuses: Vec<(String, String)> = done["consultations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["advisor"].as_str().unwrap().to_string(),
+                c["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("a".to_string(), "completed".to_string()),
+            ("b".to_string(), "completed".to_string())
+        ],
+        "{done}"
+    );
+    assert_eq!(advisors_recorded(&place), ["a", "b"]);
+}

@@ -494,7 +494,13 @@ pub struct Binary {
 impl Binary {
     /// Start `advisord` on `place` (foreground, as a child), waiting until it answers.
     pub fn start(place: &Place, extra_args: &[&str]) -> Binary {
+        Binary::start_with_env(place, extra_args, &[])
+    }
+
+    /// The same, with `env` added to the daemon's own environment.
+    pub fn start_with_env(place: &Place, extra_args: &[&str], env: &[(&str, &str)]) -> Binary {
         let child = Command::new(env!("CARGO_BIN_EXE_advisord"))
+            .envs(env.iter().copied())
             .arg("--socket")
             .arg(place.socket())
             .arg("--data-dir")
