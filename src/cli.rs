@@ -7,6 +7,7 @@ pub mod args;
 pub mod exit;
 pub mod jobs;
 pub mod output;
+pub mod trust;
 
 pub use args::{Cli, GlobalFlags, Verb};
 pub use jobs::{ConsultVerb, JobVerb};
@@ -91,10 +92,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             prior_opinion: cli.prior_opinion,
             detach: cli.detach,
         };
+        trust::warn_untrusted(&ctx);
         return job_verb(&JobVerb::Consult(request), &global, &ctx).await;
     };
     let format = global.format;
     let context = || ctx.clone();
+    if matches!(verb, Verb::Ask(_) | Verb::Advisors | Verb::Plan { .. }) {
+        trust::warn_untrusted(&ctx);
+    }
     match verb {
         Verb::Ask(ask) => {
             let api = select_api(&global).await?;
@@ -176,6 +181,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
+        Verb::Trust => trust::run(&ctx),
         Verb::Check { path } => {
             let path = path.map(|p| absolute_from_cwd(&p)).transpose()?;
             let request = CheckRequest {

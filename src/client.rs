@@ -19,8 +19,8 @@ use crate::core::views::status::StatusView;
 use crate::core::views::tree::TreeView;
 use crate::error::{Error, Result};
 use crate::facade::{Answer, Api, EventStream};
-use crate::paths;
 use crate::ownership;
+use crate::paths;
 use crate::protocol::{
     codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
     EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,

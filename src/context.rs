@@ -305,16 +305,22 @@ pub fn git_branch(root: &Path) -> Option<String> {
 }
 
 /// The catalogue of `ctx` and where it came from.
+///
+/// A repository's own catalogue is used only when the user trusts it (`crate::trust`);
+/// until then the embedded one is used, and [`untrusted_catalogue`] says why.
 fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), Error> {
-    let file = match &ctx.catalogue_path {
-        Some(path) => Some(path.clone()),
-        None => Some(ctx.root.join(PROJECT_CATALOGUE)).filter(|p| p.is_file()),
+    let (file, named) = match &ctx.catalogue_path {
+        Some(path) => (Some(path.clone()), true),
+        None => (
+            Some(ctx.root.join(PROJECT_CATALOGUE)).filter(|p| p.is_file()),
+            false,
+        ),
     };
     let Some(file) = file else {
         return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
     };
     let name = file.display().to_string();
-    let text = std::fs::read_to_string(&file).map_err(|e| CatalogueError {
+    let bytes = std::fs::read(&file).map_err(|e| CatalogueError {
         source_name: name.clone(),
         location: String::new(),
         message: format!(
@@ -322,8 +328,31 @@ fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), Error> {
              `{ENV_CATALOGUE}`, or unset both to use the embedded catalogue"
         ),
     })?;
+    if !named && !crate::trust::is_trusted(crate::trust::own_config_dir().as_deref(), &file, &bytes)
+    {
+        return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| CatalogueError {
+        source_name: name.clone(),
+        location: String::new(),
+        message: "is not UTF-8 text, so not a YAML catalogue; name the catalogue file with \
+                  `--catalogue FILE`"
+            .to_string(),
+    })?;
     let catalogue = Catalogue::parse(&text, &name, &validate_settings)?;
     Ok((catalogue, name))
+}
+
+/// Why the repository's own catalogue is not in force, when it exists and the user has
+/// not trusted it (as it is now): what `advisors`, `plan` and a consultation tell the user.
+pub fn untrusted_catalogue(ctx: &RequestContext) -> Option<String> {
+    if ctx.catalogue_path.is_some() {
+        return None;
+    }
+    let file = ctx.root.join(PROJECT_CATALOGUE);
+    let bytes = std::fs::read(&file).ok()?;
+    (!crate::trust::is_trusted(crate::trust::own_config_dir().as_deref(), &file, &bytes))
+        .then(|| crate::trust::untrusted_message(&file))
 }
 
 /// Checks the adapter-specific settings of one catalogue entry through the adapters'

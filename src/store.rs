@@ -341,12 +341,24 @@ impl Store {
         input: &serde_json::Value,
         plan_env: Option<&PlanEnv>,
     ) -> Result<Record, StoreError> {
+        self.write_scrubbing(task, input, plan_env, &[])
+    }
+
+    /// [`Store::write`], the writer also removing each of `secrets` (the request's own
+    /// credential values) by value from every string of the record.
+    pub fn write_scrubbing(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+    ) -> Result<Record, StoreError> {
         let dir = self.task_dir(task);
         let fresh = !dir.exists();
         if fresh {
             // Judge the first record against the empty task before creating anything, so
             // a refusal leaves no trace at all.
-            let env = self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None);
+            let env = self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
             writer::admit(&[], input, &env)?;
             self.create_task_dir(&dir)?;
         }
@@ -367,7 +379,7 @@ impl Store {
         // Only a plan looks back at what the chain vouches for (it never reuses an
         // unverified conclusion); other writes need not walk the task.
         let trust = plan_env.map(|_| trust_of(task, &cache));
-        let env = self.write_env(task, sequence, plan_env, prev, trust.as_ref());
+        let env = self.write_env(task, sequence, plan_env, prev, trust.as_ref(), secrets);
         let record = writer::admit(&cache.records, input, &env)?;
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
@@ -389,6 +401,7 @@ impl Store {
         plan_env: Option<&'a PlanEnv<'a>>,
         prev: String,
         trust: Option<&'a Trust>,
+        secrets: &'a [String],
     ) -> WriteEnv<'a> {
         WriteEnv {
             task,
@@ -398,6 +411,7 @@ impl Store {
             plan_env,
             prev,
             trust,
+            secrets,
         }
     }
 

@@ -229,6 +229,10 @@ pub enum Verb {
         #[arg(long)]
         all: bool,
     },
+    /// Trust this repository's own catalogue (`.advisord/advisors.yaml`) as it is now, so
+    /// its advisors run; a change to the file needs trusting again
+    #[command(after_help = "Example:\n  advisor-consult trust")]
+    Trust,
 }
 
 impl Verb {
@@ -248,6 +252,7 @@ impl Verb {
             Verb::Tree { .. } => "tree",
             Verb::Check { .. } => "check",
             Verb::Verify { .. } => "verify",
+            Verb::Trust => "trust",
         }
     }
 }

@@ -128,7 +128,29 @@ fn is_dropped_control(c: char) -> bool {
 /// every other control character is dropped, and escape sequences are dropped whole.
 /// Controls go first so that a key split by escape codes is still recognised.
 pub fn scrub(text: &str, shapes: &mut BTreeSet<String>) -> String {
+    scrub_with(text, &[], shapes)
+}
+
+/// The name written into `redacted` when a credential value the request itself carried
+/// was removed by value.
+pub const CREDENTIAL_VALUE: &str = "credential_value";
+
+/// Values shorter than this are not scrubbed by value: they would match ordinary text.
+pub const MIN_SCRUBBED_VALUE_CHARS: usize = 8;
+
+/// [`scrub`], and first every occurrence of one of `values` (the request's own credential
+/// values), whatever its shape, replaced by `[redacted:credential_value]`. A value is found
+/// even when whitespace or line breaks were put inside it (an answer wrapped at 80
+/// columns); values shorter than [`MIN_SCRUBBED_VALUE_CHARS`] are left to the shapes.
+pub fn scrub_with(text: &str, values: &[String], shapes: &mut BTreeSet<String>) -> String {
     let mut clean = strip_controls(text);
+    if !values.is_empty() {
+        let (scrubbed, hit) = scrub_values(&clean, values);
+        if hit {
+            clean = scrubbed;
+            shapes.insert(CREDENTIAL_VALUE.to_string());
+        }
+    }
     let compiled = &*COMPILED;
     let candidates = compiled.set.matches(&clean);
     if !candidates.matched_any() {
@@ -155,6 +177,54 @@ pub fn scrub(text: &str, shapes: &mut BTreeSet<String>) -> String {
     clean
 }
 
+/// `text` with every occurrence of a value of `values` replaced, ignoring whitespace inside
+/// the occurrence; whether anything was replaced.
+fn scrub_values(text: &str, values: &[String]) -> (String, bool) {
+    // The text without whitespace, and where each of its characters starts and ends in
+    // `text`.
+    let mut compact = String::with_capacity(text.len());
+    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(text.len());
+    for (at, c) in text.char_indices() {
+        if !c.is_whitespace() {
+            compact.push(c);
+            for _ in 0..c.len_utf8() {
+                spans.push((at, at + c.len_utf8()));
+            }
+        }
+    }
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for value in values {
+        let needle: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+        if needle.chars().count() < MIN_SCRUBBED_VALUE_CHARS {
+            continue;
+        }
+        for (start, found) in compact.match_indices(needle.as_str()) {
+            let end = start + found.len() - 1;
+            ranges.push((spans[start].0, spans[end].1));
+        }
+    }
+    if ranges.is_empty() {
+        return (text.to_string(), false);
+    }
+    ranges.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut next = 0;
+    for (start, end) in ranges {
+        if start < next {
+            // Overlaps the previous occurrence: extend it.
+            next = next.max(end);
+            continue;
+        }
+        out.push_str(&text[next..start]);
+        out.push_str("[redacted:");
+        out.push_str(CREDENTIAL_VALUE);
+        out.push(']');
+        next = end;
+    }
+    out.push_str(&text[next..]);
+    (out, true)
+}
+
 /// `text` without escape sequences and control characters (newline and tab kept).
 fn strip_controls(text: &str) -> String {
     if !text.chars().any(is_dropped_control) {
@@ -178,6 +248,36 @@ mod tests {
         assert_eq!(got, output, "scrubbing {input:?}");
         let got_names: Vec<&str> = shapes.iter().map(String::as_str).collect();
         assert_eq!(got_names, named, "shapes named for {input:?}");
+    }
+
+    #[test]
+    fn the_requests_own_credential_values_are_scrubbed_by_value() {
+        let values = vec!["zq.Fancy-Value:7781/pw".to_string(), "short".to_string()];
+        let scrub_them = |input: &str| {
+            let mut shapes = BTreeSet::new();
+            let out = scrub_with(input, &values, &mut shapes);
+            (out, shapes.into_iter().collect::<Vec<_>>())
+        };
+        let named = vec![CREDENTIAL_VALUE.to_string()];
+        // A shape no pattern knows, echoed as is, twice.
+        assert_eq!(
+            scrub_them("my key is zq.Fancy-Value:7781/pw, again zq.Fancy-Value:7781/pw."),
+            (
+                "my key is [redacted:credential_value], again [redacted:credential_value]."
+                    .to_string(),
+                named.clone()
+            )
+        );
+        // Split across lines, and with an escape sequence inside.
+        assert_eq!(
+            scrub_them("key: zq.Fancy-Val\n  ue:77\x1b[31m81/pw end"),
+            ("key: [redacted:credential_value] end".to_string(), named)
+        );
+        // A short value is left alone (it would match ordinary words).
+        assert_eq!(
+            scrub_them("a short answer"),
+            ("a short answer".to_string(), vec![])
+        );
     }
 
     #[test]

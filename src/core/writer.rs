@@ -134,6 +134,9 @@ pub struct WriteEnv<'a> {
     /// Which of `existing` the chain vouches for; a plan never reuses a conclusion it does
     /// not. `None` trusts them all (a caller that has not walked the chain).
     pub trust: Option<&'a Trust>,
+    /// The credential values the request itself carried: removed by value from every
+    /// string, whatever their shape (named `credential_value` in `redacted`).
+    pub secrets: &'a [String],
 }
 
 /// Admit the caller's `input` (one JSON object: `kind` plus fields) against the task's
@@ -165,7 +168,7 @@ pub fn admit(
     fields::check_fields(kind, &mut object)?;
     let mut shapes = BTreeSet::new();
     for value in object.values_mut() {
-        scrub_value(value, &mut shapes);
+        scrub_value(value, env.secrets, &mut shapes);
     }
     match kind {
         Kind::Consultation => {
@@ -294,12 +297,17 @@ fn admit_plan(
     })
 }
 
-/// Scrub every string inside `value`, collecting the secret shapes removed.
-fn scrub_value(value: &mut Value, shapes: &mut BTreeSet<String>) {
+/// Scrub every string inside `value` (the request's own credential values, then the secret
+/// shapes), collecting the names of what was removed.
+fn scrub_value(value: &mut Value, secrets: &[String], shapes: &mut BTreeSet<String>) {
     match value {
-        Value::String(text) => *text = redact::scrub(text, shapes),
-        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, shapes)),
-        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, shapes)),
+        Value::String(text) => *text = redact::scrub_with(text, secrets, shapes),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| scrub_value(v, secrets, shapes)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|v| scrub_value(v, secrets, shapes)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
@@ -367,6 +375,8 @@ pub fn readmit(
             .clone()
             .unwrap_or_else(|| chain::GENESIS.to_string()),
         trust: None,
+        // Stored text is already scrubbed: re-admitting it removes nothing more.
+        secrets: &[],
     };
     admit(earlier, &input, &env).map(Some)
 }

@@ -309,6 +309,9 @@ async fn consult_and_record(
     // The prepared context, not the journaled one: a resumed job's credentials were
     // filled from the daemon's own environment when it was prepared.
     let env = env_lookup(&prepared.context, &prepared.resolved);
+    // The values this job's exchanges may see, scrubbed by value from what is recorded
+    // and from the events' diagnostics.
+    let secrets: Arc<[String]> = prepared.context.credentials.values().cloned().collect();
     let mut waiting = Vec::new();
     for &index in pending {
         let advisor = &prepared.plan.selected[index];
@@ -334,6 +337,7 @@ async fn consult_and_record(
             prompt: prompt.clone(),
             io,
             drain: jobs.drain.clone(),
+            secrets: secrets.clone(),
         };
         let slots = catalogue_entry
             .as_ref()
@@ -385,7 +389,7 @@ async fn consult_and_record(
             continue;
         }
         let input = draft::consultation_input(plan_id, &advisor, &outcome);
-        match write_consultation(&store, &task, plan_id, &advisor, input).await {
+        match write_consultation(&store, &task, plan_id, &advisor, input, secrets.clone()).await {
             Ok(record) => {
                 entry.update(|job| {
                     if let (Some(c), Body::Consultation(body)) =
@@ -426,6 +430,8 @@ struct Turn {
     prompt: Arc<str>,
     io: Io,
     drain: CancellationToken,
+    /// The request's own credential values, scrubbed from the `finished` diagnostic.
+    secrets: Arc<[String]>,
 }
 
 impl Turn {
@@ -494,7 +500,13 @@ impl Turn {
             Err(f) => (
                 crate::core::records::ConsultationStatus::Failed,
                 record_failure_kind(f.kind),
-                Some(f.diagnostic.clone()),
+                // The event is not recorded, but it is shown: the same scrubbing as the
+                // writer's.
+                Some(crate::core::redact::scrub_with(
+                    &f.diagnostic,
+                    &self.secrets,
+                    &mut Default::default(),
+                )),
             ),
         };
         self.entry.emit(Event::Finished {
@@ -593,6 +605,7 @@ async fn write_consultation(
     plan: &str,
     advisor: &str,
     input: serde_json::Value,
+    secrets: Arc<[String]>,
 ) -> Result<Record, String> {
     let (store, task, plan, advisor) = (
         store.clone(),
@@ -600,15 +613,17 @@ async fn write_consultation(
         plan.to_string(),
         advisor.to_string(),
     );
-    let written = tokio::task::spawn_blocking(move || match store.write(&task, &input, None) {
-        Ok(record) => Ok(record),
-        Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
-            let records = store.records(&task).map_err(|e| e.to_string())?;
-            consultation_of(&records, &plan, &advisor).ok_or_else(|| r.to_string())
+    let written = tokio::task::spawn_blocking(move || {
+        match store.write_scrubbing(&task, &input, None, &secrets) {
+            Ok(record) => Ok(record),
+            Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
+                let records = store.records(&task).map_err(|e| e.to_string())?;
+                consultation_of(&records, &plan, &advisor).ok_or_else(|| r.to_string())
+            }
+            Err(e) => Err(format!(
+                "the consultation of `{advisor}` could not be recorded: {e}"
+            )),
         }
-        Err(e) => Err(format!(
-            "the consultation of `{advisor}` could not be recorded: {e}"
-        )),
     })
     .await;
     written.unwrap_or_else(|e| Err(format!("recording failed: {e}")))

@@ -599,6 +599,7 @@ fn the_catalogue_comes_from_flag_environment_root_or_embedded() {
         ".advisord/advisors.yaml",
         &one_advisor_catalogue("from-root"),
     );
+    project.trust_catalogue();
     assert_eq!(run(None, None), ["from-root"]);
     let env_file = project.outside().join("env.yaml");
     std::fs::write(&env_file, one_advisor_catalogue("from-env")).expect("write");
@@ -625,6 +626,7 @@ fn a_bad_catalogue_names_the_file_the_advisor_and_the_field() {
     let check = |yaml: &str, fragments: &[&str]| {
         let project = Project::new();
         let file = project.write(".advisord/advisors.yaml", yaml);
+        project.trust_catalogue();
         let output = project
             .cli()
             .args(["advisors"])

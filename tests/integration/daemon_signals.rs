@@ -281,3 +281,115 @@ async fn a_job_resumed_after_sigkill_consults_credentialed_http_advisors_with_th
     );
     assert_eq!(advisors_recorded(&place), ["a", "b"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_own_credential_values_are_never_recorded_whatever_their_shape() {
+    use advisord_fakes::llm_server::{FakeLlmServer, Reply, Script};
+    // Values of no shape the scrubber knows.
+    let (key_a, key_b, key_c) = (
+        "zq.Fancy-Value:7781/pw-a",
+        "zq.Fancy-Value:7781/pw-b",
+        "zq.Fancy-Value:7781/pw-c",
+    );
+    let echo = |text: String| {
+        Reply::ok(
+            &json!({"conclusion": text, "stance": "supports"}).to_string(),
+            1,
+            1,
+        )
+    };
+    let server = FakeLlmServer::start(
+        Script::new()
+            // The key echoed in the conclusion, and in an assumption.
+            .model(
+                "echo",
+                Reply::ok(
+                    &json!({"conclusion": format!("you sent {key_a} as your key"),
+                            "stance": "supports", "assumptions": [format!("key={key_a}")]})
+                    .to_string(),
+                    1,
+                    1,
+                ),
+            )
+            // The key in a 401 body: the diagnostic.
+            .model(
+                "refuse",
+                Reply::Status {
+                    status: 401,
+                    message: Some(format!("invalid api key {key_b}")),
+                },
+            )
+            // The key split across lines.
+            .model(
+                "split",
+                echo(format!(
+                    "your key is {}\n{} and it works",
+                    &key_c[..10],
+                    &key_c[10..]
+                )),
+            ),
+    )
+    .await;
+    let place = Place::new("advisors: []\n");
+    let http = |id: &str, model: &str, key: &str| {
+        Advisor {
+            id: id.to_string(),
+            adapter: "openai".to_string(),
+            transport: "http".to_string(),
+            max_concurrent: 2,
+            extra: Vec::new(),
+        }
+        .with(&format!("endpoint: {}/v1", server.base_url()))
+        .with(&format!("model: {model}"))
+        .with(&format!("credential: {key}"))
+    };
+    place.set_catalogue(&catalogue(&[
+        http("a", "echo", "KEY_A"),
+        http("b", "refuse", "KEY_B"),
+        http("c", "split", "KEY_C"),
+    ]));
+    let _daemon = Binary::start(&place, &[]);
+    let assessment = record_assessment(&place).await;
+    let mut context = place.context();
+    context["credentials"] = json!({"KEY_A": key_a, "KEY_B": key_b, "KEY_C": key_c});
+    let body = json!({"context": context, "assessment": assessment, "timeout_s": 30});
+    let reply = call_json(&place.socket(), "POST", "/api/v1/consultations", &body).await;
+    let job = reply.expect(202)["id"].as_str().unwrap().to_string();
+    let events = daemon_helper::events(&place.socket(), &job).await;
+    assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+
+    let consultations = place.records_of(TASK, "consultation");
+    assert_eq!(consultations.len(), 3, "{consultations:?}");
+    for record in &consultations {
+        let shown = record.to_string();
+        for key in [key_a, key_b, key_c] {
+            assert!(!shown.contains(&key[10..]), "{key} recorded: {shown}");
+        }
+        assert_eq!(record["redacted"], json!(["credential_value"]), "{shown}");
+    }
+    let by = |id: &str| {
+        consultations
+            .iter()
+            .find(|r| r["advisor"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        by("a")["conclusion"],
+        "you sent [redacted:credential_value] as your key"
+    );
+    assert_eq!(by("b")["failure"], "auth_failed");
+    assert!(by("b")["diagnostic"]
+        .as_str()
+        .unwrap()
+        .contains("[redacted:credential_value]"));
+    assert_eq!(
+        by("c")["conclusion"],
+        "your key is [redacted:credential_value] and it works"
+    );
+    // Nor in the events a client is shown.
+    let streamed = serde_json::to_string(&events).unwrap();
+    for key in [key_a, key_b, key_c] {
+        assert!(!streamed.contains(&key[10..]), "{key} streamed");
+    }
+}

@@ -69,6 +69,7 @@ async fn a_catalogue_only_advisor_is_listed_planned_and_consulted() {
         catalogue(&server.base_url()),
     )
     .expect("catalogue");
+    world.trust_catalogue();
     world.start_daemon();
     let world = std::sync::Arc::new(world);
 
@@ -164,6 +165,7 @@ async fn a_catalogue_only_advisor_is_listed_planned_and_consulted() {
 fn load(yaml: &str) -> (i32, String) {
     let world = World::new(&[]);
     std::fs::write(world.root().join(".advisord/advisors.yaml"), yaml).expect("catalogue");
+    world.trust_catalogue();
     let output = world
         .command(&["--no-daemon", "advisors"])
         .output()

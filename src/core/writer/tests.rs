@@ -35,6 +35,7 @@ impl Fixture {
             plan_env: None,
             prev: crate::core::chain::GENESIS.to_string(),
             trust: None,
+            secrets: &[],
         };
         admit(&self.records, input, &env)
     }
@@ -808,6 +809,7 @@ fn a_plan_is_computed_by_the_policy() {
         plan_env: Some(&plan_env),
         prev: crate::core::chain::GENESIS.to_string(),
         trust: None,
+        secrets: &[],
     };
     let record = admit(
         &w.f.records,
@@ -1180,7 +1182,7 @@ fn every_accepted_value_reads() {
         assert!(f.admit(&input).is_ok(), "{}", materiality.as_str());
     }
     let a = f.add(assessment("stances", "low"));
-    let advisors: Vec<String> = (0..12).map(|i| format!("adv{i}")).collect();
+    let advisors: Vec<String> = (0..13).map(|i| format!("adv{i}")).collect();
     let names: Vec<&str> = advisors.iter().map(String::as_str).collect();
     let p = f.plan(&a, &names);
     for (i, stance) in ["supports", "opposes", "alternative", "inconclusive"]

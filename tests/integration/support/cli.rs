@@ -67,6 +67,15 @@ impl Project {
         path
     }
 
+    /// Trust the root's catalogue as it is now, in the runs' config directory (as
+    /// `advisor-consult trust` would, without judging the file).
+    pub fn trust_catalogue(&self) {
+        let file = self.root().join(".advisord/advisors.yaml");
+        let content = std::fs::read(&file).expect("read the catalogue");
+        let config = self.outside().join("home/.config/advisord");
+        advisord::trust::trust(&config, &file, &content).expect("trust the catalogue");
+    }
+
     /// Put an executable called `name` on the run's `PATH`.
     pub fn install(&self, name: &str) {
         use std::os::unix::fs::PermissionsExt;

@@ -106,6 +106,16 @@ impl World {
             ));
         }
         std::fs::write(self.root().join(".advisord/advisors.yaml"), yaml).expect("catalogue");
+        self.trust_catalogue();
+    }
+
+    /// Trust the root's catalogue as it is now, in the world's config directory (as
+    /// `advisor-consult trust` would, without judging the file).
+    pub fn trust_catalogue(&self) {
+        let file = self.root().join(".advisord/advisors.yaml");
+        let content = std::fs::read(&file).expect("read the catalogue");
+        let config = self.dir.path().join("home/.config/advisord");
+        advisord::trust::trust(&config, &file, &content).expect("trust the catalogue");
     }
 
     /// The project root.
