@@ -246,32 +246,60 @@ impl Api for Client {
         Box::pin(async move { self.call(&request).await })
     }
 
-    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(async move { self.call(&request).await })
+    fn advisors(&self, mut request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
-    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
-        Box::pin(async move { self.call(&request).await })
+    fn plan(&self, mut request: PlanRequest) -> Answer<'_, Plan> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
-    fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
-        Box::pin(async move { self.call(&request).await })
+    fn record(&self, mut request: RecordRequest) -> Answer<'_, Record> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
-    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(async move { self.call(&request).await })
+    fn status(&self, mut request: StatusRequest) -> Answer<'_, StatusView> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
-    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
-        Box::pin(async move { self.call(&request).await })
+    fn explain(&self, mut request: ExplainRequest) -> Answer<'_, ExplainView> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
-    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
-        Box::pin(async move { self.call(&request).await })
+    fn tree(&self, mut request: TreeRequest) -> Answer<'_, TreeView> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
-    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
-        Box::pin(async move { self.call(&request).await })
+    fn check(&self, mut request: CheckRequest) -> Answer<'_, CheckReport> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
     }
 
     fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {

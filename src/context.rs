@@ -8,7 +8,9 @@
 //! verb; both the in-process path and the daemon resolve through the same function.
 
 use crate::core::availability::{DisableList, Presence};
-use crate::core::catalogue::{AdvisorEntry, Catalogue, CatalogueError, EMBEDDED_SOURCE};
+use crate::core::catalogue::{
+    AdvisorEntry, Catalogue, CatalogueError, SettingsValidator, EMBEDDED_SOURCE,
+};
 use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
 use crate::error::Error;
@@ -16,9 +18,8 @@ use crate::paths;
 use crate::protocol::RequestContext;
 use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{OnceLock, RwLock};
 
 /// The variable naming the task when `--task` is not given.
 pub const ENV_TASK: &str = "ADVISORD_TASK";
@@ -117,6 +118,7 @@ impl RequestContext {
             cooldown_s: env(ENV_COOLDOWN),
             path: env("PATH"),
             credentials: BTreeMap::new(),
+            present: Default::default(),
         }
     }
 }
@@ -159,7 +161,8 @@ pub fn credentials_for(
     ctx: &RequestContext,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> BTreeMap<String, String> {
-    let Ok((catalogue, _)) = load_catalogue(ctx) else {
+    // Only the variables' names are read here; resolving the context judges the settings.
+    let Ok((catalogue, _)) = load_catalogue(ctx, &|_| Ok(())) else {
         return BTreeMap::new();
     };
     // Each advisor's credential, and the variables its settings ask to pass through
@@ -222,7 +225,7 @@ pub struct Resolved {
 impl Resolved {
     /// Resolve `ctx`: root, state directory, task, catalogue, mode,
     /// disable list, cooldown and presence, in that order; the first problem is the error.
-    pub fn resolve(ctx: &RequestContext) -> Result<Resolved, Error> {
+    pub fn resolve(ctx: &RequestContext, registry: &Registry) -> Result<Resolved, Error> {
         let root = check_root(&ctx.root)?;
         let state_dir = paths::state_dir(&root, ctx.state_dir.as_deref());
         if !state_dir.is_absolute() {
@@ -232,7 +235,8 @@ impl Resolved {
             )));
         }
         let task = resolve_task(ctx.task.as_deref(), &root)?;
-        let (catalogue, catalogue_source) = load_catalogue(ctx)?;
+        refuse_symlinks(&root, &state_dir.join(task.as_str()))?;
+        let (catalogue, catalogue_source) = load_catalogue(ctx, &validate_settings(registry))?;
         let mode = policy::resolve_mode(
             non_empty(ctx.mode.clone()).as_deref(),
             ctx.ci.as_deref(),
@@ -272,6 +276,38 @@ fn check_root(root: &Path) -> Result<PathBuf, Error> {
     Ok(root.to_path_buf())
 }
 
+/// Refuse a symbolic link on the way from the root (or, for a state directory outside
+/// the root, from the state directory) down to the task's directory: a cloned repository
+/// could otherwise have records and locks written anywhere the user can write. The parts
+/// that do not exist yet are created as real directories by the store.
+fn refuse_symlinks(root: &Path, task_dir: &Path) -> Result<(), Error> {
+    let base = if task_dir.starts_with(root) {
+        root
+    } else {
+        task_dir.parent().and_then(Path::parent).unwrap_or(task_dir)
+    };
+    let Ok(below) = task_dir.strip_prefix(base) else {
+        return Ok(());
+    };
+    let mut path = base.to_path_buf();
+    for part in below.components() {
+        path.push(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(info) if info.file_type().is_symlink() => {
+                return Err(Error::Usage(format!(
+                    "`{}` is a symbolic link; the state directory and a task's directory must \
+                     be real directories below the root (a link could put records anywhere); \
+                     remove the link, or pass `--state-dir` naming a real directory",
+                    path.display()
+                )))
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// The task: the given name, else the git branch of `root` (sanitised), else `default`.
 fn resolve_task(given: Option<&str>, root: &Path) -> Result<TaskName, Error> {
     if let Some(name) = given {
@@ -308,7 +344,10 @@ pub fn git_branch(root: &Path) -> Option<String> {
 ///
 /// A repository's own catalogue is used only when the user trusts it (`crate::trust`);
 /// until then the embedded one is used, and [`untrusted_catalogue`] says why.
-fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), Error> {
+fn load_catalogue(
+    ctx: &RequestContext,
+    validate: SettingsValidator,
+) -> Result<(Catalogue, String), Error> {
     let (file, named) = match &ctx.catalogue_path {
         Some(path) => (Some(path.clone()), true),
         None => (
@@ -339,7 +378,7 @@ fn load_catalogue(ctx: &RequestContext) -> Result<(Catalogue, String), Error> {
                   `--catalogue FILE`"
             .to_string(),
     })?;
-    let catalogue = Catalogue::parse(&text, &name, &validate_settings)?;
+    let catalogue = Catalogue::parse(&text, &name, validate)?;
     Ok((catalogue, name))
 }
 
@@ -355,20 +394,14 @@ pub fn untrusted_catalogue(ctx: &RequestContext) -> Option<String> {
         .then(|| crate::trust::untrusted_message(&file))
 }
 
-/// Checks the adapter-specific settings of one catalogue entry through the adapters'
-/// registry: an unknown `adapter` is refused naming the accepted ones, and each adapter
+/// Checks the adapter-specific settings of one catalogue entry through `registry`, the
+/// adapters of whoever resolves (the built-in ones in-process, the daemon's own in the
+/// daemon): an unknown `adapter` is refused naming the accepted ones, and each adapter
 /// judges its own settings (`args`, `endpoint`, `model`, ...).
-///
-/// Adapters a daemon registers beyond the built-in ones (tests insert scripted adapters
-/// under their own names) are made known with [`accept_adapter_names`]; their settings
-/// are theirs to judge at exchange time.
-pub fn validate_settings(entry: &AdvisorEntry) -> Result<(), (String, String)> {
-    static BUILTIN: OnceLock<Registry> = OnceLock::new();
-    let registry = BUILTIN.get_or_init(Registry::builtin);
-    if registry.get(&entry.adapter).is_none() && extra_names_read().contains(&entry.adapter) {
-        return Ok(());
-    }
-    registry.validate(&advisor_spec(entry))
+pub fn validate_settings<'r>(
+    registry: &'r Registry,
+) -> impl Fn(&AdvisorEntry) -> Result<(), (String, String)> + 'r {
+    move |entry| registry.validate(&advisor_spec(entry))
 }
 
 /// The adapter's view of a catalogue entry: what it needs to reach the advisor.
@@ -380,29 +413,6 @@ pub fn advisor_spec(entry: &AdvisorEntry) -> AdvisorSpec {
         credential: entry.credential.clone(),
         settings: entry.settings.clone(),
     }
-}
-
-/// Makes adapter names registered in a daemon's own registry acceptable in catalogues.
-///
-/// The set only grows, so daemons sharing one process (in-process tests) never narrow
-/// each other's catalogues.
-pub fn accept_adapter_names<I: IntoIterator<Item = String>>(names: I) {
-    extra_names()
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .extend(names);
-}
-
-fn extra_names() -> &'static RwLock<BTreeSet<String>> {
-    static EXTRA: OnceLock<RwLock<BTreeSet<String>>> = OnceLock::new();
-    EXTRA.get_or_init(Default::default)
-}
-
-fn extra_names_read() -> BTreeSet<String> {
-    extra_names()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
 }
 
 /// `ADVISORD_COOLDOWN_SECONDS`: a whole number of seconds; empty means unset.
@@ -430,11 +440,7 @@ pub fn probe_presence(catalogue: &Catalogue, ctx: &RequestContext, root: &Path) 
             }
         }
         if let Some(credential) = &advisor.credential {
-            if ctx
-                .credentials
-                .get(credential)
-                .is_some_and(|v| !v.is_empty())
-            {
+            if ctx.has_credential(credential) {
                 presence.credentials.insert(credential.clone());
             }
         }
@@ -464,8 +470,13 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// Test catalogues name a made-up adapter `x`, as a daemon's own registry would.
-    fn accept_test_adapter() {
-        accept_adapter_names(["x".to_string()]);
+    fn test_registry() -> Registry {
+        let mut registry = Registry::builtin();
+        registry.insert(
+            "x",
+            std::sync::Arc::new(advisord_fakes::scripted::ScriptedAdapter::new(vec![])),
+        );
+        registry
     }
 
     #[test]
@@ -561,16 +572,18 @@ mod tests {
 
     #[test]
     fn a_context_for_a_root_reads_the_given_environment() {
-        accept_test_adapter();
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join(".advisord")).expect("mkdir");
+        // Named by the environment (a repository's own would need trusting first).
+        let file = dir.path().join("c.yaml");
         std::fs::write(
-            dir.path().join(PROJECT_CATALOGUE),
+            &file,
             "advisors:\n- {id: e, title: E, transport: http, adapter: x, credential: MY_KEY, \
              capabilities: [independent_reasoning], local: true}\n",
         )
         .expect("write");
+        let file = file.display().to_string();
         let env = env_of(&[
+            (ENV_CATALOGUE, file.as_str()),
             ("MY_KEY", "k"),
             ("UNRELATED", "u"),
             (ENV_MODE, "offline"),
@@ -585,7 +598,7 @@ mod tests {
             ctx.credentials.iter().collect::<Vec<_>>(),
             vec![(&"MY_KEY".to_string(), &"k".to_string())]
         );
-        let resolved = Resolved::resolve(&ctx).expect("resolves");
+        let resolved = Resolved::resolve(&ctx, &test_registry()).expect("resolves");
         assert_eq!(resolved.mode, Mode::Offline);
         assert!(resolved.presence.credentials.contains("MY_KEY"));
     }
@@ -672,7 +685,6 @@ mod tests {
 
     #[test]
     fn presence_is_probed_on_the_asking_path_and_credentials() {
-        accept_test_adapter();
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("temp dir");
         let bin = dir.path().join("bin");
@@ -697,8 +709,8 @@ mod tests {
              - {{id: g, title: G, transport: http, adapter: x, credential: UNSET_KEY, capabilities: [independent_reasoning]}}\n",
             absolute.display()
         );
-        let catalogue =
-            Catalogue::parse(&yaml, "test.yaml", &validate_settings).expect("catalogue");
+        let catalogue = Catalogue::parse(&yaml, "test.yaml", &validate_settings(&test_registry()))
+            .expect("catalogue");
         let mut ctx = context(dir.path());
         ctx.path = Some(bin.display().to_string());
         ctx.credentials.insert("SET_KEY".into(), "v".into());
@@ -753,10 +765,39 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut ctx = context(dir.path());
         ctx.catalogue_path = Some(dir.path().join("missing.yaml"));
-        let err = load_catalogue(&ctx).expect_err("missing file");
+        let err = load_catalogue(&ctx, &|_| Ok(())).expect_err("missing file");
         let message = err.to_string();
         assert!(message.contains("missing.yaml"), "{message}");
         assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn a_symlink_below_the_root_on_the_way_to_the_task_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("root");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(root.join(".ai/local/state")).expect("mkdir");
+        std::fs::create_dir(&elsewhere).expect("mkdir");
+        let resolve = |task: &str| {
+            let mut ctx = context(&root);
+            ctx.task = Some(task.into());
+            Resolved::resolve(&ctx, &test_registry())
+        };
+        assert!(resolve("t").is_ok(), "no link: fine");
+        // The state directory itself is a link.
+        std::os::unix::fs::symlink(&elsewhere, root.join(paths::DEFAULT_STATE_DIR)).expect("link");
+        let err = resolve("t").expect_err("a linked state directory");
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        assert!(err.to_string().contains("reasoning"), "{err}");
+        assert_eq!(err.exit_code(), 2);
+        // A task's directory is a link.
+        std::fs::remove_file(root.join(paths::DEFAULT_STATE_DIR)).expect("unlink");
+        std::fs::create_dir(root.join(paths::DEFAULT_STATE_DIR)).expect("mkdir");
+        std::os::unix::fs::symlink(&elsewhere, root.join(paths::DEFAULT_STATE_DIR).join("t"))
+            .expect("link");
+        assert!(resolve("t").is_err(), "a linked task directory");
+        assert!(resolve("other").is_ok());
+        assert_eq!(std::fs::read_dir(&elsewhere).expect("read").count(), 0);
     }
 
     #[test]

@@ -180,12 +180,8 @@ pub async fn run(
     config: Config,
 ) -> Result<(), DaemonError> {
     let data_dir = DataDir::take(&config.data_dir)?;
-    // Catalogues may name the adapters this daemon was given beyond the built-in ones.
-    crate::context::accept_adapter_names(config.registry.names());
     let journal = Journal::open(&config.data_dir)?;
     let saved = journal.load_all()?;
-    // Catalogues may name the adapters this daemon registers beyond the built-in ones.
-    crate::context::accept_adapter_names(config.registry.names());
     let (queue, queue_rx) = mpsc::unbounded_channel();
     let started_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

@@ -26,6 +26,7 @@ use crate::protocol::{
     RecordRequest, StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
+use advisord_adapters::registry::Registry;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -143,12 +144,15 @@ impl Api for Local {
     }
 
     fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(blocking(move || service::advisors(&request.context)))
+        Box::pin(blocking(move || {
+            service::advisors(&Registry::builtin(), &request.context)
+        }))
     }
 
     fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
         Box::pin(blocking(move || {
             service::plan_preview(
+                &Registry::builtin(),
                 &request.context,
                 request.materiality,
                 request.confidence,
@@ -159,35 +163,46 @@ impl Api for Local {
 
     fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
         Box::pin(blocking(move || {
-            service::record(&request.context, &request.record)
+            service::record(&Registry::builtin(), &request.context, &request.record)
         }))
     }
 
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(blocking(move || service::status(&request.context)))
+        Box::pin(blocking(move || {
+            service::status(&Registry::builtin(), &request.context)
+        }))
     }
 
     fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
         Box::pin(blocking(move || {
-            service::explain(&request.context, request.id.as_str())
+            service::explain(&Registry::builtin(), &request.context, request.id.as_str())
         }))
     }
 
     fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
         Box::pin(blocking(move || {
-            service::tree(&request.context, request.depth, request.show_superseded)
+            service::tree(
+                &Registry::builtin(),
+                &request.context,
+                request.depth,
+                request.show_superseded,
+            )
         }))
     }
 
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
         Box::pin(blocking(move || {
-            service::check(&request.context, request.path.as_deref())
+            service::check(
+                &Registry::builtin(),
+                &request.context,
+                request.path.as_deref(),
+            )
         }))
     }
 
     fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
         Box::pin(blocking(move || {
-            service::verify(&request.context, request.all)
+            service::verify(&Registry::builtin(), &request.context, request.all)
         }))
     }
 

@@ -20,14 +20,19 @@ use crate::core::writer::{ReasonCode, Refusal};
 use crate::error::Error;
 use crate::protocol::RequestContext;
 use crate::store::Store;
+use advisord_adapters::registry::Registry;
 use std::path::Path;
 use time::OffsetDateTime;
 
 /// Store `input` (one JSON object: `kind` plus the caller's fields) through the writer.
 ///
 /// A bad task name is a refusal here (`invalid_task`, exit 3), and nothing is created.
-pub fn record(ctx: &RequestContext, input: &serde_json::Value) -> Result<Record, Error> {
-    let resolved = Resolved::resolve(ctx).map_err(|e| match e {
+pub fn record(
+    registry: &Registry,
+    ctx: &RequestContext,
+    input: &serde_json::Value,
+) -> Result<Record, Error> {
+    let resolved = Resolved::resolve(ctx, registry).map_err(|e| match e {
         Error::InvalidTask(invalid) => Error::Refused(Refusal {
             reason: ReasonCode::InvalidTask,
             message: invalid.to_string(),
@@ -47,8 +52,8 @@ pub fn record(ctx: &RequestContext, input: &serde_json::Value) -> Result<Record,
 }
 
 /// Every advisor of the catalogue with its status and why, and capacity per capability.
-pub fn advisors(ctx: &RequestContext) -> Result<AdvisorsView, Error> {
-    let resolved = Resolved::resolve(ctx)?;
+pub fn advisors(registry: &Registry, ctx: &RequestContext) -> Result<AdvisorsView, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::open(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
     Ok(AdvisorsView::new(
@@ -60,6 +65,7 @@ pub fn advisors(ctx: &RequestContext) -> Result<AdvisorsView, Error> {
 
 /// A plan preview (not recorded) for a materiality, confidence and capabilities.
 pub fn plan_preview(
+    registry: &Registry,
     ctx: &RequestContext,
     materiality: Materiality,
     confidence: Confidence,
@@ -74,7 +80,7 @@ pub fn plan_preview(
             CAPABILITIES.join(", ")
         )));
     }
-    let resolved = Resolved::resolve(ctx)?;
+    let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::open(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
     Ok(policy::preview(
@@ -87,13 +93,15 @@ pub fn plan_preview(
 
 /// The task's derived status; records after a break in the hash chain are marked and
 /// count for nothing.
-pub fn status(ctx: &RequestContext) -> Result<StatusView, Error> {
-    with_task(ctx, |_, records, trust| Ok(status::status(records, trust)))
+pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, Error> {
+    with_task(registry, ctx, |_, records, trust| {
+        Ok(status::status(records, trust))
+    })
 }
 
 /// The provenance chain of record `id` of the task.
-pub fn explain(ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
-    with_task(ctx, |resolved, records, trust| {
+pub fn explain(registry: &Registry, ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
+    with_task(registry, ctx, |resolved, records, trust| {
         explain::explain(records, id, trust)
             .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))
     })
@@ -101,19 +109,20 @@ pub fn explain(ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
 
 /// The task's records as a tree.
 pub fn tree(
+    registry: &Registry,
     ctx: &RequestContext,
     depth: Option<usize>,
     show_superseded: bool,
 ) -> Result<TreeView, Error> {
-    with_task(ctx, |_, records, trust| {
+    with_task(registry, ctx, |_, records, trust| {
         Ok(tree::tree(records, depth, show_superseded, trust))
     })
 }
 
 /// Walk the hash chain of the task, or of every task (`all`), reading every record file
 /// afresh, and admit each record again through the writer's rules of today.
-pub fn verify(ctx: &RequestContext, all: bool) -> Result<VerifyReport, Error> {
-    let resolved = Resolved::resolve(ctx)?;
+pub fn verify(registry: &Registry, ctx: &RequestContext, all: bool) -> Result<VerifyReport, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::open(&resolved.state_dir);
     let tasks = if all {
         store.tasks()?
@@ -142,8 +151,12 @@ fn verify_tasks(store: &Store, tasks: &[TaskName]) -> Result<VerifyReport, Error
 }
 
 /// Provider-independence and CI-credential findings for the root, or `path` under it.
-pub fn check(ctx: &RequestContext, path: Option<&Path>) -> Result<CheckReport, Error> {
-    let resolved = Resolved::resolve(ctx)?;
+pub fn check(
+    registry: &Registry,
+    ctx: &RequestContext,
+    path: Option<&Path>,
+) -> Result<CheckReport, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
     let path = path.map(|p| resolved.root.join(p));
     if let Some(path) = &path {
         if !path.exists() {
@@ -189,10 +202,11 @@ pub fn plan_env<'r>(
 
 /// Call `f` with the task's records and what the hash chain vouches for.
 fn with_task<R>(
+    registry: &Registry,
     ctx: &RequestContext,
     f: impl FnOnce(&Resolved, &[Record], &Trust) -> Result<R, Error>,
 ) -> Result<R, Error> {
-    let resolved = Resolved::resolve(ctx)?;
+    let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::open(&resolved.state_dir);
     store.with_trusted_records(&resolved.task, |records, trust| {
         f(&resolved, records, trust)

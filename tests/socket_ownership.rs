@@ -49,6 +49,12 @@ impl Stranger {
     /// Start the listener on `socket`: as the stranger throughout (`as_stranger`), or
     /// bound by us and then served as the stranger.
     fn start(socket: &Path, logs: &Path, as_stranger: bool) -> Stranger {
+        Stranger::start_as(socket, logs, as_stranger, !as_stranger)
+    }
+
+    /// The same; `drop` makes it serve as the stranger after binding (with neither, the
+    /// listener is our own).
+    fn start_as(socket: &Path, logs: &Path, as_stranger: bool, drop: bool) -> Stranger {
         let log = logs.join("received");
         let mut command = Command::new("perl");
         command
@@ -56,7 +62,7 @@ impl Stranger {
             .arg(LISTENER)
             .arg(socket)
             .arg(&log)
-            .arg(if as_stranger { "0" } else { "1" })
+            .arg(if drop { "1" } else { "0" })
             .stdin(Stdio::null());
         if as_stranger {
             command.uid(STRANGER).gid(STRANGER);
@@ -262,4 +268,43 @@ fn a_socket_in_a_shared_directory_is_refused_and_the_directory_keeps_its_mode() 
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("writable by other users"), "{stderr}");
     assert_eq!(mode(&shared), 0o1777, "the shared directory keeps its mode");
+}
+
+#[test]
+fn only_a_consultation_carries_credential_values() {
+    let base = tempfile::tempdir().expect("temp dir");
+    project(base.path());
+    let logs = logs_dir(base.path());
+    let ours = base.path().join("run");
+    std::fs::create_dir(&ours).expect("mkdir");
+    std::fs::set_permissions(&ours, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let socket = ours.join("advisord.sock");
+    // A listener of our own that logs what each verb sends.
+    let listener = Stranger::start_as(&socket, &logs, false, false);
+    for verb in [
+        &["status"][..],
+        &["advisors"],
+        &["plan", "--materiality", "high"],
+        &["tree"],
+    ] {
+        client(base.path(), &socket, verb);
+        let sent = listener.received();
+        assert!(
+            sent.contains("SOME_API_KEY"),
+            "{verb:?} names the variable: {sent}"
+        );
+        assert!(!sent.contains(SECRET), "{verb:?} sent the value: {sent}");
+        std::fs::remove_file(&listener.log).expect("reset the log");
+    }
+    client(
+        base.path(),
+        &socket,
+        &["--assessment", "01J00000000000000000000000", "--detach"],
+    );
+    let sent = listener.received();
+    assert!(sent.contains("/api/v1/consultations"), "{sent}");
+    assert!(
+        sent.contains(SECRET),
+        "a consultation carries the value: {sent}"
+    );
 }

@@ -5,6 +5,7 @@
 //! the cancellation and the normalisation of the answer into the consultation's fields.
 
 pub mod contract;
+pub mod environment;
 pub mod http;
 pub mod normalise;
 pub mod process;

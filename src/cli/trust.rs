@@ -34,8 +34,12 @@ pub fn run(ctx: &RequestContext) -> anyhow::Result<i32> {
             "`{name}` is not UTF-8 text, so not a catalogue; nothing was trusted"
         ))
     })?;
-    let catalogue =
-        Catalogue::parse(&text, &name, &context::validate_settings).map_err(ServiceError::from)?;
+    let catalogue = Catalogue::parse(
+        &text,
+        &name,
+        &context::validate_settings(&advisord_adapters::registry::Registry::builtin()),
+    )
+    .map_err(ServiceError::from)?;
     let config = trust::own_config_dir().ok_or_else(|| {
         ServiceError::Usage(
             "cannot find your config directory: set `HOME` (or `XDG_CONFIG_HOME`) to an \

@@ -99,7 +99,7 @@ impl Jobs {
             let assessment = assessment.clone();
             let jobs = self.clone();
             blocking(move || {
-                let resolved = Resolved::resolve(&context)?;
+                let resolved = Resolved::resolve(&context, &jobs.registry)?;
                 let records = jobs.store(&resolved.state_dir).records(&resolved.task)?;
                 let found = records.iter().find(|r| r.id() == assessment.as_str());
                 match found.map(|r| r.kind()) {

@@ -19,29 +19,14 @@ use crate::store::{Store, StoreError};
 use advisord_adapters::contract::{
     self, Adapter, AdvisorSpec, EnvLookup, Failure, FailureKind, Io, Outcome,
 };
+use advisord_adapters::environment;
 use advisord_adapters::question;
 use futures::FutureExt;
-use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// Variables of the daemon's own environment an advisor process may still see: they
-/// say who the user is and where their files are, never a credential.
-const PASSED_THROUGH: &[&str] = &[
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TMPDIR",
-    "XDG_CONFIG_HOME",
-    "XDG_CACHE_HOME",
-    "XDG_DATA_HOME",
-];
 
 /// How a job's run ended.
 enum Ending {
@@ -119,9 +104,14 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
             fill_credentials_from_daemon(&mut context);
         }
         let orphans_before = resumed.then_some(started_ms);
-        prepare(context, &job, orphans_before, &claimed, &|dir| {
-            for_stores.store(dir)
-        })
+        prepare(
+            context,
+            &for_stores.registry,
+            &job,
+            orphans_before,
+            &claimed,
+            &|dir| for_stores.store(dir),
+        )
     })
     .await;
     let prepared = match prepared {
@@ -196,12 +186,13 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
 /// `orphans_before` ms since the epoch) stopped.
 fn prepare(
     context: RequestContext,
+    registry: &advisord_adapters::registry::Registry,
     job: &crate::protocol::Job,
     orphans_before: Option<u64>,
     claimed: &[String],
     store_of: &dyn Fn(&std::path::Path) -> Arc<Store>,
 ) -> Result<Prepared, String> {
-    let resolved = Resolved::resolve(&context).map_err(|e| e.to_string())?;
+    let resolved = Resolved::resolve(&context, registry).map_err(|e| e.to_string())?;
     let store = store_of(&resolved.state_dir);
     let records = store.records(&resolved.task).map_err(|e| e.to_string())?;
     let assessment = records
@@ -308,7 +299,7 @@ async fn consult_and_record(
     let exchanges_end = entry.order.timeout.deadline_from(Instant::now());
     // The prepared context, not the journaled one: a resumed job's credentials were
     // filled from the daemon's own environment when it was prepared.
-    let env = env_lookup(&prepared.context, &prepared.resolved);
+    let env = env_lookup(&prepared.context);
     // The values this job's exchanges may see, scrubbed by value from what is recorded
     // and from the events' diagnostics.
     let secrets: Arc<[String]> = prepared.context.credentials.values().cloned().collect();
@@ -541,34 +532,16 @@ fn unreachable_outcome(diagnostic: String) -> Outcome {
     }
 }
 
-/// The environment an exchange sees: the asking process's `PATH` and credential (and
-/// `pass_env`) values, never a credential of the daemon's own environment, `PWD` as the
-/// request's root, and a few variables that say who the user is.
-fn env_lookup(context: &RequestContext, resolved: &Resolved) -> EnvLookup {
-    let path = context.path.clone();
-    // Process advisors run in the project the request names, so a CLI advisor can read it.
-    let root = context.root.display().to_string();
-    let credentials = context.credentials.clone();
-    let credential_names: BTreeSet<String> = resolved
-        .catalogue
-        .advisors
-        .iter()
-        .filter_map(|a| a.credential.clone())
-        .collect();
-    Arc::new(move |name: &str| {
-        if name == "PATH" {
-            return path.clone();
-        }
-        if name == "PWD" {
-            return Some(root.clone());
-        }
-        if let Some(value) = credentials.get(name) {
-            return Some(value.clone());
-        }
-        if credential_names.contains(name) || !PASSED_THROUGH.contains(&name) {
-            return None;
-        }
-        std::env::var(name).ok()
+/// The environment an exchange sees, by the adapters' one policy
+/// (`advisord_adapters::environment`): the context's `PATH`, root and credential values,
+/// then the daemon's harmless variables.
+fn env_lookup(context: &RequestContext) -> EnvLookup {
+    environment::lookup_in_process(environment::Asker {
+        path: context.path.clone(),
+        // Process advisors run in the project the request names, so a CLI advisor can
+        // read it.
+        root: Some(context.root.display().to_string()),
+        credentials: context.credentials.clone(),
     })
 }
 
@@ -683,7 +656,8 @@ mod tests {
     fn adapter_outcomes_and_records_name_the_same_kinds_and_stances() {
         use crate::core::records;
         use advisord_adapters::normalise;
-        let set = |names: Vec<&'static str>| names.into_iter().collect::<BTreeSet<_>>();
+        let set =
+            |names: Vec<&'static str>| names.into_iter().collect::<std::collections::BTreeSet<_>>();
         assert_eq!(
             set(FailureKind::ALL.map(FailureKind::as_str).to_vec()),
             set(records::FailureKind::ALL

@@ -20,6 +20,7 @@ use crate::protocol::{
     RequestContext, StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
+use advisord_adapters::registry::Registry;
 use futures::StreamExt;
 use std::sync::Arc;
 
@@ -42,11 +43,14 @@ impl Served {
 
 /// Check the request's root, then run `work` with its context on the blocking pool.
 async fn in_root<T: Send + 'static>(
+    registry: &Registry,
     context: RequestContext,
-    work: impl FnOnce(RequestContext) -> Result<T> + Send + 'static,
+    work: impl FnOnce(&Registry, RequestContext) -> Result<T> + Send + 'static,
 ) -> Result<T> {
     require_root(&context)?;
-    blocking(move || work(context)).await
+    // The daemon's own adapters judge the catalogue's settings (passed, never global).
+    let registry = registry.clone();
+    blocking(move || work(&registry, context)).await
 }
 
 impl Api for Served {
@@ -62,7 +66,9 @@ impl Api for Served {
     }
 
     fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(in_root(request.context, |c| service::advisors(&c)))
+        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+            service::advisors(r, &c)
+        }))
     }
 
     fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
@@ -72,46 +78,60 @@ impl Api for Served {
             confidence,
             capabilities,
         } = request;
-        Box::pin(in_root(context, move |c| {
-            service::plan_preview(&c, materiality, confidence, capabilities)
+        Box::pin(in_root(&self.jobs.registry, context, move |r, c| {
+            service::plan_preview(r, &c, materiality, confidence, capabilities)
         }))
     }
 
     fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
         let input = request.record;
-        Box::pin(in_root(request.context, move |c| {
-            service::record(&c, &input)
-        }))
+        Box::pin(in_root(
+            &self.jobs.registry,
+            request.context,
+            move |r, c| service::record(r, &c, &input),
+        ))
     }
 
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(in_root(request.context, |c| service::status(&c)))
+        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+            service::status(r, &c)
+        }))
     }
 
     fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
         let id = request.id;
-        Box::pin(in_root(request.context, move |c| {
-            service::explain(&c, id.as_str())
-        }))
+        Box::pin(in_root(
+            &self.jobs.registry,
+            request.context,
+            move |r, c| service::explain(r, &c, id.as_str()),
+        ))
     }
 
     fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
         let (depth, show) = (request.depth, request.show_superseded);
-        Box::pin(in_root(request.context, move |c| {
-            service::tree(&c, depth, show)
-        }))
+        Box::pin(in_root(
+            &self.jobs.registry,
+            request.context,
+            move |r, c| service::tree(r, &c, depth, show),
+        ))
     }
 
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
         let path = request.path;
-        Box::pin(in_root(request.context, move |c| {
-            service::check(&c, path.as_deref())
-        }))
+        Box::pin(in_root(
+            &self.jobs.registry,
+            request.context,
+            move |r, c| service::check(r, &c, path.as_deref()),
+        ))
     }
 
     fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
         let all = request.all;
-        Box::pin(in_root(request.context, move |c| service::verify(&c, all)))
+        Box::pin(in_root(
+            &self.jobs.registry,
+            request.context,
+            move |r, c| service::verify(r, &c, all),
+        ))
     }
 
     fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {

@@ -7,7 +7,7 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 /// The asking process's context, sent with every request .
@@ -43,9 +43,34 @@ pub struct RequestContext {
     /// `PATH`, on which executables are looked up.
     #[serde(default)]
     pub path: Option<String>,
-    /// The values of the credential variables the catalogue names, by variable name.
+    /// The values of the credential variables the catalogue names, by variable name:
+    /// carried only by a request that consults (see [`RequestContext::presence_only`]).
     #[serde(default)]
     pub credentials: BTreeMap<String, String>,
+    /// The credential variables that are set and non-empty, without their values: all
+    /// that every verb but a consultation needs (availability).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub present: BTreeSet<String>,
+}
+
+impl RequestContext {
+    /// The same context with its credential values replaced by their names: what every
+    /// request that does not consult sends.
+    pub fn presence_only(mut self) -> RequestContext {
+        let credentials = std::mem::take(&mut self.credentials);
+        self.present.extend(
+            credentials
+                .into_iter()
+                .filter(|(_, value)| !value.is_empty())
+                .map(|(name, _)| name),
+        );
+        self
+    }
+
+    /// Whether credential variable `name` is set and non-empty for the asker.
+    pub fn has_credential(&self, name: &str) -> bool {
+        self.present.contains(name) || self.credentials.get(name).is_some_and(|v| !v.is_empty())
+    }
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -63,6 +88,7 @@ impl std::fmt::Debug for RequestContext {
             .field("cooldown_s", &self.cooldown_s)
             .field("path", &self.path)
             .field("credentials (names only)", &credentials)
+            .field("present", &self.present)
             .finish()
     }
 }

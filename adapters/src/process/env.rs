@@ -1,12 +1,13 @@
-//! The executable's path and its minimal, explicit environment.
+//! The executable's path and its minimal, explicit environment, as the one policy of
+//! `crate::environment` says.
 //!
 //! A process advisor never inherits the daemon's environment: it gets
 //!
 //! 1. the asking process's `PATH` (the daemon's own when the request carried none);
-//! 2. these variables when set, from the asking process, else from the daemon (which runs as
-//!    the same user): [`BASE_VARS`] — `HOME`, `USER`, `LOGNAME`, `LANG`, `LC_ALL`, `TMPDIR`,
-//!    the XDG base directories, the proxy variables and the TLS trust-store variables a CLI
-//!    needs to reach its service;
+//! 2. these variables when set, through the exchange's environment, else from the daemon
+//!    (which runs as the same user): [`BASE_VARS`] — `HOME`, `USER`, `LOGNAME`, `LANG`,
+//!    `LC_ALL`, `TMPDIR`, the XDG base directories, the proxy variables and the TLS
+//!    trust-store variables a CLI needs to reach its service;
 //! 3. `TERM=dumb` and `NO_COLOR=1`, so that CLIs do not paint their output;
 //! 4. the advisor's `credential` variable and each of its `pass_env` variables, from the
 //!    asking process only (a credential is never taken from the daemon's environment);
@@ -19,38 +20,11 @@ use crate::contract::{AdvisorSpec, Io};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Variables passed through when set (asking process first, then the daemon's own).
-pub const BASE_VARS: &[&str] = &[
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TMPDIR",
-    "TZ",
-    "XDG_CONFIG_HOME",
-    "XDG_DATA_HOME",
-    "XDG_STATE_HOME",
-    "XDG_CACHE_HOME",
-    "XDG_RUNTIME_DIR",
-    "XDG_CONFIG_DIRS",
-    "XDG_DATA_DIRS",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "NODE_EXTRA_CA_CERTS",
-];
+/// Variables passed through when set: the policy's list (`crate::environment`).
+pub use crate::environment::FROM_DAEMON as BASE_VARS;
 
 /// Variables always set to these values (before the advisor's `env`).
-pub const FIXED_VARS: &[(&str, &str)] = &[("TERM", "dumb"), ("NO_COLOR", "1")];
+pub use crate::environment::FIXED as FIXED_VARS;
 
 /// The `PATH` the advisor is looked up on and runs with.
 pub fn search_path(io: &Io) -> Option<String> {

@@ -513,6 +513,7 @@ fn context(place: &Place) -> RequestContext {
         cooldown_s: None,
         path: std::env::var("PATH").ok(),
         credentials: Default::default(),
+        present: Default::default(),
     }
 }
 
@@ -624,7 +625,7 @@ mod tests {
         let catalogue = crate::core::catalogue::Catalogue::parse(
             &yaml,
             "demo.yaml",
-            &crate::context::validate_settings,
+            &crate::context::validate_settings(&advisord_adapters::registry::Registry::builtin()),
         )
         .expect("the demo catalogue is valid");
         let ids: Vec<&str> = catalogue.advisors.iter().map(|a| a.id.as_str()).collect();

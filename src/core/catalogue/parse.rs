@@ -40,6 +40,20 @@ pub(super) fn parse(
             ),
         ));
     };
+    // A mapping with none of a catalogue's keys is some other file (a config, a secret):
+    // none of its text is quoted back.
+    let like_a_catalogue = root.keys().any(|key| {
+        let name = key.as_str().unwrap_or_default();
+        TOP_LEVEL_KEYS.contains(&name) || did_you_mean(name, TOP_LEVEL_KEYS).is_some()
+    });
+    if !like_a_catalogue {
+        return Err(top.error(
+            None,
+            "has none of a catalogue's keys (`advisors:`, `mode:`), so it is not an advisor \
+             catalogue (its content is not shown); name a catalogue file"
+                .to_string(),
+        ));
+    }
     for key in root.keys() {
         let name = key.as_str().unwrap_or_default();
         if !TOP_LEVEL_KEYS.contains(&name) {

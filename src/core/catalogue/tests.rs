@@ -408,3 +408,21 @@ fn suggestions_are_near_misses_only() {
     assert_eq!(did_you_mean("debuging", CAPABILITIES), Some("debugging"));
     assert_eq!(did_you_mean("zzz", CAPABILITIES), None);
 }
+
+#[test]
+fn a_file_that_is_not_a_catalogue_is_never_quoted() {
+    for text in [
+        "password=hunter2-secret-value: x\n",
+        "MY_SERVICE_KEY: sk-not-a-catalogue-0123456789\n",
+        "[default]\n",
+    ] {
+        let message = parse(text).expect_err(text).to_string();
+        assert!(!message.contains("hunter2"), "{message}");
+        assert!(!message.contains("sk-not"), "{message}");
+        assert!(!message.contains("MY_SERVICE"), "{message}");
+    }
+    let message = parse("password=hunter2-secret-value: x\n")
+        .expect_err("not a catalogue")
+        .to_string();
+    assert!(message.contains("not an advisor catalogue"), "{message}");
+}

@@ -26,6 +26,10 @@ pub(super) fn quoted_list(items: &[&str]) -> String {
 /// A scalar as written, for messages: `` `x` `` for strings, its kind otherwise.
 pub(super) fn scalar_text(value: &Yaml) -> String {
     match value {
+        // A bounded excerpt: a catalogue's own words, never a page of a file.
+        Yaml::String(s) if s.chars().count() > 60 => {
+            format!("`{}...`", s.chars().take(60).collect::<String>())
+        }
         Yaml::String(s) => format!("`{s}`"),
         Yaml::Bool(b) => format!("`{b}`"),
         Yaml::Number(n) => format!("`{n}`"),
