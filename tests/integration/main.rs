@@ -17,4 +17,6 @@ mod record_chain;
 mod record_fixtures;
 mod schema;
 mod self_check;
+mod socket_ownership;
+mod trust;
 mod writer_processes;

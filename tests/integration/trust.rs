@@ -2,7 +2,7 @@
 //! repository whose catalogue names a command must not have it run by a consultation, nor
 //! replace the user's catalogue, until `advisor-consult trust`; one changed byte revokes it.
 
-mod client_support;
+use crate::support::client as client_support;
 
 use client_support::World;
 use std::path::Path;

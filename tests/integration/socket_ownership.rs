@@ -5,7 +5,7 @@
 //! nothing from `advisor-consult` — not even a request — and the client exits 4 saying why.
 //! These tests need root, to run the stranger's listener as another uid.
 
-mod client_support;
+use crate::support::client as client_support;
 
 use client_support::{client_exe, daemon_exe, wait_bounded, Output, RUN_BOUND};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
