@@ -38,6 +38,7 @@ fn id_of(record: &Value) -> String {
 fn project() -> Rc<Project> {
     let project = Project::new();
     project.write(".advisord/advisors.yaml", &catalogue());
+    project.trust_catalogue();
     project.install("alpha-bin");
     project.install("beta-bin");
     project
