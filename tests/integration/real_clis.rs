@@ -283,6 +283,11 @@ impl Place {
             serde_yaml_ng::to_string(&catalogue).expect("YAML"),
         )
         .expect("the project's catalogue");
+        // A repository's catalogue runs only once trusted (in the run's `$HOME`).
+        let file = dir.join("advisors.yaml");
+        let content = std::fs::read(&file).expect("the project's catalogue");
+        advisord::trust::trust(&self.path("home/.config/advisord"), &file, &content)
+            .expect("trust the project's catalogue");
         if cli == "gemini" {
             let settings = self.path("home/.gemini/settings.json");
             std::fs::create_dir_all(settings.parent().expect("a parent")).expect("a dir");
