@@ -1,4 +1,4 @@
-//! `check`: provider independence and CI credential findings (SPEC §10).
+//! `check`: provider independence and CI credential findings.
 //!
 //! A repository declares itself in `<root>/.advisord/project.yaml`:
 //!

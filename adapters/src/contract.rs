@@ -52,7 +52,7 @@ pub struct AdvisorSpec {
     pub settings: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The catalogue keys every advisor shares (SPEC §7); every other key of an entry is the
+/// The catalogue keys every advisor shares; every other key of an entry is the
 /// adapter's own setting.
 pub const COMMON_KEYS: &[&str] = &[
     "id",
@@ -157,7 +157,7 @@ impl Failure {
 }
 
 impl FailureKind {
-    /// Every kind, in the order SPEC §8 lists them.
+    /// Every kind, in the order the contract lists them.
     pub const ALL: [FailureKind; 9] = [
         FailureKind::Timeout,
         FailureKind::RateLimited,

@@ -1,4 +1,4 @@
-//! Availability (SPEC §5): a pure function of the catalogue, the observed presence, the
+//! Availability: a pure function of the catalogue, the observed presence, the
 //! mode, the disable list, the recorded consultations and the clock.
 
 use std::collections::{BTreeMap, BTreeSet};

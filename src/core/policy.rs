@@ -1,4 +1,4 @@
-//! The policy (SPEC §6): mode, budget, greedy explained selection, local review, reuse.
+//! The policy: mode, budget, greedy explained selection, local review, reuse.
 //!
 //! Every function here is pure: the plan is a function of the assessment, the task's
 //! records, the catalogue, the mode and an availability snapshot taken by the caller.

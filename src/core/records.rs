@@ -1,4 +1,4 @@
-//! The typed records of a task: the envelope and the eight kinds (SPEC §4, §12).
+//! The typed records of a task: the envelope and the eight kinds.
 //!
 //! Every type here derives `Serialize`, so it is part of the on-disk contract. A change
 //! that alters the JSON shape bumps [`SCHEMA_VERSION`] and regenerates `share/schema/`.

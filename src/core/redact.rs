@@ -1,5 +1,5 @@
 //! Scrubbing of secret shapes and terminal control characters from every string a record
-//! carries (SPEC §4).
+//! carries.
 //!
 //! Records are read back in terminals and pasted into prompts, so a string that once held
 //! a credential or an escape sequence must not carry it into the store. The shapes are

@@ -1,5 +1,5 @@
 //! The one writer's rules: turn a caller's JSON into a record, or refuse it with a reason
-//! code (SPEC §4, §12). Pure: the store passes in the task's records, the id, the
+//! code. Pure: the store passes in the task's records, the id, the
 //! sequence and the clock, and persists what comes back.
 
 mod fields;

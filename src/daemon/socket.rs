@@ -1,5 +1,5 @@
 //! The daemon's unix socket: a private directory, a private socket, one daemon per socket,
-//! a stale socket replaced, and every peer of another uid refused on accept (SPEC §9).
+//! a stale socket replaced, and every peer of another uid refused on accept.
 
 use crate::ownership::{self, NotOurs};
 use nix::fcntl::{Flock, FlockArg};

@@ -78,7 +78,7 @@ contract_rig!(gemini, crate::http_cases::HttpRig::new("gemini"));
 contract_rig!(ollama, crate::http_cases::HttpRig::new("ollama"));
 
 /// The endpoint an advisor of `adapter` names for a server at `base_url` (OpenAI's
-/// includes `/v1`, SPEC §12).
+/// includes `/v1`).
 fn endpoint(adapter: &str, base_url: &str) -> String {
     match adapter {
         "openai" => format!("{base_url}/v1"),

@@ -1,4 +1,4 @@
-//! The caller's fields of each kind and the shape each must have (SPEC §4, §12), checked
+//! The caller's fields of each kind and the shape each must have, checked
 //! on the raw JSON so that a refusal names the field and what it accepts in our words.
 
 use super::{refuse, ReasonCode, Refusal};
