@@ -78,7 +78,7 @@ pub struct AvailabilityInput<'a> {
     pub now: time::OffsetDateTime,
 }
 
-/// The cooldown after a rate limit that gave no retry-after (SPEC §5).
+/// The cooldown after a rate limit that gave no retry-after.
 pub const RATE_LIMIT_COOLDOWN_S: u64 = 15 * 60;
 
 /// The cooldown after an authentication failure.

@@ -403,7 +403,7 @@ mod tests {
 
     #[test]
     fn budget_table() {
-        // (mode, materiality, [low, medium, high] confidence), every cell of SPEC §6.
+        // (mode, materiality, [low, medium, high] confidence), every cell of the budget table.
         #[rustfmt::skip]
         let table: &[(Mode, Materiality, [u32; 3])] = &[
             (Mode::Ci, Trivial, [0, 0, 0]),

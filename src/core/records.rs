@@ -343,7 +343,7 @@ pub struct Assessment {
     pub new_evidence: bool,
 }
 
-/// The mode a plan was computed in (SPEC §6).
+/// The mode a plan was computed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
@@ -409,7 +409,7 @@ pub struct LeftOut {
     pub reason: String,
 }
 
-/// Availability of an advisor at one moment (SPEC §5).
+/// Availability of an advisor at one moment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -493,7 +493,7 @@ pub enum ConsultationStatus {
     Failed,
 }
 
-/// Why an exchange failed (SPEC §8).
+/// Why an exchange failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
-/// Why the writer refused a record. The snake_case names are fixed by SPEC §4.
+/// Why the writer refused a record. The snake_case names are fixed: tests outside the repository match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
@@ -61,7 +61,7 @@ pub enum ReasonCode {
 }
 
 impl ReasonCode {
-    /// Every code, in the order of SPEC §4.
+    /// Every code, in the order `docs/records.md` lists them.
     pub const ALL: [ReasonCode; 17] = [
         ReasonCode::MaterialWithoutEvidence,
         ReasonCode::PlanIsComputed,
@@ -145,7 +145,7 @@ pub struct WriteEnv<'a> {
 /// The checks run in this order, and the first that fails is the refusal: the input is an
 /// object; `kind` names a kind; no envelope or computed field is supplied; a plan names
 /// only its assessment; every field is known, of its type and within its size; every
-/// reference names a record of the right kind; then the rules of the kind (SPEC §4).
+/// reference names a record of the right kind; then the rules of the kind.
 pub fn admit(
     existing: &[Record],
     input: &serde_json::Value,

@@ -35,7 +35,7 @@ fn kind_schema<T: JsonSchema>(kind: Kind) -> Value {
     schema["title"] = json!(format!("{kind} record"));
     schema["description"] = json!(format!(
         "A stored `{kind}` record of advisord: the envelope, `kind`, and the fields of the \
-         kind (SPEC §4). Generated from the Rust types; do not edit by hand."
+         kind. Generated from the Rust types; do not edit by hand."
     ));
     schema["properties"]["kind"] = json!({
         "description": "The record's kind.",
@@ -49,7 +49,7 @@ fn kind_schema<T: JsonSchema>(kind: Kind) -> Value {
 fn expected() -> Vec<(String, String)> {
     let mut record = schema_of::<Record>();
     record["description"] = json!(
-        "A stored record of advisord, of any kind (SPEC §4). Generated from the Rust types; \
+        "A stored record of advisord, of any kind. Generated from the Rust types; \
          do not edit by hand."
     );
     let mut files = vec![("record.schema.json".to_string(), record)];

@@ -1,5 +1,5 @@
 //! `advisors`: every advisor of the catalogue, its status and why, and the capacity per
-//! capability (SPEC §12 fixes the JSON shape).
+//! capability (the JSON shape is fixed: tests outside the repository read it).
 
 use crate::core::availability;
 use crate::core::catalogue::{Catalogue, Transport};

@@ -17,7 +17,7 @@ pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_TEXT_CHARS: usize = 4000;
 /// The most items a list field may hold.
 pub const MAX_LIST_ITEMS: usize = 100;
-/// The longest consultation diagnostic, in characters (SPEC §8).
+/// The longest consultation diagnostic, in characters.
 pub const MAX_DIAGNOSTIC_CHARS: usize = 300;
 
 /// The envelope's fields: assigned by the writer, never by the caller.

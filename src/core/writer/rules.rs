@@ -1,5 +1,5 @@
 //! The rules of each kind that look across the task's records: references, the
-//! consultation, disagreement and conclusion refusals of SPEC §4, and the computed review.
+//! consultation, disagreement and conclusion refusals, and the computed review.
 
 use super::fields::{a, listed};
 use super::{refuse, ReasonCode, Refusal};
