@@ -64,7 +64,7 @@ fn write_mix(store: &Store, task: &TaskName, count: usize) {
 
 /// The `i`th input of a mix: assessments and attempts alternating.
 fn mix(first: &str, i: usize) -> serde_json::Value {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         assessment(i)
     } else {
         attempt(first, i)

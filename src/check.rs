@@ -155,7 +155,7 @@ pub fn run(root: &Path, catalogue: &Catalogue, path: Option<&Path>) -> CheckRepo
         return report;
     }
     report.declared = true;
-    let in_scope = |rel: &Path| scope.as_deref().map_or(true, |s| rel.starts_with(s));
+    let in_scope = |rel: &Path| scope.as_deref().is_none_or(|s| rel.starts_with(s));
 
     let provider_terms = provider_terms(catalogue);
     for declared in &project.provider_independent {

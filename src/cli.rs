@@ -182,6 +182,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Trust => trust::run(&ctx),
+        Verb::Mcp { wait_cap } => {
+            let config = crate::mcp::Config {
+                wait_cap: wait_cap.map_or(crate::mcp::DEFAULT_WAIT_CAP, |t| t.duration()),
+            };
+            serve_mcp(&global, config).await?;
+            Ok(0)
+        }
         Verb::Check { path } => {
             let path = path.map(|p| absolute_from_cwd(&p)).transpose()?;
             let request = CheckRequest {
@@ -208,6 +215,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(if report.passed() { 0 } else { 1 })
         }
     }
+}
+
+/// `mcp`: the server over the façade. Its logs go to standard error only (standard
+/// output is the protocol's); the daemon is made sure of in the background, so the host's
+/// `initialize` is answered at once.
+async fn serve_mcp(global: &GlobalFlags, config: crate::mcp::Config) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .try_init();
+    let (api, ensure): (std::sync::Arc<dyn Api>, Option<crate::mcp::Ensure>) = if global.no_daemon {
+        (std::sync::Arc::new(Local), None)
+    } else {
+        let client = Client::deferred(paths::socket_path(global.socket.as_deref()));
+        let socket = client.socket().to_path_buf();
+        let autostart = !global.no_autostart;
+        let ensure: crate::mcp::Ensure =
+            std::sync::Arc::new(move || crate::client::ensure_daemon(&socket, autostart));
+        (std::sync::Arc::new(client), Some(ensure))
+    };
+    crate::mcp::serve(api, ensure, global.locations(), config).await
 }
 
 /// A job verb through the daemon (or, with `--no-daemon`, the usage error it is).

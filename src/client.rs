@@ -576,6 +576,15 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The client of the daemon on `socket` (made absolute), without checking that one
+    /// answers: the caller runs [`ensure_daemon`] when it sees fit (the MCP server does it
+    /// while answering the host's `initialize`).
+    pub fn deferred(socket: PathBuf) -> Client {
+        Client::new(absolute(socket))
+    }
+}
+
 /// `path` made absolute against the working directory (the daemon runs elsewhere).
 fn absolute(path: PathBuf) -> PathBuf {
     if path.is_absolute() {

@@ -8,6 +8,7 @@ mod advisors;
 mod check;
 mod explain;
 pub mod job;
+pub mod outcomes;
 mod plan;
 mod record;
 mod refusal;

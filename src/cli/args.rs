@@ -213,6 +213,18 @@ pub enum Verb {
         #[arg(long)]
         show_superseded: bool,
     },
+    /// Serve MCP on standard input and output, for agent hosts (see docs/MCP.md)
+    #[command(
+        after_help = "Example:\n  claude mcp add advisord -- advisor-consult mcp\n\n\
+                      The tools wait for a consultation at most --wait-cap seconds, then\n\
+                      answer with the outcomes so far; the job goes on."
+    )]
+    Mcp {
+        /// How long a tool waits for a consultation before answering with the outcomes
+        /// so far, decimals allowed [default: 50]
+        #[arg(long, value_name = "SECS", env = "ADVISORD_MCP_WAIT_CAP")]
+        wait_cap: Option<Timeout>,
+    },
     /// Provider-independence and CI-credential findings (exit 1 when any)
     #[command(after_help = "Example:\n  advisor-consult check --path src/core")]
     Check {
@@ -253,6 +265,7 @@ impl Verb {
             Verb::Check { .. } => "check",
             Verb::Verify { .. } => "verify",
             Verb::Trust => "trust",
+            Verb::Mcp { .. } => "mcp",
         }
     }
 }

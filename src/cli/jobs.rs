@@ -164,7 +164,7 @@ async fn consult(
         .await?
     {
         Followed::Ended(report) => finish(&report, format),
-        Followed::TimedOut => unreachable!("a consultation is followed without a deadline"),
+        Followed::TimedOut(_) => unreachable!("a consultation is followed without a deadline"),
         Followed::Interrupted => {
             progress.finish();
             cancel_after_interrupt(api, &job.id, &mut interrupt).await;
@@ -210,7 +210,7 @@ async fn wait(
         .await?
     {
         Followed::Ended(report) => finish(&report, format),
-        Followed::TimedOut => {
+        Followed::TimedOut(seen) => {
             progress.finish();
             eprintln!(
                 "job {job} has not ended after {} s; it goes on: wait again, or stop it \
@@ -218,8 +218,9 @@ async fn wait(
                 timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
             );
             if matches!(format, Format::Json | Format::Yaml) {
+                // The job as it stands, with the outcomes recorded so far.
                 let now = api.job(JobRequest { id: job.clone() }).await?;
-                print_stdout(&render::render(&JobView(now), format))?;
+                print_stdout(&render::render(&seen.report(now), format))?;
             }
             Ok(EXIT_WAIT_TIMED_OUT)
         }
@@ -297,8 +298,8 @@ enum Followed {
     Ended(Box<JobReport>),
     /// Ctrl-C.
     Interrupted,
-    /// The deadline passed first.
-    TimedOut,
+    /// The deadline passed first; the records seen until then.
+    TimedOut(Box<Seen>),
 }
 
 /// Resolves when `signal` (if any) is received.
@@ -345,14 +346,14 @@ impl Following<'_> {
         let mut events = tokio::select! {
             biased;
             () = received(&mut interrupt) => return Ok(Followed::Interrupted),
-            () = &mut timeout => return Ok(Followed::TimedOut),
+            () = &mut timeout => return Ok(Followed::TimedOut(Box::new(seen))),
             events = self.api.events(request) => events?,
         };
         loop {
             tokio::select! {
                 biased;
                 () = received(&mut interrupt) => return Ok(Followed::Interrupted),
-                () = &mut timeout => return Ok(Followed::TimedOut),
+                () = &mut timeout => return Ok(Followed::TimedOut(Box::new(seen))),
                 next = events.next() => match next.transpose()? {
                     Some(event) => {
                         progress.event(&event);

@@ -176,9 +176,9 @@ impl Jobs {
             .all()
             .iter()
             .map(|e| e.snapshot())
-            .filter(|j| request.root.as_ref().map_or(true, |r| &j.root == r))
-            .filter(|j| request.task.as_ref().map_or(true, |t| &j.task == t))
-            .filter(|j| request.state.map_or(true, |s| j.state == s))
+            .filter(|j| request.root.as_ref().is_none_or(|r| &j.root == r))
+            .filter(|j| request.task.as_ref().is_none_or(|t| &j.task == t))
+            .filter(|j| request.state.is_none_or(|s| j.state == s))
             .collect();
         JobList { jobs }
     }

@@ -1,6 +1,7 @@
 //! A consultation job as the job verbs print it: the report of a job followed to its end
 //! (the plan and each outcome), one job (`cancel`, a timed-out `wait`), and the job list.
 
+use super::outcomes::Outcomes;
 use super::text::{Out, Table};
 use super::Render;
 use crate::core::records::{Body, ConsultationStatus, FailureKind, Record, EXECUTOR};
@@ -70,25 +71,37 @@ impl Seen {
     }
 }
 
-/// A job as it ended, with the records its stream carried: the typed shape is the job;
-/// the plain text shows the plan and each outcome.
-#[derive(Debug, Clone, Serialize)]
-#[serde(transparent)]
+/// A job with the records its stream carried: the typed shape is the job with its
+/// outcomes written out ([`Outcomes`]); the plain text shows the plan and each outcome.
+#[derive(Debug, Clone)]
 pub struct JobReport {
     /// The job.
     pub job: Job,
     /// The plan record, when the stream carried it.
-    #[serde(skip)]
     pub plan: Option<Record>,
     /// The consultation records, in plan order.
-    #[serde(skip)]
     pub consultations: Vec<Record>,
     /// The disagreement record, when one was recorded.
-    #[serde(skip)]
     pub disagreement: Option<Record>,
 }
 
+impl Serialize for JobReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.outcomes().serialize(serializer)
+    }
+}
+
 impl JobReport {
+    /// The job with every outcome seen written out: its typed shape.
+    pub fn outcomes(&self) -> Outcomes {
+        let records = self
+            .plan
+            .iter()
+            .chain(&self.consultations)
+            .chain(&self.disagreement);
+        Outcomes::new(&self.job, records)
+    }
+
     /// The exit status: 1 when the plan selected someone and no consultation completed,
     /// or the job did not end `done`; 0 otherwise.
     pub fn exit_code(&self) -> i32 {
@@ -409,11 +422,23 @@ mod tests {
     }
 
     #[test]
-    fn the_report_json_is_the_job() {
+    fn the_report_json_is_the_job_with_its_outcomes() {
         let report = Seen::default().report(job(JobState::Done, &[ExchangeStatus::Completed]));
-        assert_eq!(
-            serde_json::to_value(&report).unwrap(),
-            serde_json::to_value(&report.job).unwrap()
-        );
+        let value = serde_json::to_value(&report).unwrap();
+        let job = serde_json::to_value(&report.job).unwrap();
+        // Every field of the job's fixed shape is there, unchanged but for the
+        // consultation entries, which gain their outcome.
+        for (key, field) in job.as_object().unwrap() {
+            if key != "consultations" {
+                assert_eq!(&value[key], field, "{key}");
+            }
+        }
+        for (i, entry) in job["consultations"].as_array().unwrap().iter().enumerate() {
+            for (key, field) in entry.as_object().unwrap() {
+                assert_eq!(&value["consultations"][i][key], field, "{key}");
+            }
+        }
+        assert_eq!(value["disagreement_detail"], serde_json::Value::Null);
+        assert_eq!(report.outcomes().job(), report.job);
     }
 }

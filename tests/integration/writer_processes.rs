@@ -56,7 +56,7 @@ fn write_records(state: &Path, task: &str, assessment: &str, tag: &str, count: u
     let store = Store::open(state);
     let task = TaskName::new(task).expect("valid task");
     for i in 0..count {
-        let input = if i % 2 == 0 {
+        let input = if i.is_multiple_of(2) {
             json!({"kind": "assessment", "subject": format!("{tag}-{i}"),
                 "materiality": "low", "hypothesis": "h"})
         } else {

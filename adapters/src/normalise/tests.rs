@@ -354,7 +354,7 @@ fn arbitrary_text_never_panics() {
             if let Ok(n) = normalise(input) {
                 assert!(!n.conclusion.is_empty(), "{input:?}");
                 assert!(
-                    n.confidence.map_or(true, |c| (0.0..=1.0).contains(&c)),
+                    n.confidence.is_none_or(|c| (0.0..=1.0).contains(&c)),
                     "{input:?}"
                 );
             }

@@ -171,7 +171,7 @@ impl ProcessSettings {
             None => None,
             Some(value) => {
                 let command = string_list("preflight", value, "a command as a list of strings")?;
-                if command.first().map_or(true, String::is_empty) {
+                if command.first().is_none_or(String::is_empty) {
                     return Err(refuse(
                         "preflight",
                         "the command is empty; give the program and its arguments, e.g. \

@@ -345,7 +345,7 @@ async fn show(place: &Place, say: &Narrator, format: Format) -> anyhow::Result<O
     };
     let report: Box<JobReport> = match following.follow(&mut progress, None, None).await? {
         Followed::Ended(report) => report,
-        Followed::Interrupted | Followed::TimedOut => bail!("the demo's job did not end"),
+        Followed::Interrupted | Followed::TimedOut(_) => bail!("the demo's job did not end"),
     };
     let took = started.elapsed();
     let answered = report.consultations.len();

@@ -1,0 +1,184 @@
+//! Following a job through the façade until it ends or a deadline passes, with each event
+//! sent on as a progress notification; the result is the job with the outcomes its stream
+//! carried.
+
+use crate::error::Result;
+use crate::facade::Api;
+use crate::protocol::{Event, EventsRequest, Job, JobId, JobRequest};
+use crate::render::job::{duration_text, JobReport, Seen};
+use futures::StreamExt;
+use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::service::Peer;
+use rmcp::RoleServer;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long the records a job already references may take to arrive on its replayed
+/// stream once the deadline has passed.
+const CATCH_UP: Duration = Duration::from_secs(2);
+
+/// Progress notifications to one host, for one call's progress token.
+pub struct Progress {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    sent: u32,
+}
+
+impl Progress {
+    /// Notifications carrying `token`.
+    pub fn new(peer: Peer<RoleServer>, token: ProgressToken) -> Progress {
+        Progress {
+            peer,
+            token,
+            sent: 0,
+        }
+    }
+
+    /// The progress token of `mcp`'s call, if the host sent one.
+    pub fn of(mcp: &rmcp::service::RequestContext<RoleServer>) -> Option<Progress> {
+        mcp.meta
+            .get_progress_token()
+            .map(|token| Progress::new(mcp.peer.clone(), token))
+    }
+
+    async fn event(&mut self, event: &Event) {
+        self.say(describe(event)).await;
+    }
+
+    /// One notification saying `message`.
+    pub async fn say(&mut self, message: String) {
+        self.sent += 1;
+        let mut param = ProgressNotificationParam::new(self.token.clone(), f64::from(self.sent));
+        param.message = Some(message);
+        if let Err(e) = self.peer.notify_progress(param).await {
+            tracing::debug!("a progress notification could not be sent: {e}");
+        }
+    }
+}
+
+/// One event in a few words, for a progress message.
+pub fn describe(event: &Event) -> String {
+    match event {
+        Event::Plan { record, .. } => match &record.body {
+            crate::core::records::Body::Plan(plan) => {
+                let selected: Vec<&str> =
+                    plan.selected.iter().map(|s| s.advisor.as_str()).collect();
+                if selected.is_empty() {
+                    format!("plan {}: nobody selected", record.id())
+                } else {
+                    format!("plan {}: asking {}", record.id(), selected.join(", "))
+                }
+            }
+            _ => format!("plan {}", record.id()),
+        },
+        Event::Started { advisor, .. } => format!("{advisor}: asked"),
+        Event::Finished {
+            advisor,
+            status,
+            failure,
+            duration_ms,
+            ..
+        } => match failure {
+            Some(kind) => format!(
+                "{advisor}: failed ({}) after {}",
+                kind.as_str(),
+                duration_text(*duration_ms)
+            ),
+            None => format!(
+                "{advisor}: {} after {}",
+                serde_json::to_value(status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                duration_text(*duration_ms)
+            ),
+        },
+        Event::Recorded {
+            advisor, record, ..
+        } => {
+            format!("{advisor}: recorded as {}", record.id())
+        }
+        Event::Disagreement { record, .. } => {
+            format!("disagreement {} recorded", record.id())
+        }
+        Event::Done { result, .. } => format!("job {}", result.state.as_str()),
+    }
+}
+
+/// Every record id `job` references.
+fn referenced(job: &Job) -> Vec<&str> {
+    job.plan
+        .iter()
+        .chain(job.consultations.iter().filter_map(|c| c.record.as_ref()))
+        .chain(job.disagreement.iter())
+        .map(|id| id.as_str())
+        .collect()
+}
+
+/// Follow job `id` until it ends or `deadline` passes; then the job as it stands with
+/// every outcome recorded so far. A deadline already passed answers at once.
+pub async fn follow(
+    api: &dyn Api,
+    id: &JobId,
+    deadline: Instant,
+    mut progress: Option<Progress>,
+) -> Result<JobReport> {
+    let mut seen = Seen::default();
+    let mut ids: Vec<String> = Vec::new();
+    let mut events = api
+        .events(EventsRequest {
+            id: id.clone(),
+            from: 0,
+        })
+        .await?;
+    let live = deadline > Instant::now();
+    if live {
+        loop {
+            let next = tokio::select! {
+                next = events.next() => next,
+                () = tokio::time::sleep_until(deadline) => break,
+            };
+            match next.transpose()? {
+                Some(event) => {
+                    if let Some(p) = progress.as_mut() {
+                        p.event(&event).await;
+                    }
+                    note(&event, &mut ids);
+                    if let Some(ended) = seen.absorb(event) {
+                        return Ok(seen.report(ended));
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+    // The deadline passed (or the stream ended early): the job as it stands, with the
+    // records it references, which its stream has already carried.
+    let now = api.job(JobRequest { id: id.clone() }).await?;
+    let catch_up = Instant::now() + CATCH_UP;
+    while !referenced(&now).iter().all(|r| ids.iter().any(|s| s == r)) {
+        let next = tokio::select! {
+            next = events.next() => next,
+            () = tokio::time::sleep_until(catch_up) => break,
+        };
+        match next.transpose()? {
+            Some(event) => {
+                note(&event, &mut ids);
+                if let Some(ended) = seen.absorb(event) {
+                    return Ok(seen.report(ended));
+                }
+            }
+            None => break,
+        }
+    }
+    Ok(seen.report(now))
+}
+
+fn note(event: &Event, ids: &mut Vec<String>) {
+    match event {
+        Event::Plan { record, .. }
+        | Event::Recorded { record, .. }
+        | Event::Disagreement { record, .. } => ids.push(record.id().to_string()),
+        _ => {}
+    }
+}
