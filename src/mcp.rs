@@ -1,5 +1,5 @@
-//! `advisor-consult mcp`: a stdio MCP server, so an agent host (Claude Code, Codex, Gemini
-//! CLI, Cursor) can consult advisors as tools. It is a mapping onto the façade
+//! `advisor-consult mcp`: a stdio MCP server, so an agent host can consult advisors as
+//! tools. It is a mapping onto the façade
 //! ([`crate::facade::Api`]) and holds no verb logic: eight tools, one per verb (`advisors`,
 //! `plan`, `record`, `consult`, `job`, `cancel`, `status`, `explain`), and read-only
 //! resources under `advisord://`.
@@ -36,8 +36,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-/// How long a tool waits for a consultation by default: under the 60 s a call gets from
-/// the strictest host (Codex).
+/// How long a tool waits for a consultation by default: under the 60 s the strictest
+/// hosts give a tool call.
 pub const DEFAULT_WAIT_CAP: Duration = Duration::from_secs(50);
 
 /// The variable that sets the cap, in seconds (the flag `--wait-cap` wins).

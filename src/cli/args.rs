@@ -215,7 +215,8 @@ pub enum Verb {
     },
     /// Serve MCP on standard input and output, for agent hosts (see docs/MCP.md)
     #[command(
-        after_help = "Example:\n  claude mcp add advisord -- advisor-consult mcp\n\n\
+        after_help = "Example (what a host's configuration runs):\n  advisor-consult mcp \
+                      --wait-cap 40\n\n\
                       The tools wait for a consultation at most --wait-cap seconds, then\n\
                       answer with the outcomes so far; the job goes on."
     )]
