@@ -39,7 +39,7 @@ pub fn record(
         }),
         other => other,
     })?;
-    let store = Store::open(&resolved.state_dir);
+    let store = Store::shared(&resolved.state_dir);
     // Only a plan needs availability, which reads every task's consultations.
     let wants_plan = input.get("kind").and_then(|k| k.as_str()) == Some("plan");
     let record = if wants_plan {
@@ -54,7 +54,7 @@ pub fn record(
 /// Every advisor of the catalogue with its status and why, and capacity per capability.
 pub fn advisors(registry: &Registry, ctx: &RequestContext) -> Result<AdvisorsView, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
-    let store = Store::open(&resolved.state_dir);
+    let store = Store::shared(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
     Ok(AdvisorsView::new(
         env.mode,
@@ -81,7 +81,7 @@ pub fn plan_preview(
         )));
     }
     let resolved = Resolved::resolve(ctx, registry)?;
-    let store = Store::open(&resolved.state_dir);
+    let store = Store::shared(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
     Ok(policy::preview(
         materiality,
@@ -123,7 +123,7 @@ pub fn tree(
 /// afresh, and admit each record again through the writer's rules of today.
 pub fn verify(registry: &Registry, ctx: &RequestContext, all: bool) -> Result<VerifyReport, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
-    let store = Store::open(&resolved.state_dir);
+    let store = Store::shared(&resolved.state_dir);
     let tasks = if all {
         store.tasks()?
     } else {
@@ -169,7 +169,7 @@ pub fn check(
     }
     let mut report = check::run(&resolved.root, &resolved.catalogue, path.as_deref());
     // A gate fails on a forged or edited record as well: every task's chain is walked.
-    let store = Store::open(&resolved.state_dir);
+    let store = Store::shared(&resolved.state_dir);
     let verified = verify_tasks(&store, &store.tasks()?)?;
     report.add_verify(&resolved.root, &verified);
     Ok(report)
@@ -183,7 +183,7 @@ pub fn plan_env<'r>(
     store: &Store,
     now: OffsetDateTime,
 ) -> Result<PlanEnv<'r>, Error> {
-    let history = store.consultations_all_tasks()?;
+    let history = store.circuit_history()?;
     let availability = availability::assess(&AvailabilityInput {
         catalogue: &resolved.catalogue,
         mode: resolved.mode,
@@ -207,7 +207,7 @@ fn with_task<R>(
     f: impl FnOnce(&Resolved, &[Record], &Trust) -> Result<R, Error>,
 ) -> Result<R, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
-    let store = Store::open(&resolved.state_dir);
+    let store = Store::shared(&resolved.state_dir);
     store.with_trusted_records(&resolved.task, |records, trust| {
         f(&resolved, records, trust)
     })?

@@ -26,6 +26,7 @@
 //! in place, that finds every new record, and a write into a task of ten thousand records
 //! costs what a write into an empty one does.
 
+use crate::core::availability::HistoryTail;
 use crate::core::chain::{self, Entry, Trust};
 use crate::core::policy::PlanEnv;
 use crate::core::records::{Body, Record, TaskName};
@@ -39,6 +40,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The name of a task's lock file, inside the task's directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -79,12 +81,71 @@ struct TaskCache {
     digests: Vec<String>,
     /// The highest sequence among the record files read.
     highest: u64,
+    /// The size on disk of the records read.
+    bytes: usize,
+}
+
+/// How many bytes of records (their size on disk) a [`Store`] keeps cached across its
+/// tasks before it drops the least recently used ones.
+pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
+
+/// A task's cache and when it was last used.
+struct Slot {
+    cache: Arc<Mutex<TaskCache>>,
+    used: Instant,
+    bytes: usize,
+}
+
+/// What availability needs of every task, fed as records are read and written.
+#[derive(Default)]
+struct CircuitIndex {
+    tail: HistoryTail,
+    /// The highest sequence fed, per task.
+    fed: HashMap<TaskName, u64>,
+}
+
+/// One [`Store`] per state directory, kept for the life of a process that serves many
+/// requests (the daemon), so each store's cache of records is read once rather than once
+/// per request: a write into a task of ten thousand records then costs what a write into
+/// an empty one does.
+#[derive(Default)]
+pub struct Stores {
+    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
+}
+
+/// The stores of this process, one per state directory ([`Store::shared`]).
+static SHARED: std::sync::OnceLock<Stores> = std::sync::OnceLock::new();
+
+impl Stores {
+    /// This process's stores: the daemon's live as long as it does, so every request and
+    /// job reads a task once; the CLI's for one invocation.
+    pub fn process() -> &'static Stores {
+        SHARED.get_or_init(Stores::default)
+    }
+
+    /// Drop the cached records of every task not used for `idle`, in every store.
+    pub fn release_idle(&self, idle: Duration) {
+        let stores: Vec<Arc<Store>> = lock(&self.stores).values().cloned().collect();
+        for store in stores {
+            store.release_idle(idle);
+        }
+    }
+
+    /// The store of `state_dir`, opened on first use.
+    pub fn get(&self, state_dir: &Path) -> Arc<Store> {
+        lock(&self.stores)
+            .entry(state_dir.to_path_buf())
+            .or_insert_with(|| Arc::new(Store::open(state_dir)))
+            .clone()
+    }
 }
 
 /// The records of one state directory.
 pub struct Store {
     state_dir: PathBuf,
-    tasks: Mutex<HashMap<TaskName, Arc<Mutex<TaskCache>>>>,
+    tasks: Mutex<HashMap<TaskName, Slot>>,
+    circuit: Mutex<CircuitIndex>,
+    budget: usize,
 }
 
 /// The file name a record is stored under: its sequence, zero-padded to ten digits so that
@@ -133,7 +194,7 @@ pub struct StoredFile {
 
 /// Read and parse the record file at `path`, with the chain's hash of its bytes; `None`
 /// when there is none.
-fn read_record(path: &Path) -> Result<Option<(Record, String)>, StoreError> {
+fn read_record(path: &Path) -> Result<Option<(Record, String, usize)>, StoreError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -162,11 +223,12 @@ fn read_record(path: &Path) -> Result<Option<(Record, String)>, StoreError> {
             record.envelope.sequence
         )));
     }
-    Ok(Some((record, chain::digest(&bytes))))
+    Ok(Some((record, chain::digest(&bytes), bytes.len())))
 }
 
 /// Append `record` and its hash, keeping the cache in sequence order.
-fn push_in_order(cache: &mut TaskCache, (record, digest): (Record, String)) {
+fn push_in_order(cache: &mut TaskCache, (record, digest, size): (Record, String, usize)) {
+    cache.bytes += size;
     let at = cache
         .records
         .partition_point(|r| r.envelope.sequence <= record.envelope.sequence);
@@ -205,10 +267,36 @@ fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
 impl Store {
     /// A store over `state_dir` (created on first write).
     pub fn open(state_dir: &Path) -> Store {
+        Store::with_budget(state_dir, CACHE_BUDGET_BYTES)
+    }
+
+    /// This process's store of `state_dir` ([`Stores::process`]), whose cache of records
+    /// is shared by every caller.
+    pub fn shared(state_dir: &Path) -> Arc<Store> {
+        Stores::process().get(state_dir)
+    }
+
+    /// A store over `state_dir` caching at most about `budget` bytes of records.
+    pub fn with_budget(state_dir: &Path, budget: usize) -> Store {
         Store {
             state_dir: state_dir.to_path_buf(),
             tasks: Mutex::new(HashMap::new()),
+            circuit: Mutex::new(CircuitIndex::default()),
+            budget,
         }
+    }
+
+    /// Drop the cached records of every task not used for `idle` (they are read again
+    /// when next asked for); the availability index is kept.
+    pub fn release_idle(&self, idle: Duration) {
+        let now = Instant::now();
+        lock(&self.tasks).retain(|_, slot| now.duration_since(slot.used) < idle);
+    }
+
+    /// The bytes of records cached now, and how many tasks they belong to.
+    pub fn cached(&self) -> (usize, usize) {
+        let tasks = lock(&self.tasks);
+        (tasks.values().map(|s| s.bytes).sum(), tasks.len())
     }
 
     /// The state directory.
@@ -234,9 +322,13 @@ impl Store {
         f: impl FnOnce(&[Record]) -> R,
     ) -> Result<R, StoreError> {
         let cache = self.cache(task);
-        let mut cache = lock(&cache);
-        self.refresh(task, &mut cache)?;
-        Ok(f(&cache.records))
+        let mut held = lock(&cache);
+        let refreshed = self.refresh(task, &mut held);
+        let bytes = held.bytes;
+        let answer = refreshed.map(|_| f(&held.records));
+        drop(held);
+        self.used(task, &cache, bytes);
+        answer
     }
 
     /// Call `f` with every record of `task` in sequence order and what the hash chain
@@ -363,8 +455,8 @@ impl Store {
             self.create_task_dir(&dir)?;
         }
         let _held = self.lock_task(&dir)?;
-        let cache = self.cache(task);
-        let mut cache = lock(&cache);
+        let slot = self.cache(task);
+        let mut cache = lock(&slot);
         let stale = self.refresh(task, &mut cache)?;
         for name in stale {
             // Under the lock no write is in flight: these are left by a killed writer.
@@ -391,6 +483,11 @@ impl Store {
         cache.highest = sequence;
         cache.records.push(record.clone());
         cache.digests.push(chain::digest(&bytes));
+        cache.bytes += bytes.len();
+        self.feed(task, &cache.records);
+        let cached = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, cached);
         Ok(record)
     }
 
@@ -417,7 +514,83 @@ impl Store {
 
     /// The cache of `task`, created empty on first use.
     fn cache(&self, task: &TaskName) -> Arc<Mutex<TaskCache>> {
-        lock(&self.tasks).entry(task.clone()).or_default().clone()
+        lock(&self.tasks)
+            .entry(task.clone())
+            .or_insert_with(|| Slot {
+                cache: Arc::default(),
+                used: Instant::now(),
+                bytes: 0,
+            })
+            .cache
+            .clone()
+    }
+
+    /// Feed the index the records of `task` past the last one it was fed (`records` in
+    /// sequence order).
+    fn feed(&self, task: &TaskName, records: &[Record]) {
+        let mut circuit = lock(&self.circuit);
+        let fed = circuit.fed.get(task).copied().unwrap_or(0);
+        let new = records
+            .iter()
+            .rev()
+            .take_while(|r| r.envelope.sequence > fed)
+            .count();
+        let fresh = &records[records.len() - new..];
+        for record in fresh {
+            circuit.tail.feed(record);
+        }
+        let highest = fresh.last().map_or(fed, |r| r.envelope.sequence);
+        circuit.fed.insert(task.clone(), highest.max(fed));
+    }
+
+    /// Note that `task`'s cache (holding `bytes`) was just used, and drop the least
+    /// recently used other tasks while the caches hold more than the budget.
+    fn used(&self, task: &TaskName, cache: &Arc<Mutex<TaskCache>>, bytes: usize) {
+        let mut tasks = lock(&self.tasks);
+        if let Some(slot) = tasks.get_mut(task) {
+            if Arc::ptr_eq(&slot.cache, cache) {
+                slot.used = Instant::now();
+                slot.bytes = bytes;
+            }
+        }
+        let mut total: usize = tasks.values().map(|s| s.bytes).sum();
+        while total > self.budget {
+            let oldest = tasks
+                .iter()
+                .filter(|(name, _)| *name != task)
+                .min_by_key(|(_, slot)| slot.used)
+                .map(|(name, _)| name.clone());
+            let Some(oldest) = oldest else { break };
+            if let Some(slot) = tasks.remove(&oldest) {
+                total -= slot.bytes;
+            }
+        }
+    }
+
+    /// The consultations availability needs, across every task of the state directory:
+    /// a [`HistoryTail`]'s records, equal for availability to every consultation stored.
+    ///
+    /// A task is read whole the first time; after that only the record files past the
+    /// last one fed are read, whether or not its records are still cached.
+    pub fn circuit_history(&self) -> Result<Vec<Record>, StoreError> {
+        for task in self.tasks()? {
+            let fed = lock(&self.circuit).fed.get(&task).copied();
+            match fed {
+                // Never read: read it whole (which feeds the index).
+                None => self.with_records(&task, |_| ())?,
+                Some(fed) => {
+                    let dir = self.task_dir(&task);
+                    let mut next = fed + 1;
+                    let mut found = Vec::new();
+                    while let Some((record, _, _)) = read_record(&dir.join(sequence_file(next)))? {
+                        found.push(record);
+                        next += 1;
+                    }
+                    self.feed(&task, &found);
+                }
+            }
+        }
+        Ok(lock(&self.circuit).tail.records())
     }
 
     /// Read the records of `task` not yet in `cache`; return the temporary files seen
@@ -433,6 +606,7 @@ impl Store {
             cache.highest += 1;
             push_in_order(cache, read);
         }
+        self.feed(task, &cache.records);
         Ok(temps)
     }
 
@@ -484,8 +658,9 @@ impl Store {
                 records.push(read);
             }
         }
-        records.sort_by_key(|(r, _)| r.envelope.sequence);
-        (cache.records, cache.digests) = records.into_iter().unzip();
+        records.sort_by_key(|(r, _, _)| r.envelope.sequence);
+        cache.bytes = records.iter().map(|(_, _, size)| size).sum();
+        (cache.records, cache.digests) = records.into_iter().map(|(r, d, _)| (r, d)).unzip();
         cache.highest = highest;
         cache.listed = true;
         Ok(temps)
@@ -899,5 +1074,80 @@ mod tests {
         let records = Store::open(dir.path()).records(&t).expect("read");
         let sequences: Vec<u64> = records.iter().map(|r| r.envelope.sequence).collect();
         assert_eq!(sequences, (1..=40).collect::<Vec<u64>>());
+    }
+    /// A consultation record of `t` at `sequence`, written as the store would.
+    fn put_consultation(state: &Path, t: &str, sequence: u64, advisor: &str, status: &str) {
+        let failure = (status == "failed").then_some("timeout");
+        let record: Record = serde_json::from_value(json!({
+            "id": format!("C{t}{sequence}"), "task": t, "sequence": sequence,
+            "created_at": "2026-01-01T00:00:00.000Z", "schema": 1, "redacted": [],
+            "kind": "consultation", "plan": "P", "advisor": advisor,
+            "status": status, "failure": failure,
+            "conclusion": (status == "completed").then_some("fine"),
+            "finished_at": format!("2026-01-01T00:{:02}:{:02}.000Z", sequence / 60, sequence % 60)}))
+        .expect("a consultation");
+        let task_dir = state.join(t);
+        fs::create_dir_all(&task_dir).expect("task dir");
+        fs::write(
+            task_dir.join(file_name(&record)),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .expect("written");
+    }
+
+    /// Once a task was read, availability reads only the record files past the last one
+    /// it saw, even when the task's records are no longer cached: a file already seen is
+    /// never opened again (one made unreadable afterwards goes unnoticed).
+    #[test]
+    fn circuit_history_reads_only_new_records() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for sequence in 1..=50 {
+            put_consultation(dir.path(), "a", sequence, "alpha", "failed");
+        }
+        put_consultation(dir.path(), "b", 1, "beta", "completed");
+        let store = Store::with_budget(dir.path(), 0);
+        // The whole history of `alpha` is failures: every one is kept.
+        assert_eq!(store.circuit_history().expect("read").len(), 51);
+        // A budget of nothing keeps only the task last used cached.
+        assert_eq!(store.cached().1, 1);
+        fs::write(dir.path().join("a").join(sequence_file(3)), b"not json").expect("spoil");
+        put_consultation(dir.path(), "a", 51, "alpha", "completed");
+        put_consultation(dir.path(), "a", 52, "alpha", "failed");
+        let history = store.circuit_history().expect("only new files are read");
+        let alpha: Vec<u64> = history
+            .iter()
+            .filter(|r| matches!(&r.body, Body::Consultation(c) if c.advisor == "alpha"))
+            .map(|r| r.envelope.sequence)
+            .collect();
+        assert_eq!(alpha, [51, 52]);
+        // A fresh store reads everything, and finds the spoiled file.
+        assert!(matches!(
+            Store::open(dir.path()).circuit_history(),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+
+    /// The cached records stay under the budget (the task in use aside), the least
+    /// recently used task goes first, and idle tasks are released.
+    #[test]
+    fn caches_are_bounded_and_released() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::with_budget(dir.path(), 4096);
+        for name in ["a", "b", "c", "d"] {
+            for i in 0..8 {
+                store
+                    .write(&task(name), &assessment(&format!("{name}{i}")), None)
+                    .expect("written");
+            }
+        }
+        let (bytes, tasks) = store.cached();
+        assert!(bytes <= 4096, "{bytes} bytes cached in {tasks} tasks");
+        assert!(tasks < 4, "{tasks} tasks cached");
+        // `d`, written last, is cached; reading `a` again brings it back whole.
+        assert_eq!(store.records(&task("a")).expect("read").len(), 8);
+        assert!(store.cached().0 > 0);
+        store.release_idle(Duration::ZERO);
+        assert_eq!(store.cached(), (0, 0));
+        assert_eq!(store.records(&task("d")).expect("read again").len(), 8);
     }
 }

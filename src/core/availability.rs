@@ -184,41 +184,104 @@ struct Outcome {
     retry_after_s: Option<u64>,
 }
 
+/// The counted outcome `record` gives its advisor, if it is a consultation the circuit
+/// counts.
+fn counted(record: &Record) -> Option<(&str, Outcome)> {
+    let Body::Consultation(consultation) = &record.body else {
+        return None;
+    };
+    let failure = match consultation.status {
+        ConsultationStatus::Completed => None,
+        // A failure with no kind is the catch-all: it counts as `error`.
+        ConsultationStatus::Failed => Some(consultation.failure.unwrap_or(FailureKind::Error)),
+    };
+    if failure.is_some_and(|kind| !kind.is_counted()) {
+        return None;
+    }
+    // The writer always stamps `finished_at`; `created_at` covers a hand-edited file.
+    let at = parse_time(&consultation.finished_at)
+        .or_else(|| parse_time(&record.envelope.created_at))?;
+    Some((
+        consultation.advisor.as_str(),
+        Outcome {
+            at,
+            sequence: record.envelope.sequence,
+            failure,
+            retry_after_s: consultation.retry_after_s,
+        },
+    ))
+}
+
 /// The counted outcomes of every advisor, oldest first (by `finished_at`, then sequence).
 fn counted_outcomes(history: &[Record]) -> BTreeMap<&str, Vec<Outcome>> {
     let mut by_advisor: BTreeMap<&str, Vec<Outcome>> = BTreeMap::new();
-    for record in history {
-        let Body::Consultation(consultation) = &record.body else {
-            continue;
-        };
-        let failure = match consultation.status {
-            ConsultationStatus::Completed => None,
-            // A failure with no kind is the catch-all: it counts as `error`.
-            ConsultationStatus::Failed => Some(consultation.failure.unwrap_or(FailureKind::Error)),
-        };
-        if failure.is_some_and(|kind| !kind.is_counted()) {
-            continue;
-        }
-        // The writer always stamps `finished_at`; `created_at` covers a hand-edited file.
-        let Some(at) = parse_time(&consultation.finished_at)
-            .or_else(|| parse_time(&record.envelope.created_at))
-        else {
-            continue;
-        };
-        by_advisor
-            .entry(consultation.advisor.as_str())
-            .or_default()
-            .push(Outcome {
-                at,
-                sequence: record.envelope.sequence,
-                failure,
-                retry_after_s: consultation.retry_after_s,
-            });
+    for (advisor, outcome) in history.iter().filter_map(counted) {
+        by_advisor.entry(advisor).or_default().push(outcome);
     }
     for outcomes in by_advisor.values_mut() {
         outcomes.sort_by_key(|o| (o.at, o.sequence));
     }
     by_advisor
+}
+
+/// The part of a history the circuit can still look at, kept up to date one record at a
+/// time so that a caller holding many records need not hand all of them to [`assess`].
+///
+/// The circuit reads an advisor's newest outcome, the one before it, and the trips after
+/// its newest completed consultation: nothing older than that completed consultation
+/// matters. So for each advisor the tail keeps its counted consultations from its newest
+/// completed one on (by `finished_at`, then sequence), whatever order they are fed in.
+/// Availability stays a function of records: `assess` over [`HistoryTail::records`] equals
+/// `assess` over every record fed.
+#[derive(Debug, Clone, Default)]
+pub struct HistoryTail {
+    by_advisor: BTreeMap<String, Vec<(OffsetDateTime, u64, bool, Record)>>,
+}
+
+impl HistoryTail {
+    /// Take `record` into account (records that are not counted consultations are ignored).
+    pub fn feed(&mut self, record: &Record) {
+        let Some((advisor, outcome)) = counted(record) else {
+            return;
+        };
+        let key = (outcome.at, outcome.sequence);
+        let completed = outcome.failure.is_none();
+        let kept = self.by_advisor.entry(advisor.to_string()).or_default();
+        // When it holds a completed consultation, it is the first and the newest one.
+        if kept
+            .first()
+            .is_some_and(|&(at, sequence, was_completed, _)| was_completed && key < (at, sequence))
+        {
+            return;
+        }
+        let index = kept.partition_point(|&(at, sequence, _, _)| (at, sequence) <= key);
+        kept.insert(
+            index,
+            (outcome.at, outcome.sequence, completed, record.clone()),
+        );
+        if completed {
+            kept.drain(..index);
+        }
+    }
+
+    /// The records kept, advisor by advisor.
+    pub fn records(&self) -> Vec<Record> {
+        self.by_advisor
+            .values()
+            .flatten()
+            .map(|(_, _, _, record)| record.clone())
+            .collect()
+    }
+
+    /// How many records are kept.
+    pub fn len(&self) -> usize {
+        self.by_advisor.values().map(Vec::len).sum()
+    }
+
+    /// Whether no record is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 fn parse_time(text: &str) -> Option<OffsetDateTime> {
@@ -1047,5 +1110,65 @@ pub(crate) mod tests {
         assert_eq!(capacity["code_review"], 1);
         assert_eq!(capacity["architecture"], 0);
         assert_eq!(capacity["debugging"], 0);
+    }
+
+    /// The tail gives the verdict every record gives, at every moment, whatever order the
+    /// records were fed in and however many came before the newest completed one.
+    #[test]
+    fn the_tail_judges_as_every_record_does() {
+        let kinds = [
+            Done,
+            Fail(Timeout),
+            Fail(Unavailable),
+            Fail(Error),
+            Fail(AuthFailed),
+            Fail(Malformed),
+            Fail(Cancelled),
+            Limit(Some(30)),
+            Limit(None),
+        ];
+        // A small deterministic generator: no dependency, the same cases every run.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for case in 0..300 {
+            let count = 1 + next(25);
+            let history: Vec<Record> = (1..=count)
+                .map(|sequence| {
+                    let kind = kinds[next(kinds.len() as u64) as usize];
+                    // Times repeat and go backwards now and then, as across tasks they do.
+                    consultation("a", sequence, next(4000) as i64, kind)
+                })
+                .collect();
+            let mut order: Vec<usize> = (0..history.len()).collect();
+            for i in (1..order.len()).rev() {
+                order.swap(i, next(i as u64 + 1) as usize);
+            }
+            let mut tail = HistoryTail::default();
+            for &i in &order {
+                tail.feed(&history[i]);
+            }
+            let kept = tail.records();
+            assert!(kept.len() <= history.len());
+            for now_s in [0, 500, 1000, 2000, 3000, 4000, 5000, 9000] {
+                assert_eq!(
+                    assess_at(&kept, None, now_s),
+                    assess_at(&history, None, now_s),
+                    "case {case} at {now_s} s: {history:#?}"
+                );
+            }
+        }
+        // A long history behind a completed consultation is not kept.
+        let mut tail = HistoryTail::default();
+        for sequence in 1..=1000 {
+            tail.feed(&consultation("a", sequence, sequence as i64, Fail(Timeout)));
+        }
+        tail.feed(&consultation("a", 1001, 1001, Done));
+        tail.feed(&consultation("a", 1002, 1002, Fail(Error)));
+        assert_eq!(tail.len(), 2);
     }
 }

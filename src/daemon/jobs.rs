@@ -24,7 +24,7 @@ use advisord_adapters::registry::Registry;
 use futures::Stream;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Semaphore};
@@ -56,8 +56,6 @@ pub struct Jobs {
     /// Held by a resumed job while it looks for the plan it may have recorded before the
     /// daemon stopped, so two resumed jobs never take the same one.
     pub(crate) plan_claims: tokio::sync::Mutex<()>,
-    /// One store per state directory, kept so its cache of records is read once.
-    stores: Mutex<HashMap<PathBuf, Arc<Store>>>,
 }
 
 impl Jobs {
@@ -81,7 +79,6 @@ impl Jobs {
             started: Instant::now(),
             started_ms,
             plan_claims: tokio::sync::Mutex::new(()),
-            stores: Mutex::new(HashMap::new()),
         }
     }
 
@@ -100,9 +97,16 @@ impl Jobs {
             let jobs = self.clone();
             blocking(move || {
                 let resolved = Resolved::resolve(&context, &jobs.registry)?;
-                let records = jobs.store(&resolved.state_dir).records(&resolved.task)?;
-                let found = records.iter().find(|r| r.id() == assessment.as_str());
-                match found.map(|r| r.kind()) {
+                // Looked at in place: the task may hold thousands of records.
+                let found =
+                    jobs.store(&resolved.state_dir)
+                        .with_records(&resolved.task, |records| {
+                            records
+                                .iter()
+                                .find(|r| r.id() == assessment.as_str())
+                                .map(|r| r.kind())
+                        })?;
+                match found {
                     Some(Kind::Assessment) => {}
                     Some(other) => {
                         return Err(Error::Usage(format!(
@@ -273,6 +277,20 @@ impl Jobs {
             job.state = state;
             job.finished_at = Some(Timestamp::now());
             job.reason = reason;
+            // A job that ended stopped every exchange it did not record (a failure while
+            // recording cancels the rest): none of them is still pending or running.
+            for c in &mut job.consultations {
+                if c.record.is_none()
+                    && matches!(
+                        c.status,
+                        crate::protocol::ExchangeStatus::Pending
+                            | crate::protocol::ExchangeStatus::Running
+                    )
+                {
+                    c.status = crate::protocol::ExchangeStatus::Failed;
+                    c.failure = Some(crate::core::records::FailureKind::Cancelled);
+                }
+            }
         });
         if let Err(e) = self.persist(entry).await {
             tracing::error!(job = %job.id, error = %e, "could not journal the end of a job");
@@ -294,13 +312,10 @@ impl Jobs {
             .clone()
     }
 
-    /// The store of `state_dir`, shared by every job and request of the daemon (its cache
-    /// of records is then read once, not once per job).
+    /// The store of `state_dir`, shared by every job and request of the daemon
+    /// ([`Store::shared`]: its cache of records is then read once, not once per job).
     pub(crate) fn store(&self, state_dir: &Path) -> Arc<Store> {
-        let mut map = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(state_dir.to_path_buf())
-            .or_insert_with(|| Arc::new(Store::open(state_dir)))
-            .clone()
+        Store::shared(state_dir)
     }
 
     /// Hand a queued job to the scheduler.

@@ -194,48 +194,59 @@ fn prepare(
 ) -> Result<Prepared, String> {
     let resolved = Resolved::resolve(&context, registry).map_err(|e| e.to_string())?;
     let store = store_of(&resolved.state_dir);
-    let records = store.records(&resolved.task).map_err(|e| e.to_string())?;
-    let assessment = records
-        .iter()
-        .find_map(|r| match &r.body {
-            Body::Assessment(a) if r.id() == job.assessment.as_str() => Some(a.clone()),
-            _ => None,
+    // The task is looked at in place (never copied: it may hold thousands of records).
+    let found = store
+        .with_records(&resolved.task, |records| {
+            let assessment = records.iter().find_map(|r| match &r.body {
+                Body::Assessment(a) if r.id() == job.assessment.as_str() => Some(a.clone()),
+                _ => None,
+            });
+            let plan = match &job.plan {
+                Some(id) => Some(
+                    records
+                        .iter()
+                        .find(|r| r.id() == id.as_str() && r.kind() == Kind::Plan)
+                        .cloned()
+                        .ok_or_else(|| {
+                            format!("the job's plan `{id}` is no longer a record of the task")
+                        }),
+                ),
+                None => orphans_before
+                    .and_then(|before| unclaimed_plan(records, job, claimed, before))
+                    .map(Ok),
+            };
+            (assessment, plan)
         })
-        .ok_or_else(|| {
-            format!(
-                "assessment `{}` is no longer a record of task `{}`",
-                job.assessment, resolved.task
-            )
-        })?;
-    let plan_record = match &job.plan {
-        Some(id) => records
-            .iter()
-            .find(|r| r.id() == id.as_str() && r.kind() == Kind::Plan)
-            .cloned()
-            .ok_or_else(|| format!("the job's plan `{id}` is no longer a record of the task"))?,
+        .map_err(|e| e.to_string())?;
+    let assessment = found.0.ok_or_else(|| {
+        format!(
+            "assessment `{}` is no longer a record of task `{}`",
+            job.assessment, resolved.task
+        )
+    })?;
+    let plan_record = match found.1 {
+        Some(plan) => plan?,
         None => {
-            match orphans_before.and_then(|before| unclaimed_plan(&records, job, claimed, before)) {
-                Some(plan) => plan,
-                None => {
-                    let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
-                        .map_err(|e| e.to_string())?;
-                    let input = serde_json::json!({"kind": "plan", "assessment": job.assessment});
-                    store
-                        .write(&resolved.task, &input, Some(&env))
-                        .map_err(|e| format!("the plan could not be recorded: {e}"))?
-                }
-            }
+            let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
+                .map_err(|e| e.to_string())?;
+            let input = serde_json::json!({"kind": "plan", "assessment": job.assessment});
+            store
+                .write(&resolved.task, &input, Some(&env))
+                .map_err(|e| format!("the plan could not be recorded: {e}"))?
         }
     };
     let Body::Plan(plan) = &plan_record.body else {
         return Err(format!("`{}` is not a plan", plan_record.id()));
     };
     let plan = plan.clone();
-    let recorded = plan
-        .selected
-        .iter()
-        .map(|s| consultation_of(&records, plan_record.id(), &s.advisor))
-        .collect();
+    let recorded = store
+        .with_records(&resolved.task, |records| {
+            plan.selected
+                .iter()
+                .map(|s| consultation_of(records, plan_record.id(), &s.advisor))
+                .collect()
+        })
+        .map_err(|e| e.to_string())?;
     Ok(Prepared {
         context,
         resolved,
@@ -272,8 +283,10 @@ fn unclaimed_plan(
 
 /// The consultation recorded for `advisor` under `plan`, if any.
 fn consultation_of(records: &[Record], plan: &str, advisor: &str) -> Option<Record> {
+    // Newest first: a plan's consultations come after it, near the end of the task.
     records
         .iter()
+        .rev()
         .find(
             |r| matches!(&r.body, Body::Consultation(c) if c.plan == plan && c.advisor == advisor),
         )
@@ -589,10 +602,10 @@ async fn write_consultation(
     let written = tokio::task::spawn_blocking(move || {
         match store.write_scrubbing(&task, &input, None, &secrets) {
             Ok(record) => Ok(record),
-            Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
-                let records = store.records(&task).map_err(|e| e.to_string())?;
-                consultation_of(&records, &plan, &advisor).ok_or_else(|| r.to_string())
-            }
+            Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => store
+                .with_records(&task, |records| consultation_of(records, &plan, &advisor))
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| r.to_string()),
             Err(e) => Err(format!(
                 "the consultation of `{advisor}` could not be recorded: {e}"
             )),
@@ -619,17 +632,23 @@ async fn record_disagreement(
     let task = prepared.resolved.task.clone();
     let cited: Vec<String> = consultations.iter().map(|r| r.id().to_string()).collect();
     let written = tokio::task::spawn_blocking(move || {
-        let records = store.records(&task).map_err(|e| e.to_string())?;
         // Recorded already by an earlier run of this job?
-        let earlier = records.iter().find(|r| match &r.body {
-            Body::Disagreement(d) => {
-                d.assessment == assessment_id
-                    && d.positions.iter().any(|p| cited.contains(&p.source))
-            }
-            _ => false,
-        });
+        let earlier = store
+            .with_records(&task, |records| {
+                records
+                    .iter()
+                    .find(|r| match &r.body {
+                        Body::Disagreement(d) => {
+                            d.assessment == assessment_id
+                                && d.positions.iter().any(|p| cited.contains(&p.source))
+                        }
+                        _ => false,
+                    })
+                    .cloned()
+            })
+            .map_err(|e| e.to_string())?;
         if let Some(earlier) = earlier {
-            return Ok(earlier.clone());
+            return Ok(earlier);
         }
         store
             .write(&task, &input, None)

@@ -92,7 +92,8 @@ pub struct JobConsultation {
     pub record: Option<RecordId>,
     /// Where the exchange stands.
     pub status: ExchangeStatus,
-    /// The failure kind, when recorded as failed.
+    /// The failure kind, when recorded as failed (`cancelled`, with no record, for an
+    /// exchange its job stopped before recording it).
     pub failure: Option<FailureKind>,
 }
 

@@ -1,0 +1,110 @@
+//! The cost of a write through the daemon into a large task: the median time of
+//! `POST /api/v1/reasoning/records` (client → daemon → store) into a task already holding
+//! 10,000 records, next to the median into a task that starts empty, writes alternating so
+//! both meet the same disk. Bound: at most 1.5× (a daemon that read the task again on
+//! every write paid 40× at 10,000 records).
+//!
+//! `cargo bench -p advisord --bench daemon_write`
+
+#[path = "../tests/integration/support/daemon.rs"]
+mod daemon_helper;
+
+use advisord::core::records::SCHEMA_VERSION;
+use advisord::core::records::{Assessment, Body, Confidence, Envelope, Materiality, Record};
+use advisord::store::file_name;
+use daemon_helper::{call_json, Binary, Place};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const LARGE_TASK: usize = 10_000;
+const WRITES: usize = 200;
+const MAX_RATIO: f64 = 1.5;
+
+/// Fill `task` with `count` stored assessments, written straight to files (the run is
+/// about writing into a large task, not about how it grew).
+fn prefill(state: &Path, task: &str, count: usize) {
+    let dir = state.join(task);
+    std::fs::create_dir_all(&dir).expect("the task directory");
+    for i in 0..count {
+        let record = Record {
+            envelope: Envelope {
+                id: ulid::Ulid::new().to_string(),
+                task: task.to_string(),
+                sequence: i as u64 + 1,
+                created_at: "2026-03-01T12:00:00.000Z".into(),
+                schema: SCHEMA_VERSION,
+                redacted: vec![],
+                prev: None,
+            },
+            body: Body::Assessment(Assessment {
+                subject: format!("stored decision {i}"),
+                materiality: Materiality::Low,
+                confidence: Confidence::Medium,
+                hypothesis: "the simple option holds".into(),
+                facts: vec!["one fact".into()],
+                assumptions: vec![],
+                questions: vec![],
+                evidence: vec![],
+                capabilities: vec![],
+                new_evidence: false,
+            }),
+        };
+        let text = serde_json::to_vec_pretty(&record).expect("serialises");
+        std::fs::write(dir.join(file_name(&record)), text).expect("a record file");
+    }
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let place = Place::new("advisors: []\n");
+    prefill(&place.state(), "large", LARGE_TASK);
+    let mut daemon = Binary::start(&place, &["--grace", "0"]);
+    let socket = place.socket();
+    let write = |task: &'static str, i: usize| {
+        let body = json!({"context": place.context_for(task), "record": {
+            "kind": "assessment", "subject": format!("decision {i}"), "materiality": "low",
+            "hypothesis": "the simple option holds", "facts": ["one fact"]}});
+        let socket = socket.clone();
+        async move {
+            let started = Instant::now();
+            call_json(&socket, "POST", "/api/v1/reasoning/records", &body)
+                .await
+                .expect(201);
+            started.elapsed()
+        }
+    };
+    // The first write into the large task reads it once; that is not what is measured.
+    let first = write("large", 0).await;
+    let (mut large, mut empty) = (Vec::new(), Vec::new());
+    for i in 0..WRITES {
+        empty.push(write("small", i).await);
+        large.push(write("large", i + 1).await);
+    }
+    let status = daemon.signal_and_wait(Signal::SIGTERM);
+    assert!(status.success(), "{status:?}");
+    let (large, empty) = (median(large), median(empty));
+    let ratio = large.as_secs_f64() / empty.as_secs_f64();
+    println!(
+        "daemon_write: median write through the daemon into a task of {LARGE_TASK} records \
+         {:.2} ms, into a task that starts empty {:.2} ms: {ratio:.2}x (bound {MAX_RATIO}x); \
+         the first write into the large task (reading it once) {:.0} ms",
+        ms(large),
+        ms(empty),
+        ms(first)
+    );
+    if ratio > MAX_RATIO {
+        eprintln!("daemon_write: bound broken");
+        std::process::exit(1);
+    }
+}
