@@ -4,10 +4,12 @@
 //! [`consult`] is the only way the daemon talks to an adapter. It owns, for every adapter
 //! alike:
 //!
-//! - **the deadline**: the adapter is handed a deadline [`STOP_GRACE`] earlier than the
-//!   caller's (less when the whole budget is short), so a well-behaved adapter can stop its
-//!   work and report its own, more precise failure (a process killed at the deadline whose
-//!   output shows rate-limit retries is `rate_limited`). At the caller's deadline the
+//! - **the deadline**: the adapter is handed the caller's deadline itself, so an answer
+//!   that arrives up to it is kept. An adapter returns an answer only when it had it by
+//!   the deadline; after the deadline it may take at most [`STOP_GRACE`] (30 ms) to stop
+//!   its work and report its own, more precise failure (a process killed at the deadline
+//!   whose output shows rate-limit retries is `rate_limited`). An answer handed back after
+//!   the deadline is not accepted (`timeout`), and at the deadline plus [`STOP_GRACE`] the
 //!   adapter's future is dropped, whatever it is doing, and the outcome is `timeout`.
 //! - **the cancellation**: the adapter gets the caller's token (it observes it and must
 //!   never cancel it: a token per consultation is the caller's to make, as the daemon
@@ -292,9 +294,11 @@ pub trait Adapter: Send + Sync {
     }
 }
 
-/// How long an adapter has, after its own deadline or a cancellation, to stop and report
-/// before the contract drops it.
-pub const STOP_GRACE: Duration = Duration::from_millis(100);
+/// How long an adapter has, after the caller's deadline or a cancellation, to stop and
+/// report before the contract drops it: the only time a consultation may take past its
+/// deadline (bounded well under 50 ms), spent classifying a hung exchange, never waiting
+/// for an answer.
+pub const STOP_GRACE: Duration = Duration::from_millis(30);
 
 /// What one consultation came to: the normalised answer or a typed failure.
 #[derive(Debug, Clone, PartialEq)]
@@ -309,8 +313,9 @@ pub struct Outcome {
 }
 
 /// Consult `advisor` through `adapter` under `io`'s deadline and cancellation, and
-/// normalise its answer. Never takes longer than the deadline (plus scheduling), and at
-/// most [`STOP_GRACE`] after a cancellation. See the module documentation for the rules.
+/// normalise its answer. An answer the adapter hands back by the deadline is kept; never
+/// takes longer than the deadline plus [`STOP_GRACE`] (plus scheduling), nor more than
+/// [`STOP_GRACE`] after a cancellation. See the module documentation for the rules.
 ///
 /// A cancellation or a deadline that has already passed returns at once without calling
 /// the adapter.
@@ -344,7 +349,7 @@ pub async fn consult(
     }
     let budget = io.deadline - start;
     let inner = Io {
-        deadline: io.deadline - STOP_GRACE.min(budget / 4),
+        deadline: io.deadline,
         // The caller's token itself: a child token per exchange costs an allocation and
         // two locks on the caller's token, a tenth of the contract's cost per exchange,
         // and would only matter to an adapter that cancels its token, which none may.
@@ -352,21 +357,27 @@ pub async fn consult(
         env: io.env.clone(),
         http: io.http.clone(),
     };
+    let timed_out_after = || {
+        format!(
+            "no answer within the deadline of {} ms; the exchange was stopped",
+            budget.as_millis()
+        )
+    };
     let exchange = adapter.exchange(advisor, prompt, &inner);
     tokio::pin!(exchange);
     let answered = tokio::select! {
         biased;
         () = io.cancel.cancelled() => None,
         result = &mut exchange => Some(result),
-        () = tokio::time::sleep_until(io.deadline) => {
+        () = tokio::time::sleep_until(io.deadline + STOP_GRACE) => {
             // Dropping the exchange stops it: see the module documentation.
-            let diagnostic = format!(
-                "no answer within the deadline of {} ms; the exchange was stopped",
-                budget.as_millis()
-            );
-            return finish(Err(timed_out(&diagnostic)), None);
+            return finish(Err(timed_out(&timed_out_after())), None);
         }
     };
+    // The grace after the deadline is for reporting a failure, never for an answer.
+    if matches!(answered, Some(Ok(_))) && Instant::now() > io.deadline {
+        return finish(Err(timed_out(&timed_out_after())), None);
+    }
     match answered {
         Some(Ok(answer)) => {
             let usage = answer.usage;

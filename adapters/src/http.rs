@@ -269,11 +269,12 @@ async fn exchange<W: Wire>(
         () = io.cancel.cancelled() => {
             Err(failure(FailureKind::Cancelled, "the exchange was cancelled"))
         }
+        // Before the deadline's arm: a reply complete at the deadline is kept.
+        result = work => result,
         () = tokio::time::sleep_until(io.deadline) => Err(failure(
             FailureKind::Timeout,
             &format!("no complete reply from `{url}` before the deadline"),
         )),
-        result = work => result,
     }
 }
 

@@ -106,6 +106,7 @@ macro_rules! contract_rig {
     };
 }
 
+mod deadline_cases;
 mod http_cases;
 mod process_cases;
 mod registry_cases;
@@ -473,8 +474,8 @@ pub async fn check(name: &str, setup: Setup, case: Case) -> Outcome {
             },
             _,
         ) => assert!(
-            // An adapter may stop at its own deadline, STOP_GRACE before the caller's.
-            elapsed + STOP_GRACE.min(case.timeout / 4) + Duration::from_millis(5) >= case.timeout,
+            // Never before the caller's deadline: an answer may still come until then.
+            elapsed + Duration::from_millis(2) >= case.timeout,
             "{name}: timed out early, after {elapsed:?} of {:?}",
             case.timeout
         ),

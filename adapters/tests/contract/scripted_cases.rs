@@ -55,7 +55,8 @@ fn one(script: Script) -> (Arc<ScriptedAdapter>, Setup) {
 
 #[tokio::test]
 async fn an_adapters_own_failure_at_its_deadline_is_kept() {
-    // A well-behaved adapter sees its deadline STOP_GRACE early and reports what it knows.
+    // A well-behaved adapter sees the caller's deadline and reports what it knows within
+    // STOP_GRACE of it.
     let (fake, setup) = one(Script::fail_when_stopped(
         FailureKind::RateLimited,
         "attempt 3: status 429",
@@ -72,7 +73,7 @@ async fn an_adapters_own_failure_at_its_deadline_is_kept() {
     };
     let outcome = check("own failure", setup, case).await;
     assert!(
-        Duration::from_millis(outcome.duration_ms) < timeout,
+        Duration::from_millis(outcome.duration_ms) < timeout + STOP_GRACE,
         "{outcome:?}"
     );
     assert_eq!(fake.dropped(), 0, "the adapter returned by itself");
@@ -207,4 +208,22 @@ async fn an_over_called_script_fails_loudly() {
     let io = Io::with_timeout(LONG_TIMEOUT);
     let _ = consult(&fake, &spec, PROMPT, &io).await;
     let _ = consult(&fake, &spec, PROMPT, &io).await;
+}
+
+#[tokio::test]
+async fn an_answer_handed_back_after_the_deadline_is_not_kept() {
+    // The grace after the deadline is for reporting a failure, never for an answer.
+    let timeout = Duration::from_millis(300);
+    let (fake, setup) = one(Script::answer(ANSWER).after(timeout + STOP_GRACE / 2));
+    let case = Case {
+        timeout,
+        cancel_after: None,
+        expect: Expect::failed(FailureKind::Timeout),
+    };
+    check("answer in the grace", setup, case).await;
+    assert_eq!(
+        fake.dropped(),
+        0,
+        "the adapter returned by itself, too late"
+    );
 }
