@@ -19,6 +19,7 @@
 //!    `rate_limited` / `unavailable` rather than a bare `timeout`.
 
 pub mod classify;
+pub mod contain;
 pub mod env;
 pub mod preflight;
 pub mod run;
@@ -36,9 +37,9 @@ use std::time::Duration;
 /// The bounds of every exchange of a [`ProcessAdapter`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessConfig {
-    /// Time between SIGTERM and SIGKILL. Half the contract's [`STOP_GRACE`] by default,
-    /// so that a process stopped at the deadline is classified before the contract gives
-    /// up on the exchange.
+    /// Time between SIGTERM and SIGKILL. A third of the contract's [`STOP_GRACE`] by
+    /// default, so that a process stopped at the deadline is killed, drained and
+    /// classified before the contract gives up on the exchange.
     pub term_grace: Duration,
     /// Bytes kept of each of standard output and standard error (1 MiB); the rest is read
     /// and discarded.
@@ -53,9 +54,9 @@ pub struct ProcessConfig {
 impl Default for ProcessConfig {
     fn default() -> ProcessConfig {
         ProcessConfig {
-            term_grace: STOP_GRACE / 2,
+            term_grace: STOP_GRACE / 3,
             output_cap: 1024 * 1024,
-            drain: Duration::from_millis(20),
+            drain: STOP_GRACE / 3,
             preflight_timeout: preflight::PREFLIGHT_TIMEOUT,
         }
     }

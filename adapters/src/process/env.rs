@@ -11,9 +11,12 @@
 //! 3. `TERM=dumb` and `NO_COLOR=1`, so that CLIs do not paint their output;
 //! 4. the advisor's `credential` variable and each of its `pass_env` variables, from the
 //!    asking process only (a credential is never taken from the daemon's environment);
-//! 5. the advisor's `env` map, which wins over everything above.
+//! 5. the advisor's `env` map, which wins over everything above;
+//! 6. `ADVISORD_EXCHANGE`, the exchange's marker, by which its descendants are found and
+//!    stopped with it ([`super::contain`]).
 //!
-//! Anything else — the daemon's own secrets, `ADVISORD_*`, a shell's functions — is absent.
+//! Anything else — the daemon's own secrets, other `ADVISORD_*`, a shell's functions — is
+//! absent.
 
 use super::settings::ProcessSettings;
 use crate::contract::{AdvisorSpec, Io};

@@ -98,6 +98,8 @@ pub struct Finished {
 #[derive(Debug)]
 pub struct GroupGuard {
     group: Option<Pid>,
+    /// The exchange's marker: its escaped descendants are killed with the group.
+    marker: Option<String>,
 }
 
 impl GroupGuard {
@@ -109,7 +111,14 @@ impl GroupGuard {
                 .ok()
                 .filter(|&pid| pid > 0)
                 .map(Pid::from_raw),
+            marker: None,
         }
+    }
+
+    /// Also kill, when dropped, the descendants carrying `marker` that left the group.
+    pub fn with_marker(mut self, marker: String) -> GroupGuard {
+        self.marker = Some(marker);
+        self
     }
 
     /// Send `signal` to every process of the group (gone already is fine).
@@ -122,22 +131,30 @@ impl GroupGuard {
     /// Stop guarding: the group is dead and its leader reaped, and the id may be reused.
     pub fn disarm(&mut self) {
         self.group = None;
+        self.marker = None;
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.signal(Signal::SIGKILL);
+        if let Some(marker) = self.marker.take() {
+            // Dropped part-way (the contract gave up on the exchange): no runtime to wait
+            // on, and the sweep takes a few milliseconds.
+            std::thread::spawn(move || super::contain::kill_marked(&marker));
+        }
     }
 }
 
 /// Run `invocation` within `limits`. Fails only when the process cannot be started.
 pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Finished> {
+    let marker = super::contain::new_marker();
     let mut command = Command::new(&invocation.program);
     command
         .args(&invocation.args)
         .env_clear()
         .envs(&invocation.env)
+        .env(super::contain::MARKER, &marker)
         .stdin(if invocation.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -156,7 +173,7 @@ pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Fin
             "the process ended before it could be guarded",
         ));
     };
-    let mut guard = GroupGuard::new(leader);
+    let mut guard = GroupGuard::new(leader).with_marker(marker.clone());
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let stdin = child.stdin.take();
@@ -189,8 +206,11 @@ pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Fin
     };
     let ended = match stopped_for {
         Err(status) => {
-            // The leader is reaped; whatever is left of its group goes now.
+            // The leader is reaped; whatever is left of its group goes now, and so does
+            // every descendant that left the group (orphaned, it was re-parented to us).
             guard.signal(Signal::SIGKILL);
+            let sweep = marker.clone();
+            let _ = tokio::task::spawn_blocking(move || super::contain::kill_marked(&sweep)).await;
             if !pipes_done {
                 let _ = tokio::time::timeout(limits.drain, &mut pipes).await;
             }
@@ -211,8 +231,12 @@ pub async fn run(invocation: Invocation, limits: &Limits) -> std::io::Result<Fin
                     guard.signal(Signal::SIGKILL);
                     let _ = child.wait().await;
                 }
-                // The leader is reaped; whatever is left of its group goes now.
+                // The leader is reaped; whatever is left of its group goes now, and so
+                // does every descendant that left the group.
                 guard.signal(Signal::SIGKILL);
+                let sweep = marker.clone();
+                let _ =
+                    tokio::task::spawn_blocking(move || super::contain::kill_marked(&sweep)).await;
                 guard.disarm();
                 drop(pipes);
             });

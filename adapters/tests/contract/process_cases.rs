@@ -12,7 +12,7 @@ use advisord_adapters::contract::{
 };
 use advisord_adapters::normalise::normalise;
 use advisord_adapters::process::env::BASE_VARS;
-use advisord_adapters::process::{preflight, ProcessAdapter, ProcessConfig};
+use advisord_adapters::process::{contain, preflight, ProcessAdapter, ProcessConfig};
 use advisord_adapters::registry::Registry;
 use futures::future::BoxFuture;
 use serde_json::{json, Map, Value};
@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 /// `fake-advisor`, built once per test run: cargo builds a dependency's library for a test,
 /// never its binaries.
-fn fake_advisor() -> &'static Path {
+pub(crate) fn fake_advisor() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -356,6 +356,36 @@ async fn a_grandchild_holding_the_pipes_is_killed_when_the_leader_answers() {
     );
 }
 
+/// A grandchild that calls `setsid` leaves the process group, so the group's kill misses
+/// it; with the daemon a child subreaper, it is re-parented to the daemon when its parent
+/// dies and killed with the exchange (it carries the exchange's marker), after an answer
+/// and at the deadline alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grandchild_that_calls_setsid_does_not_outlive_the_exchange() {
+    contain::become_subreaper().expect("PR_SET_CHILD_SUBREAPER");
+    for hang in [false, true] {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let pid_file = dir.path().join("grandchild.pid");
+        let pid_arg = pid_file.display().to_string();
+        let mut args = vec!["--grandchild", "--setsid", "--pid-file", &pid_arg];
+        let (timeout, expect) = if hang {
+            args.push("--hang");
+            (
+                Duration::from_millis(800),
+                Expect::failed(FailureKind::Timeout),
+            )
+        } else {
+            args.extend(["--answer", ANSWER]);
+            (LONG_TIMEOUT, completed_with_answer())
+        };
+        let spec = fake("fake-setsid", &args);
+        let setup = scratch_env(Setup::new(adapter(), spec), &dir)
+            .released(grandchild_gone(pid_file.clone()))
+            .keep(dir);
+        check("setsid grandchild", setup, case(timeout, expect)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_ignoring_sigterm_is_killed_after_the_grace() {
     let grace = Duration::from_millis(300);
@@ -566,6 +596,7 @@ async fn the_environment_is_minimal_and_explicit() {
         "ADVISOR_TOKEN",
         "CLI_KEY",
         "EXTRA_SETTING",
+        contain::MARKER,
     ]
     .into_iter()
     .map(str::to_string)

@@ -15,6 +15,8 @@
 //! - `--hang`: then sleeps forever; `--ignore-term` blocks SIGTERM first;
 //! - `--grandchild --pid-file F`: first starts a grandchild (`--hang`, the same
 //!   `--ignore-term`) sharing its output pipes, and writes the grandchild's pid to `F`;
+//! - `--setsid`: calls `setsid()` first (a new session and process group, out of reach
+//!   of a kill of its parent's group); with `--grandchild`, the grandchild does;
 //! - `--exit N`: exit status (default 0);
 //! - `--retry-ms N`: interval of the mimics' retry loops (default 200, or
 //!   `FAKE_ADVISOR_RETRY_MS`);
@@ -135,6 +137,7 @@ struct Script {
     signal_self: bool,
     hang: bool,
     ignore_term: bool,
+    setsid: bool,
     grandchild: bool,
     pid_file: Option<String>,
     exit: i32,
@@ -174,6 +177,7 @@ impl Script {
                 "--signal-self" => s.signal_self = true,
                 "--hang" => s.hang = true,
                 "--ignore-term" => s.ignore_term = true,
+                "--setsid" => s.setsid = true,
                 "--grandchild" => s.grandchild = true,
                 "--pid-file" => s.pid_file = Some(value()?),
                 "--exit" => {
@@ -193,6 +197,9 @@ impl Script {
     fn run(self) -> i32 {
         if self.ignore_term {
             block_term();
+        }
+        if self.setsid && !self.grandchild {
+            let _ = nix::unistd::setsid();
         }
         if self.grandchild {
             if let Err(e) = self.start_grandchild() {
@@ -284,6 +291,9 @@ impl Script {
         command.arg("--hang");
         if self.ignore_term {
             command.arg("--ignore-term");
+        }
+        if self.setsid {
+            command.arg("--setsid");
         }
         // Output pipes are inherited on purpose: a reader waiting for their end would wait
         // for the grandchild too, as it does with a real CLI's helper processes.
