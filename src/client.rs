@@ -24,7 +24,8 @@ use crate::paths;
 use crate::protocol::{
     codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
     EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,
-    JobsRequest, PlanRequest, RecordRequest, StatusRequest, TreeRequest, Verb, VerifyRequest,
+    JobsRequest, PlanRequest, RecordRequest, StatusRequest, TreeRequest, Verb, VerbName,
+    VerifyRequest,
 };
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -46,7 +47,14 @@ pub const DAEMON_EXECUTABLE: &str = "advisord";
 pub const AUTOSTART_WAIT: Duration = Duration::from_secs(5);
 
 /// How long one request (not an event stream) may take before the daemon is given up on.
-pub const REQUEST_BOUND: Duration = Duration::from_secs(60);
+///
+/// No request waits on an advisor (a consultation is answered once it is journaled), so a
+/// daemon that takes longer is stuck or starved, and saying so beats hanging.
+pub const REQUEST_BOUND: Duration = Duration::from_secs(10);
+
+/// The bound of a cancellation, which the daemon answers once the job has stopped (at
+/// most 5 s) or with 202 after that.
+pub const CANCEL_REQUEST_BOUND: Duration = Duration::from_secs(15);
 
 /// What to do when no daemon answers and none may be started.
 pub const START_HINT: &str = "start one with `advisord --detach` (or drop `--no-autostart`); \
@@ -163,7 +171,7 @@ impl Client {
                 .to_bytes();
             Ok::<_, Error>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(self.bound, exchange)
+        let (status, bytes) = tokio::time::timeout(self.bound_of(&call), exchange)
             .await
             .map_err(|_| self.stuck(&call))??;
         if !status.is_success() {
@@ -178,6 +186,15 @@ impl Client {
         })
     }
 
+    /// How long `call` may take: a cancellation waits for its job to stop.
+    fn bound_of(&self, call: &HttpCall) -> Duration {
+        if call.verb == VerbName::Cancel {
+            self.bound.max(CANCEL_REQUEST_BOUND)
+        } else {
+            self.bound
+        }
+    }
+
     /// The daemon accepted `call` but did not answer within the bound.
     fn stuck(&self, call: &HttpCall) -> Error {
         self.unreachable(
@@ -185,7 +202,7 @@ impl Client {
                 "it accepted `{} {}` but did not answer within {} s",
                 call.method(),
                 call.path(),
-                self.bound.as_secs_f64()
+                self.bound_of(call).as_secs_f64()
             ),
             "the daemon may be stuck: see its log, restart it (`kill $(cat \
              <data-dir>/advisord.pid)`), or use `--no-daemon` for the network-free verbs",

@@ -12,6 +12,7 @@
 //! then cancels the daemon's token; jobs not finished stay journaled and resume at the
 //! next start.
 
+pub mod conn;
 mod draft;
 pub mod http;
 pub mod jobs;
@@ -29,7 +30,7 @@ use crate::protocol::{Event, JobState};
 use advisord_adapters::registry::Registry;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,9 @@ use tokio::task::JoinSet;
 
 /// How long in-flight exchanges get at shutdown before they are cancelled, by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a task's cached records are kept after it was last used.
+pub const TASK_IDLE: Duration = Duration::from_secs(120);
 
 /// How long cancelled work gets to wind down before the daemon stops waiting for it.
 const WIND_DOWN: Duration = Duration::from_secs(3);
@@ -59,6 +63,8 @@ pub struct Config {
     pub prune_every: Duration,
     /// How many jobs run at once; the rest wait `queued`.
     pub max_running_jobs: usize,
+    /// The timeouts and the cap of the socket's connections.
+    pub connections: conn::Limits,
 }
 
 impl Config {
@@ -71,6 +77,7 @@ impl Config {
             retention: Retention::default(),
             prune_every: Duration::from_secs(60),
             max_running_jobs: 64,
+            connections: conn::Limits::default(),
         }
     }
 }
@@ -180,6 +187,15 @@ pub async fn run(
     config: Config,
 ) -> Result<(), DaemonError> {
     let data_dir = DataDir::take(&config.data_dir)?;
+    // Orphaned descendants of process advisors come to the daemon, which stops them with
+    // their exchange (they may have left the process group with `setsid`).
+    if let Err(e) = advisord_adapters::process::contain::become_subreaper() {
+        tracing::warn!(
+            error = %e,
+            "cannot become a child subreaper; a process advisor's descendant that leaves \
+             its group may outlive the exchange"
+        );
+    }
     let journal = Journal::open(&config.data_dir)?;
     let saved = journal.load_all()?;
     let (queue, queue_rx) = mpsc::unbounded_channel();
@@ -196,9 +212,14 @@ pub async fn run(
     let uid = nix::unistd::geteuid().as_raw();
     let app = http::router(Arc::new(served::Served::new(shared.clone())));
     let stop_accepting = shared.drain.clone();
-    let server = axum::serve(socket::PeerChecked::new(listener, uid), app)
-        .with_graceful_shutdown(async move { stop_accepting.cancelled().await });
-    let mut server = tokio::spawn(server.into_future());
+    let server = conn::serve(
+        listener,
+        uid,
+        app,
+        config.connections.clone(),
+        stop_accepting,
+    );
+    let mut server = tokio::spawn(server);
     tracing::info!(
         pid = std::process::id(),
         data_dir = %config.data_dir.display(),
@@ -321,6 +342,7 @@ async fn pruner(shared: Arc<Jobs>, retention: Retention, every: Duration) -> &'s
             () = shared.drain.cancelled() => break,
             _ = ticks.tick() => {}
         }
+        crate::store::Stores::process().release_idle(TASK_IDLE);
         let dropped = shared.table.prune(retention, SystemTime::now());
         if dropped.is_empty() {
             continue;

@@ -88,7 +88,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Descriptors are what a crowd of idle peers uses up: take all the system allows.
+    let nofile = daemon::conn::raise_nofile_limit();
     let mut config = Config::new(data_dir);
+    tracing::debug!(
+        nofile,
+        max_connections = config.connections.max_connections,
+        "connection cap"
+    );
     config.grace = args.grace;
     match runtime.block_on(serve(&socket, config)) {
         Ok(()) => ExitCode::SUCCESS,

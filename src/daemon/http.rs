@@ -67,7 +67,11 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
                 .into_response()
         }
     };
-    let incoming = match read(parts.uri, body).await {
+    let body_timeout = parts
+        .extensions
+        .get::<crate::daemon::conn::BodyTimeout>()
+        .map_or(crate::daemon::conn::Limits::default().body, |t| t.0);
+    let incoming = match read(parts.uri, body, body_timeout).await {
         Ok(incoming) => incoming,
         Err(e) => return e.into_response(),
     };
@@ -260,11 +264,25 @@ async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
         .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))
 }
 
-/// Read the body under the bound (413 past it).
-async fn read(uri: axum::http::Uri, body: Body) -> Result<Incoming, ApiError> {
-    let body = Limited::new(body, MAX_BODY_BYTES)
-        .collect()
+/// Read the body under the bound (413 past it) and within `timeout` (408 after it: a
+/// body that never ends holds nothing for long).
+async fn read(
+    uri: axum::http::Uri,
+    body: Body,
+    timeout: std::time::Duration,
+) -> Result<Incoming, ApiError> {
+    let body = tokio::time::timeout(timeout, Limited::new(body, MAX_BODY_BYTES).collect())
         .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                codes::INVALID_REQUEST,
+                format!(
+                    "the body did not arrive within {} s; send it whole, at once",
+                    timeout.as_secs_f64()
+                ),
+            )
+        })?
         .map_err(|e| {
             if e.downcast_ref::<LengthLimitError>().is_some() {
                 ApiError::new(

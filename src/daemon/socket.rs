@@ -79,7 +79,7 @@ fn io_err(context: String) -> impl FnOnce(io::Error) -> BindError {
 ///
 /// Dropping it does not remove the socket; [`BoundSocket::remove`] does, at a clean exit.
 pub struct BoundSocket {
-    /// The listener (peer uids are checked by [`PeerChecked`]).
+    /// The listener (peer uids are checked by [`crate::daemon::conn::serve`]).
     pub listener: UnixListener,
     path: PathBuf,
     _lock: Flock<File>,
@@ -227,49 +227,4 @@ pub async fn answers(path: &Path) -> bool {
         tokio::time::timeout(Duration::from_secs(1), UnixStream::connect(path)).await,
         Ok(Ok(_))
     )
-}
-
-/// A listener that drops every connection whose peer runs as another uid.
-pub struct PeerChecked {
-    inner: UnixListener,
-    uid: u32,
-}
-
-impl PeerChecked {
-    /// Accept only peers running as `uid` (normally the daemon's effective uid).
-    pub fn new(inner: UnixListener, uid: u32) -> PeerChecked {
-        PeerChecked { inner, uid }
-    }
-}
-
-impl axum::serve::Listener for PeerChecked {
-    type Io = UnixStream;
-    type Addr = tokio::net::unix::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let (stream, addr) = match self.inner.accept().await {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors and the like: back off rather than spin.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            match stream.peer_cred() {
-                Ok(cred) if cred.uid() == self.uid => return (stream, addr),
-                Ok(cred) => tracing::warn!(
-                    peer_uid = cred.uid(),
-                    peer_pid = cred.pid(),
-                    "refused a connection from another uid"
-                ),
-                Err(e) => tracing::warn!(error = %e, "refused a connection whose peer is unknown"),
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
 }

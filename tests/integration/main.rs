@@ -11,6 +11,7 @@ mod client_remote;
 mod daemon;
 mod daemon_signals;
 mod golden;
+mod hardening;
 mod mcp;
 mod new_advisor;
 mod real_clis;
