@@ -207,7 +207,10 @@ fn with_task<R>(
     f: impl FnOnce(&Resolved, &[Record], &Trust) -> Result<R, Error>,
 ) -> Result<R, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
-    let store = Store::shared(&resolved.state_dir);
+    // Read afresh: what the hash chain vouches for is judged on the files as they are now
+    // (a file changed after the daemon cached it must show), so views do not use the
+    // process's shared cache; writes and availability do.
+    let store = Store::open(&resolved.state_dir);
     store.with_trusted_records(&resolved.task, |records, trust| {
         f(&resolved, records, trust)
     })?
