@@ -37,15 +37,16 @@ use std::time::Duration;
 /// The bounds of every exchange of a [`ProcessAdapter`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessConfig {
-    /// Time between SIGTERM and SIGKILL. A third of the contract's [`STOP_GRACE`] by
-    /// default, so that a process stopped at the deadline is killed, drained and
-    /// classified before the contract gives up on the exchange.
+    /// Time between SIGTERM and SIGKILL (50 ms by default). The stop goes on in a task of
+    /// its own after the run has reported, so it is not bounded by the contract's
+    /// [`STOP_GRACE`]: only the classification of a run stopped at the deadline is.
     pub term_grace: Duration,
     /// Bytes kept of each of standard output and standard error (1 MiB); the rest is read
     /// and discarded.
     pub output_cap: usize,
-    /// How long the pipes may stay open once the group is gone (a descendant that left the
-    /// group may hold them).
+    /// How long the pipes may stay open once the process exited by itself (a descendant
+    /// that left the group may hold them). A third of [`STOP_GRACE`], so that an exit just
+    /// before the deadline is still read and classified within the grace.
     pub drain: Duration,
     /// The longest a `preflight` may run ([`preflight::PREFLIGHT_TIMEOUT`]).
     pub preflight_timeout: Duration,
@@ -54,7 +55,7 @@ pub struct ProcessConfig {
 impl Default for ProcessConfig {
     fn default() -> ProcessConfig {
         ProcessConfig {
-            term_grace: STOP_GRACE / 3,
+            term_grace: Duration::from_millis(50),
             output_cap: 1024 * 1024,
             drain: STOP_GRACE / 3,
             preflight_timeout: preflight::PREFLIGHT_TIMEOUT,
