@@ -68,6 +68,7 @@ fn prefill(state: &Path, tasks: usize, count: usize) {
                     duration_ms: Some(1200),
                     usage: None,
                     retry_after_s: None,
+                    source: None,
                     finished_at: format!(
                         "2026-03-01T{:02}:{:02}:{:02}.000Z",
                         i / 3600 % 24,

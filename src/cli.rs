@@ -7,6 +7,7 @@ pub mod args;
 pub mod exit;
 pub mod jobs;
 pub mod output;
+pub mod reviews;
 pub mod trust;
 
 pub use args::{Cli, GlobalFlags, Verb};
@@ -188,6 +189,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             serve_mcp(&global, config).await?;
             Ok(0)
+        }
+        Verb::Reviews { action: None } => {
+            reviews::list(select_api(&global).await?.as_ref(), format).await
+        }
+        Verb::Reviews {
+            action: Some(args::ReviewsAction::Answer { id, file }),
+        } => {
+            let file = if file == Path::new("-") {
+                file
+            } else {
+                absolute_from_cwd(&file)?
+            };
+            reviews::answer(select_api(&global).await?.as_ref(), &id, &file, format).await
         }
         Verb::Check { path } => {
             let path = path.map(|p| absolute_from_cwd(&p)).transpose()?;

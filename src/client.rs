@@ -24,8 +24,8 @@ use crate::paths;
 use crate::protocol::{
     codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
     EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,
-    JobsRequest, PlanRequest, RecordRequest, StatusRequest, TreeRequest, Verb, VerbName,
-    VerifyRequest,
+    JobsRequest, PlanRequest, RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList,
+    ReviewsRequest, StatusRequest, TreeRequest, Verb, VerbName, VerifyRequest,
 };
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -336,6 +336,14 @@ impl Api for Client {
     }
 
     fn cancel(&self, request: CancelRequest) -> Answer<'_, Job> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn reviews(&self, request: ReviewsRequest) -> Answer<'_, ReviewList> {
+        Box::pin(async move { self.call(&request).await })
+    }
+
+    fn answer_review(&self, request: ReviewAnswerRequest) -> Answer<'_, ReviewAnswered> {
         Box::pin(async move { self.call(&request).await })
     }
 

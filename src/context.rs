@@ -119,6 +119,7 @@ impl RequestContext {
             path: env("PATH"),
             credentials: BTreeMap::new(),
             present: Default::default(),
+            mesh_peers: Vec::new(),
         }
     }
 }
@@ -236,7 +237,12 @@ impl Resolved {
         }
         let task = resolve_task(ctx.task.as_deref(), &root)?;
         refuse_symlinks(&root, &state_dir.join(task.as_str()))?;
-        let (catalogue, catalogue_source) = load_catalogue(ctx, &validate_settings(registry))?;
+        let (mut catalogue, catalogue_source) = load_catalogue(ctx, &validate_settings(registry))?;
+        for peer in &ctx.mesh_peers {
+            if catalogue.get(&peer.id).is_none() {
+                catalogue.advisors.push(peer.clone());
+            }
+        }
         let mode = policy::resolve_mode(
             non_empty(ctx.mode.clone()).as_deref(),
             ctx.ci.as_deref(),

@@ -17,6 +17,7 @@ mod draft;
 pub mod http;
 pub mod jobs;
 pub mod journal;
+pub mod mesh;
 pub mod probe;
 mod runner;
 pub mod served;
@@ -65,6 +66,8 @@ pub struct Config {
     pub max_running_jobs: usize,
     /// The timeouts and the cap of the socket's connections.
     pub connections: conn::Limits,
+    /// The mesh to join, if any (nothing about the mesh runs without one).
+    pub mesh: Option<mesh::MeshConfig>,
 }
 
 impl Config {
@@ -78,6 +81,7 @@ impl Config {
             prune_every: Duration::from_secs(60),
             max_running_jobs: 64,
             connections: conn::Limits::default(),
+            mesh: None,
         }
     }
 }
@@ -202,12 +206,38 @@ pub async fn run(
     let started_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let shared = Arc::new(Jobs::new(journal, config.registry, queue, started_ms));
+    let mut registry = config.registry;
+    let mesh = match config.mesh {
+        Some(mesh_config) => Some(mesh::Mesh::join(mesh_config, &config.data_dir).await),
+        None => None,
+    };
+    if let Some(link) = mesh.as_ref().and_then(|m| m.adapter_link()) {
+        registry.insert(
+            advisord_adapters::mesh::ADAPTER,
+            Arc::new(advisord_adapters::mesh::MeshAdapter::new(link)),
+        );
+    }
+    let shared = Arc::new(Jobs::new(journal, registry, queue, started_ms, mesh));
     resume(&shared, saved);
 
     let mut workers: JoinSet<&'static str> = JoinSet::new();
     workers.spawn(scheduler(shared.clone(), queue_rx, config.max_running_jobs));
     workers.spawn(pruner(shared.clone(), config.retention, config.prune_every));
+    if let Some(mesh) = shared.mesh.clone() {
+        let (sweeping, stop) = (mesh.clone(), shared.drain.clone());
+        workers.spawn(async move {
+            sweeping.sweeper(stop).await;
+            "mesh sweeper"
+        });
+        if mesh.offers() {
+            let (shared, mesh) = (shared.clone(), mesh.clone());
+            let (stop, cancel) = (shared.drain.clone(), shared.token.clone());
+            workers.spawn(async move {
+                mesh::offer::serve(shared, mesh, stop, cancel).await;
+                "mesh offer"
+            });
+        }
+    }
 
     let uid = nix::unistd::geteuid().as_raw();
     let app = http::router(Arc::new(served::Served::new(shared.clone())));
@@ -250,6 +280,9 @@ pub async fn run(
         tracing::warn!("some jobs did not wind down in time; they resume at the next start");
     }
     workers.shutdown().await;
+    if let Some(mesh) = &shared.mesh {
+        mesh.leave().await;
+    }
     let server_result = match server_result {
         Some(ended) => Some(ended),
         None => match tokio::time::timeout(WIND_DOWN, &mut server).await {
@@ -282,6 +315,7 @@ fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
             context: saved.context,
             question: saved.question,
             prior_opinion: saved.prior_opinion,
+            prompt: saved.prompt,
             timeout: saved.timeout,
             resumed: true,
         };

@@ -102,6 +102,18 @@ pub enum Error {
     /// The daemon answered something this client cannot read (exit 1).
     #[error("the daemon's reply could not be read: {0}; check that `advisord` and `advisor-consult` are the same version")]
     Protocol(String),
+    /// A review of the mesh inbox could not be listed or answered: no inbox (409
+    /// `no_inbox`), no such review (404 `unknown_review`), an unreadable answer (400
+    /// `invalid_answer`), the bus down (503 `mesh_down`).
+    #[error("{message}")]
+    Review {
+        /// The code of `crate::protocol::codes`.
+        code: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// What is wrong and what to do.
+        message: String,
+    },
     /// An error the daemon reported, carried back to the client as it came.
     #[error("{message}")]
     Remote {
@@ -142,6 +154,7 @@ impl Error {
             Error::Unreachable { .. } => "unreachable",
             Error::NotOurs { .. } => "not_ours",
             Error::Protocol(_) => "protocol",
+            Error::Review { code, .. } => code,
             Error::Remote { code, .. } => code,
         }
     }
@@ -162,7 +175,7 @@ impl Error {
             | Error::JobFinished { .. } => 2,
             Error::Store(_) | Error::Internal(_) | Error::Protocol(_) => 1,
             Error::ShuttingDown | Error::Unreachable { .. } | Error::NotOurs { .. } => 4,
-            Error::Remote { status, .. } => match status {
+            Error::Remote { status, .. } | Error::Review { status, .. } => match status {
                 422 => 3,
                 400..=499 => 2,
                 _ => 1,
@@ -184,7 +197,7 @@ impl Error {
             Error::Store(_) | Error::Internal(_) => 500,
             Error::Protocol(_) => 502,
             Error::ShuttingDown | Error::Unreachable { .. } | Error::NotOurs { .. } => 503,
-            Error::Remote { status, .. } => *status,
+            Error::Remote { status, .. } | Error::Review { status, .. } => *status,
         }
     }
 

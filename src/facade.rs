@@ -23,7 +23,8 @@ use crate::error::{Error, Result};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, Event, EventsRequest,
     ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest,
-    RecordRequest, StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
+    RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, StatusRequest,
+    TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -68,6 +69,18 @@ pub trait Api: Send + Sync {
     fn cancel(&self, request: CancelRequest) -> Answer<'_, Job>;
     /// A job's events from a position on, past then live.
     fn events(&self, request: EventsRequest) -> Answer<'_, EventStream>;
+
+    /// The reviews waiting in the daemon's mesh inbox. Only a daemon keeps one.
+    fn reviews(&self, request: ReviewsRequest) -> Answer<'_, ReviewList> {
+        let _ = request;
+        Box::pin(async { Err(needs_daemon("reviews")) })
+    }
+
+    /// Answer a review waiting in the daemon's mesh inbox. Only a daemon keeps one.
+    fn answer_review(&self, request: ReviewAnswerRequest) -> Answer<'_, ReviewAnswered> {
+        let _ = request;
+        Box::pin(async { Err(needs_daemon("reviews answer")) })
+    }
 
     /// Wait for a job to end, at most `request.bound`. By default this follows the job's
     /// events to their end; an implementation holding the jobs itself may do better.

@@ -89,6 +89,10 @@ pub enum VerbName {
     Events,
     /// [`CancelRequest`] → the [`Job`] once it ended (or still stopping).
     Cancel,
+    /// [`ReviewsRequest`] → the [`ReviewList`] waiting in this daemon's mesh inbox.
+    Reviews,
+    /// [`ReviewAnswerRequest`] → the [`ReviewAnswered`], sent to the asker.
+    ReviewAnswer,
 }
 
 /// A request of one verb: it names its response type and how HTTP carries it. Its JSON
@@ -424,6 +428,16 @@ verb!(CancelRequest, Job, Cancel, |r| HttpCall::new(
     VerbName::Cancel
 )
 .with_id(&r.id));
+verb!(ReviewsRequest, ReviewList, Reviews, |_r| HttpCall::new(
+    VerbName::Reviews
+));
+verb!(ReviewAnswerRequest, ReviewAnswered, ReviewAnswer, |r| {
+    HttpCall::new(VerbName::ReviewAnswer)
+        .with_id(&JobId::from(r.id.as_str()))
+        .with_body(&ReviewAnswer {
+            answer: r.answer.clone(),
+        })
+});
 
 // ---------------------------------------------------------------------------------------
 // The routes
@@ -511,6 +525,16 @@ pub const ROUTES: &[Route] = &[
         verb: VerbName::Events,
         method: "GET",
         path: "/api/v1/consultations/{id}/events",
+    },
+    Route {
+        verb: VerbName::Reviews,
+        method: "GET",
+        path: "/api/v1/reviews",
+    },
+    Route {
+        verb: VerbName::ReviewAnswer,
+        method: "POST",
+        path: "/api/v1/reviews/{id}/answer",
     },
 ];
 
@@ -613,6 +637,76 @@ pub mod codes {
     pub const SHUTTING_DOWN: &str = "shutting_down";
     /// 500: the daemon failed (its journal or a state directory could not be written).
     pub const INTERNAL: &str = "internal";
+    /// 409: the daemon keeps no review inbox (it is not offering reviews with `inbox`).
+    pub const NO_INBOX: &str = "no_inbox";
+    /// 404: no review with this id is waiting (answered, cancelled, or its asker stopped
+    /// waiting).
+    pub const UNKNOWN_REVIEW: &str = "unknown_review";
+    /// 400: the answer has no conclusion that can be read.
+    pub const INVALID_ANSWER: &str = "invalid_answer";
+    /// 503: the mesh is not connected, so the answer cannot be sent now.
+    pub const MESH_DOWN: &str = "mesh_down";
+}
+
+/// `reviews`: the reviews waiting in this daemon's mesh inbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewsRequest {}
+
+/// `reviews answer ID --file F`: answer a waiting review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewAnswerRequest {
+    /// The review (as `reviews` lists it).
+    pub id: String,
+    /// The answer text (a JSON object with `conclusion` and `stance`, or prose).
+    pub answer: String,
+}
+
+/// One review waiting in a mesh inbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewItem {
+    /// The review's id (what `reviews answer` names).
+    pub id: String,
+    /// The runtime id of the daemon asking.
+    pub asker: String,
+    /// The question.
+    pub question: String,
+    /// The capabilities asked for.
+    pub capabilities: Vec<String>,
+    /// When it arrived (RFC 3339 UTC).
+    pub received_at: String,
+    /// When the asker stops waiting (RFC 3339 UTC).
+    pub deadline_at: String,
+}
+
+/// `GET /api/v1/reviews`: the reviews waiting, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewList {
+    /// The reviews.
+    pub reviews: Vec<ReviewItem>,
+}
+
+/// `POST /api/v1/reviews/{id}/answer`: the answer, as an advisor would give it (the JSON
+/// object the question asks for, or prose).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewAnswer {
+    /// The answer text.
+    pub answer: String,
+}
+
+/// The reply to a review answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewAnswered {
+    /// The review answered.
+    pub id: String,
+    /// The runtime id the answer was sent to.
+    pub asker: String,
+    /// The conclusion as it was read and sent.
+    pub conclusion: String,
+    /// The stance as it was read and sent.
+    pub stance: String,
 }
 
 #[cfg(test)]
@@ -844,6 +938,7 @@ mod tests {
             pid: 7,
             uptime_s: 3,
             jobs: JobState::ALL.into_iter().map(|s| (s, 0)).collect(),
+            mesh: None,
         };
         let value = serde_json::to_value(&health).unwrap();
         assert_eq!(value["jobs"]["queued"], 0);

@@ -225,6 +225,9 @@ pub struct Answer {
     pub text: String,
     /// Token usage, when the transport reports it.
     pub usage: Option<Usage>,
+    /// What produced the answer, when the transport knows better than the catalogue (a
+    /// mesh peer names the advisor or model behind it); `None` for most adapters.
+    pub source: Option<String>,
 }
 
 /// How to look up an environment variable of the process asking (not the daemon's).
@@ -310,6 +313,8 @@ pub struct Outcome {
     pub usage: Option<Usage>,
     /// Milliseconds from the call to the outcome.
     pub duration_ms: u64,
+    /// What produced a completed answer, when the adapter reported it ([`Answer::source`]).
+    pub source: Option<String>,
 }
 
 /// Consult `advisor` through `adapter` under `io`'s deadline and cancellation, and
@@ -330,6 +335,7 @@ pub async fn consult(
         result,
         usage,
         duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        source: None,
     };
     if io.cancel.is_cancelled() {
         return finish(
@@ -381,10 +387,12 @@ pub async fn consult(
     match answered {
         Some(Ok(answer)) => {
             let usage = answer.usage;
-            finish(
-                read_answer(&answer.text).map_err(|f| f.with_usage(usage)),
-                usage,
-            )
+            let result = read_answer(&answer.text).map_err(|f| f.with_usage(usage));
+            let source = answer.source.filter(|_| result.is_ok());
+            Outcome {
+                source,
+                ..finish(result, usage)
+            }
         }
         Some(Err(failure)) => {
             let usage = failure.usage;
@@ -488,6 +496,7 @@ mod tests {
                 Ok(Answer {
                     text: "{\"conclusion\": \"fine\"}".into(),
                     usage: None,
+                    source: None,
                 })
             })
         }
@@ -533,6 +542,7 @@ mod tests {
                     Ok(Answer {
                         text: " \n ".into(),
                         usage: Some(SPENT),
+                        source: None,
                     })
                 }
             })

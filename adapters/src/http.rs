@@ -527,7 +527,11 @@ pub fn answer(
     if text.trim().is_empty() {
         Err(failure(FailureKind::Empty, &why()).with_usage(usage))
     } else {
-        Ok(Answer { text, usage })
+        Ok(Answer {
+            text,
+            usage,
+            source: None,
+        })
     }
 }
 

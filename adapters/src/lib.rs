@@ -7,6 +7,7 @@
 pub mod contract;
 pub mod environment;
 pub mod http;
+pub mod mesh;
 pub mod normalise;
 pub mod process;
 pub mod question;

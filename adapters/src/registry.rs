@@ -24,8 +24,13 @@ impl Registry {
     /// Every transport shipped with advisord, under its catalogue name.
     pub fn builtin() -> Registry {
         let mut registry = Registry::empty();
-        // One line per transport: `process`; `openai`, `anthropic`, `gemini`, `ollama`.
-        let transports = [crate::process::adapters(), crate::http::adapters()];
+        // One line per transport: `process`; `openai`, `anthropic`, `gemini`, `ollama`;
+        // `mesh` (unlinked until the daemon joins a mesh).
+        let transports = [
+            crate::process::adapters(),
+            crate::http::adapters(),
+            crate::mesh::adapters(),
+        ];
         for (name, adapter) in transports.into_iter().flatten() {
             registry.insert(name, adapter);
         }
@@ -103,6 +108,7 @@ mod tests {
                 Ok(Answer {
                     text: "unused".into(),
                     usage: None,
+                    source: None,
                 })
             })
         }

@@ -247,7 +247,11 @@ impl Adapter for ScriptedAdapter {
             let result = match script {
                 Script::Answer { text, usage, delay } => {
                     tokio::time::sleep(delay).await;
-                    Ok(Answer { text, usage })
+                    Ok(Answer {
+                        text,
+                        usage,
+                        source: None,
+                    })
                 }
                 Script::Fail { failure, delay } => {
                     tokio::time::sleep(delay).await;

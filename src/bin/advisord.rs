@@ -5,7 +5,7 @@
 //! 2 usage; 4 another `advisord` already serves the socket or holds the data directory.
 
 use advisord::daemon::socket::{self, BindError};
-use advisord::daemon::{self, Config, DaemonError};
+use advisord::daemon::{self, mesh, Config, DaemonError};
 use advisord::paths::{self, socket_path, LOG_FILE};
 use anyhow::Context;
 use clap::Parser;
@@ -35,6 +35,15 @@ struct Args {
     /// allowed)
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds)]
     grace: Duration,
+    /// Join the mesh on this NATS bus (`nats://host:4222`, `tls://host:4222`) to find
+    /// peers offering reviews [default: $ADVISORD_MESH_URL; credentials from
+    /// $ADVISORD_MESH_CREDS]
+    #[arg(long, value_name = "URL")]
+    mesh: Option<String>,
+    /// Offer reviews to the mesh: `relay` asks this machine's own advisors, `inbox` keeps
+    /// them for `advisor-consult reviews` [default: $ADVISORD_MESH_OFFER]
+    #[arg(long, value_name = "MODE", value_enum)]
+    offer_reviews: Option<mesh::Offer>,
     /// Run in the background: start a detached daemon, wait until it answers, and exit
     #[arg(long)]
     detach: bool,
@@ -90,6 +99,15 @@ fn main() -> ExitCode {
     };
     // Descriptors are what a crowd of idle peers uses up: take all the system allows.
     let nofile = daemon::conn::raise_nofile_limit();
+    let mesh = match mesh::MeshConfig::from_env(args.mesh.clone(), args.offer_reviews, &|name| {
+        std::env::var(name).ok()
+    }) {
+        Ok(mesh) => mesh,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let mut config = Config::new(data_dir);
     tracing::debug!(
         nofile,
@@ -97,6 +115,7 @@ fn main() -> ExitCode {
         "connection cap"
     );
     config.grace = args.grace;
+    config.mesh = mesh;
     match runtime.block_on(serve(&socket, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::AlreadyRunning(message)) => {
@@ -174,6 +193,12 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
         .arg(data_dir)
         .arg("--grace")
         .arg(args.grace.as_secs_f64().to_string())
+        .args(args.mesh.iter().flat_map(|url| ["--mesh", url.as_str()]))
+        .args(
+            args.offer_reviews
+                .iter()
+                .flat_map(|offer| ["--offer-reviews", offer.as_str()]),
+        )
         .arg("--detached-child")
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("cannot share the log file")?)

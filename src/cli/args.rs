@@ -226,6 +226,16 @@ pub enum Verb {
         #[arg(long, value_name = "SECS", env = "ADVISORD_MCP_WAIT_CAP")]
         wait_cap: Option<Timeout>,
     },
+    /// The reviews waiting in this daemon's mesh inbox, or answer one
+    #[command(
+        after_help = "Examples:\n  advisor-consult reviews\n  advisor-consult reviews answer \
+                      01J... --file answer.json"
+    )]
+    Reviews {
+        /// `answer ID --file F` answers a review; without it, the reviews are listed
+        #[command(subcommand)]
+        action: Option<ReviewsAction>,
+    },
     /// Provider-independence and CI-credential findings (exit 1 when any)
     #[command(after_help = "Example:\n  advisor-consult check --path src/core")]
     Check {
@@ -267,8 +277,24 @@ impl Verb {
             Verb::Verify { .. } => "verify",
             Verb::Trust => "trust",
             Verb::Mcp { .. } => "mcp",
+            Verb::Reviews { .. } => "reviews",
         }
     }
+}
+
+/// What `reviews` does besides listing.
+#[derive(Debug, Subcommand)]
+pub enum ReviewsAction {
+    /// Answer a waiting review: the answer goes to the daemon that asked
+    Answer {
+        /// The review id (as `reviews` lists it)
+        id: String,
+        /// The answer: a JSON object with `conclusion`, `stance` (supports, opposes,
+        /// alternative, inconclusive) and optionally `assumptions`, `risks`, `actions`,
+        /// `falsifiers`, `confidence`; `-` reads standard input
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 /// `ask`: the assessment's fields, then the consultation's.

@@ -83,7 +83,7 @@ pub struct References {
 }
 
 /// One advisor of the catalogue.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdvisorEntry {
     /// Unique id.
     pub id: String,
@@ -113,6 +113,27 @@ pub struct AdvisorEntry {
     /// Every other key: the adapter's own settings.
     #[serde(flatten)]
     pub settings: serde_json::Map<String, serde_json::Value>,
+}
+
+impl AdvisorEntry {
+    /// What produces this advisor's answers, for counting independent reviews:
+    /// `vendor/model` from its references (the model alone when no vendor is named), else
+    /// `advisor:<id>`. Two advisors in front of one model have one source.
+    pub fn source(&self) -> String {
+        let clean = |v: &Option<String>| {
+            v.as_deref()
+                .map(|s| s.trim().to_lowercase())
+                .filter(|s| !s.is_empty())
+        };
+        match (
+            clean(&self.references.vendor),
+            clean(&self.references.model),
+        ) {
+            (Some(vendor), Some(model)) => format!("{vendor}/{model}"),
+            (None, Some(model)) => model,
+            _ => format!("advisor:{}", self.id),
+        }
+    }
 }
 
 fn default_max_concurrent() -> u32 {

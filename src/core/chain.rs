@@ -189,7 +189,9 @@ struct Walker<'w, 'r> {
     /// Record id → index of the entry holding it.
     ids: FxHashMap<&'r str, usize>,
     /// Consultation id → its advisor when it completed (`None`: it failed).
-    reviewers: FxHashMap<&'r str, Option<&'r str>>,
+    /// Each consultation's advisor and source (its advisor when it names none), when it
+    /// completed.
+    reviewers: FxHashMap<&'r str, Option<(&'r str, &'r str)>>,
     /// The records before the current one, for the writer's rules ([`Depth::Rules`]).
     earlier: Vec<Record>,
 }
@@ -252,7 +254,9 @@ impl<'r> Walker<'_, 'r> {
         }
         self.ids.entry(record.id()).or_insert(i);
         if let Body::Consultation(c) = &record.body {
-            let advisor = (c.status == ConsultationStatus::Completed).then_some(c.advisor.as_str());
+            let source = c.source.as_deref().unwrap_or(c.advisor.as_str());
+            let advisor =
+                (c.status == ConsultationStatus::Completed).then_some((c.advisor.as_str(), source));
             self.reviewers.insert(record.id(), advisor);
         }
     }
@@ -388,10 +392,14 @@ impl<'r> Walker<'_, 'r> {
             return;
         };
         let mut reviewed_by: Vec<&str> = Vec::new();
+        let mut sources: Vec<&str> = Vec::new();
         for id in &c.consultations {
-            if let Some(Some(advisor)) = self.reviewers.get(id.as_str()) {
+            if let Some(Some((advisor, source))) = self.reviewers.get(id.as_str()) {
                 if !reviewed_by.contains(advisor) {
                     reviewed_by.push(advisor);
+                }
+                if !sources.contains(source) {
+                    sources.push(source);
                 }
             }
         }
@@ -406,15 +414,16 @@ impl<'r> Walker<'_, 'r> {
                     reviewed_by.join(", ")
                 ),
             );
-        } else if c.independent_review_count as usize != reviewed_by.len() {
+        } else if c.independent_review_count as usize != sources.len() {
             self.find(
                 i,
                 i,
                 Problem::Computed,
                 format!(
-                    "`independent_review_count` is {} but `reviewed_by` names {}",
+                    "`independent_review_count` is {} but the answers it cites come from {} \
+                     distinct source(s)",
                     c.independent_review_count,
-                    reviewed_by.len()
+                    sources.len()
                 ),
             );
         }

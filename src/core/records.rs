@@ -662,6 +662,11 @@ pub struct Consultation {
     /// Seconds the advisor asked to wait (rate limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<u64>,
+    /// What produced the answer (`vendor/model`, or what a mesh peer named): a
+    /// conclusion's `independent_review_count` counts distinct sources. Absent in older
+    /// records, whose advisor id stands in for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     /// When the outcome was recorded (computed), RFC 3339 UTC.
     pub finished_at: String,
 }

@@ -34,34 +34,54 @@ pub fn parent_id(record: &Record) -> Option<&str> {
     }
 }
 
-/// The review a conclusion is credited with in a view: the distinct advisors of the
-/// completed consultations it cites that the hash chain vouches for, in citation order —
-/// nobody when the chain does not vouch for the conclusion itself. Computed here, never
-/// read from the record, so an edited `reviewed_by` or a hand-written consultation is not
-/// believed.
+/// The review a conclusion is credited with in a view.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreditedReview {
+    /// Who answered: the distinct advisors, in citation order.
+    pub reviewed_by: Vec<String>,
+    /// How many independent reviews that is: the distinct sources of their answers (the
+    /// advisor standing in for a consultation that names none).
+    pub independent_review_count: u32,
+}
+
+/// The review a conclusion is credited with in a view: the completed consultations it
+/// cites that the hash chain vouches for — nobody when the chain does not vouch for the
+/// conclusion itself. Computed here, never read from the record, so an edited
+/// `reviewed_by` or a hand-written consultation is not believed.
 pub fn credited_review<'r>(
     conclusion: &Record,
     trust: &Trust,
     record_of: impl Fn(&str) -> Option<&'r Record>,
-) -> Vec<String> {
+) -> CreditedReview {
     let Body::Conclusion(c) = &conclusion.body else {
-        return Vec::new();
+        return CreditedReview::default();
     };
     if !trust.is_verified(conclusion.id()) {
-        return Vec::new();
+        return CreditedReview::default();
     }
     let mut reviewed_by: Vec<String> = Vec::new();
+    let mut sources: Vec<&str> = Vec::new();
     for id in &c.consultations {
         let Some(record) = record_of(id).filter(|r| trust.is_verified(r.id())) else {
             continue;
         };
         if let Body::Consultation(x) = &record.body {
-            if x.status == ConsultationStatus::Completed && !reviewed_by.contains(&x.advisor) {
+            if x.status != ConsultationStatus::Completed {
+                continue;
+            }
+            if !reviewed_by.contains(&x.advisor) {
                 reviewed_by.push(x.advisor.clone());
+            }
+            let source = x.source.as_deref().unwrap_or(&x.advisor);
+            if !sources.contains(&source) {
+                sources.push(source);
             }
         }
     }
-    reviewed_by
+    CreditedReview {
+        reviewed_by,
+        independent_review_count: u32::try_from(sources.len()).unwrap_or(u32::MAX),
+    }
 }
 
 /// How the newest validation of a conclusion went.

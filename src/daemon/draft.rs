@@ -26,8 +26,15 @@ fn cap(text: &str, max: usize) -> String {
     cut
 }
 
-/// The consultation record input for `advisor`'s `outcome` under `plan`.
-pub fn consultation_input(plan: &str, advisor: &str, outcome: &Outcome) -> Value {
+/// The consultation record input for `advisor`'s `outcome` under `plan`; a completed one
+/// names `source`, what produced the answer (the outcome's own, when its adapter reported
+/// one, wins).
+pub fn consultation_input(
+    plan: &str,
+    advisor: &str,
+    source: Option<&str>,
+    outcome: &Outcome,
+) -> Value {
     let mut fields = Map::new();
     fields.insert("kind".into(), json!("consultation"));
     fields.insert("plan".into(), json!(plan));
@@ -43,6 +50,9 @@ pub fn consultation_input(plan: &str, advisor: &str, outcome: &Outcome) -> Value
             fields.insert("falsifiers".into(), json!(answer.falsifiers));
             if let Some(confidence) = answer.confidence {
                 fields.insert("confidence".into(), json!(confidence));
+            }
+            if let Some(source) = outcome.source.as_deref().or(source) {
+                fields.insert("source".into(), json!(cap(source, 200)));
             }
         }
         Err(failure) => {
@@ -202,6 +212,7 @@ mod tests {
                 duration_ms: None,
                 usage: None,
                 retry_after_s: None,
+                source: None,
                 finished_at: "2026-01-01T00:00:00Z".into(),
             }),
         }
@@ -294,12 +305,14 @@ mod tests {
                 output_tokens: 5,
             }),
             duration_ms: 12,
+            source: None,
         };
-        let v = consultation_input("P", "a1", &answered);
+        let v = consultation_input("P", "a1", Some("v/m"), &answered);
         assert_eq!(v["status"], "completed");
         assert_eq!(v["stance"], "alternative");
         assert_eq!(v["confidence"], 0.7);
         assert_eq!(v["usage"]["output_tokens"], 5);
+        assert_eq!(v["source"], "v/m");
         assert!(v.get("failure").is_none());
         let failed = Outcome {
             result: Err(Failure {
@@ -310,8 +323,9 @@ mod tests {
             }),
             usage: None,
             duration_ms: 3,
+            source: None,
         };
-        let v = consultation_input("P", "a1", &failed);
+        let v = consultation_input("P", "a1", Some("v/m"), &failed);
         assert_eq!(v["status"], "failed");
         assert_eq!(v["failure"], "rate_limited");
         assert_eq!(v["retry_after_s"], 30);
@@ -325,8 +339,9 @@ mod tests {
             }),
             usage: None,
             duration_ms: 3,
+            source: None,
         };
-        assert!(consultation_input("P", "a1", &silent)
+        assert!(consultation_input("P", "a1", Some("v/m"), &silent)
             .get("diagnostic")
             .is_none());
         // An answer of only whitespace is `empty`, and its tokens are still recorded.
@@ -338,8 +353,9 @@ mod tests {
             result: Err(Failure::new(FailureKind::Empty, "no text").with_usage(Some(spent))),
             usage: Some(spent),
             duration_ms: 3,
+            source: None,
         };
-        let v = consultation_input("P", "a1", &empty);
+        let v = consultation_input("P", "a1", None, &empty);
         assert_eq!(v["failure"], "empty");
         assert_eq!(v["usage"]["input_tokens"], 7);
     }

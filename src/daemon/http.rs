@@ -187,6 +187,19 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             });
             Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
         }
+        VerbName::Reviews => reply(
+            StatusCode::OK,
+            api.reviews(crate::protocol::ReviewsRequest {}).await?,
+        ),
+        VerbName::ReviewAnswer => {
+            let body: crate::protocol::ReviewAnswer =
+                json_body(&incoming.body, "review answer `{\"answer\": TEXT}`")?;
+            let request = crate::protocol::ReviewAnswerRequest {
+                id: id()?.to_string(),
+                answer: body.answer,
+            };
+            reply(StatusCode::OK, api.answer_review(request).await?)
+        }
     }
 }
 

@@ -56,7 +56,12 @@ pub struct Jobs {
     /// Held by a resumed job while it looks for the plan it may have recorded before the
     /// daemon stopped, so two resumed jobs never take the same one.
     pub(crate) plan_claims: tokio::sync::Mutex<()>,
+    /// The daemon's place on the mesh, when it joined one.
+    pub(crate) mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
 }
+
+/// How long a resumed job waits for the mesh to connect before finding its peers.
+const RESUME_MESH_WAIT: Duration = Duration::from_secs(3);
 
 impl Jobs {
     /// The jobs of a daemon journaling into `journal`; queued jobs are handed to `queue`.
@@ -65,6 +70,7 @@ impl Jobs {
         registry: Registry,
         queue: mpsc::UnboundedSender<Arc<JobEntry>>,
         started_ms: u64,
+        mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
     ) -> Jobs {
         Jobs {
             table: JobTable::default(),
@@ -79,12 +85,57 @@ impl Jobs {
             started: Instant::now(),
             started_ms,
             plan_claims: tokio::sync::Mutex::new(()),
+            mesh,
         }
+    }
+
+    /// The mesh peers to add to a plan's catalogue, after a quick sweep when `sweep` (a
+    /// plan is about to be made); none off the mesh.
+    pub(crate) async fn mesh_peers(
+        &self,
+        sweep: bool,
+    ) -> Vec<crate::core::catalogue::AdvisorEntry> {
+        let Some(mesh) = &self.mesh else {
+            return Vec::new();
+        };
+        if sweep {
+            mesh.sweep(false).await;
+        }
+        mesh.entries()
+    }
+
+    /// The mesh peers for a job resumed after a restart: the bus is given a moment to
+    /// connect and a sweep is made first, so the peers its plan selected are found again.
+    pub(crate) async fn mesh_peers_after_restart(
+        &self,
+    ) -> Vec<crate::core::catalogue::AdvisorEntry> {
+        if let Some(mesh) = &self.mesh {
+            mesh.wait_connected(RESUME_MESH_WAIT).await;
+        }
+        self.mesh_peers(true).await
     }
 
     /// Queue a consultation: check the request, journal the job durably, then hand it to
     /// the scheduler. The job as accepted.
     pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
+        self.accept(request, None).await
+    }
+
+    /// Queue a review relayed for a mesh peer: a consultation whose advisors get
+    /// `question` exactly as the peer asked it (and whose plan never includes mesh peers).
+    pub(crate) async fn submit_relayed(
+        self: &Arc<Self>,
+        request: ConsultRequest,
+        question: String,
+    ) -> Result<Job> {
+        self.accept(request, Some(question)).await
+    }
+
+    async fn accept(
+        self: &Arc<Self>,
+        request: ConsultRequest,
+        prompt: Option<String>,
+    ) -> Result<Job> {
         if self.drain.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
@@ -146,6 +197,7 @@ impl Jobs {
             context,
             question: request.question,
             prior_opinion: request.prior_opinion,
+            prompt,
             timeout,
             resumed: false,
         };
@@ -336,6 +388,7 @@ impl Jobs {
             context,
             question: entry.order.question.clone(),
             prior_opinion: entry.order.prior_opinion.clone(),
+            prompt: entry.order.prompt.clone(),
             timeout: entry.order.timeout,
         };
         let dir = self.journal.dir().to_path_buf();

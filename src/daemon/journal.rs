@@ -27,6 +27,9 @@ pub struct JournalEntry {
     /// The prior opinion, if any.
     #[serde(default)]
     pub prior_opinion: Option<String>,
+    /// The question exactly as a mesh peer asked it, for a relayed review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     /// How long the job's exchanges may take, in seconds; read back through the same
     /// check as a request's (an entry out of range is unreadable and moved aside).
     #[serde(rename = "timeout_s")]
@@ -174,6 +177,7 @@ mod tests {
             context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
             question: Some("why?".into()),
             prior_opinion: None,
+            prompt: None,
             timeout: Timeout::from_secs_f64(1.5).unwrap(),
         }
     }

@@ -96,6 +96,15 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
         None
     };
     let claimed = jobs.table.claimed_plans(&job.id);
+    // Mesh peers enter the catalogue like any advisor; a new plan sweeps for them first.
+    // A relayed review asks only this daemon's own advisors: never back into the mesh.
+    if entry.order.prompt.is_none() {
+        context.mesh_peers = if resumed {
+            jobs.mesh_peers_after_restart().await
+        } else {
+            jobs.mesh_peers(job.plan.is_none()).await
+        };
+    }
     let for_stores = jobs.clone();
     let started_ms = jobs.started_ms;
     let prepared = tokio::task::spawn_blocking(move || {
@@ -303,11 +312,14 @@ async fn consult_and_record(
     pending: &[usize],
     recorded: &mut [Option<Record>],
 ) -> Option<Ending> {
-    let prompt: Arc<str> = Arc::from(build_prompt(
-        &prepared.assessment,
-        entry.order.question.as_deref(),
-        entry.order.prior_opinion.as_deref(),
-    ));
+    let prompt: Arc<str> = match &entry.order.prompt {
+        Some(asked) => Arc::from(asked.as_str()),
+        None => Arc::from(build_prompt(
+            &prepared.assessment,
+            entry.order.question.as_deref(),
+            entry.order.prior_opinion.as_deref(),
+        )),
+    };
     // Every exchange of the job, including its wait for a free turn, ends by then.
     let exchanges_end = entry.order.timeout.deadline_from(Instant::now());
     // The prepared context, not the journaled one: a resumed job's credentials were
@@ -320,7 +332,6 @@ async fn consult_and_record(
     for &index in pending {
         let advisor = &prepared.plan.selected[index];
         let (tx, rx) = oneshot::channel();
-        waiting.push((index, advisor.advisor.clone(), rx));
         let catalogue_entry = prepared
             .resolved
             .catalogue
@@ -328,6 +339,8 @@ async fn consult_and_record(
             .iter()
             .find(|a| a.id == advisor.advisor)
             .cloned();
+        let source = catalogue_entry.as_ref().map(|e| e.source());
+        waiting.push((index, advisor.advisor.clone(), source, rx));
         let io = Io {
             deadline: exchanges_end,
             cancel: entry.cancel.child_token(),
@@ -355,6 +368,17 @@ async fn consult_and_record(
                     turn.run(adapter, advisor_spec(&catalogue_entry), slots)
                         .await
                 }
+                (None, _, _) if turn.advisor.starts_with(advisord_adapters::mesh::ID_PREFIX) => {
+                    Exchange::Ran(Outcome {
+                        result: Err(Failure::new(
+                            FailureKind::Unavailable,
+                            &format!("peer `{}` has left the mesh", turn.advisor),
+                        )),
+                        usage: None,
+                        duration_ms: 0,
+                        source: None,
+                    })
+                }
                 (None, _, _) => Exchange::Ran(unreachable_outcome(format!(
                     "advisor `{}` is no longer in the catalogue; add it back or plan again",
                     turn.advisor
@@ -372,7 +396,7 @@ async fn consult_and_record(
     let store = prepared.store.clone();
     let mut interrupted = false;
     let mut failure: Option<String> = None;
-    for (index, advisor, rx) in waiting {
+    for (index, advisor, source, rx) in waiting {
         let exchange = rx.await.unwrap_or(Exchange::NotStarted);
         if interrupted || failure.is_some() {
             continue; // later outcomes wait for the resume, in plan order
@@ -392,7 +416,7 @@ async fn consult_and_record(
             interrupted = true;
             continue;
         }
-        let input = draft::consultation_input(plan_id, &advisor, &outcome);
+        let input = draft::consultation_input(plan_id, &advisor, source.as_deref(), &outcome);
         match write_consultation(&store, &task, plan_id, &advisor, input, secrets.clone()).await {
             Ok(record) => {
                 entry.update(|job| {
@@ -461,6 +485,7 @@ impl Turn {
                     result: Err(failure),
                     usage: None,
                     duration_ms: millis(waited.elapsed()),
+                    source: None,
                 });
             }
             permit = slots.acquire_owned() => match permit {
@@ -542,6 +567,7 @@ fn unreachable_outcome(diagnostic: String) -> Outcome {
         result: Err(Failure::new(FailureKind::Error, &diagnostic)),
         usage: None,
         duration_ms: 0,
+        source: None,
     }
 }
 

@@ -17,7 +17,8 @@ use crate::facade::{Answer, Api, EventStream};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, EventsRequest, ExplainRequest,
     Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest, RecordRequest,
-    RequestContext, StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
+    RequestContext, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, StatusRequest,
+    TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -61,14 +62,22 @@ impl Api for Served {
                 pid: std::process::id(),
                 uptime_s: self.jobs.started.elapsed().as_secs(),
                 jobs: self.jobs.counts(),
+                mesh: self.jobs.mesh.as_ref().map(|m| m.status()),
             })
         })
     }
 
     fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
-            service::advisors(r, &c)
-        }))
+        Box::pin(async move {
+            let mut context = request.context;
+            context.mesh_peers = self.jobs.mesh_peers(false).await;
+            let mut view = in_root(&self.jobs.registry, context, |r, c| {
+                service::advisors(r, &c)
+            })
+            .await?;
+            view.mesh = self.jobs.mesh.as_ref().map(|m| m.status());
+            Ok(view)
+        })
     }
 
     fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
@@ -78,18 +87,30 @@ impl Api for Served {
             confidence,
             capabilities,
         } = request;
-        Box::pin(in_root(&self.jobs.registry, context, move |r, c| {
-            service::plan_preview(r, &c, materiality, confidence, capabilities)
-        }))
+        Box::pin(async move {
+            let mut context = context;
+            // A plan sweeps for mesh peers first.
+            context.mesh_peers = self.jobs.mesh_peers(true).await;
+            in_root(&self.jobs.registry, context, move |r, c| {
+                service::plan_preview(r, &c, materiality, confidence, capabilities)
+            })
+            .await
+        })
     }
 
     fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
         let input = request.record;
-        Box::pin(in_root(
-            &self.jobs.registry,
-            request.context,
-            move |r, c| service::record(r, &c, &input),
-        ))
+        Box::pin(async move {
+            let mut context = request.context;
+            if input.get("kind").and_then(|k| k.as_str()) == Some("plan") {
+                // A plan sweeps for mesh peers first.
+                context.mesh_peers = self.jobs.mesh_peers(true).await;
+            }
+            in_root(&self.jobs.registry, context, move |r, c| {
+                service::record(r, &c, &input)
+            })
+            .await
+        })
     }
 
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
@@ -154,6 +175,21 @@ impl Api for Served {
         Box::pin(async move {
             let events = self.jobs.subscribe(&request.id, request.from)?;
             Ok(events.map(Ok).boxed())
+        })
+    }
+
+    fn reviews(&self, _request: ReviewsRequest) -> Answer<'_, ReviewList> {
+        Box::pin(crate::daemon::mesh::reviews::list(self.jobs.mesh.as_ref()))
+    }
+
+    fn answer_review(&self, request: ReviewAnswerRequest) -> Answer<'_, ReviewAnswered> {
+        Box::pin(async move {
+            crate::daemon::mesh::reviews::answer(
+                self.jobs.mesh.as_ref(),
+                &request.id,
+                &request.answer,
+            )
+            .await
         })
     }
 

@@ -51,6 +51,11 @@ pub struct RequestContext {
     /// that every verb but a consultation needs (availability).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub present: BTreeSet<String>,
+    /// Mesh peers offering reviews, added after the catalogue's own advisors when the
+    /// context is resolved. Filled by a daemon on a mesh from what it discovered; never
+    /// sent by a client nor journaled.
+    #[serde(skip)]
+    pub mesh_peers: Vec<crate::core::catalogue::AdvisorEntry>,
 }
 
 impl RequestContext {
@@ -89,6 +94,7 @@ impl std::fmt::Debug for RequestContext {
             .field("path", &self.path)
             .field("credentials (names only)", &credentials)
             .field("present", &self.present)
+            .field("mesh_peers", &self.mesh_peers.len())
             .finish()
     }
 }

@@ -258,4 +258,7 @@ pub struct Health {
     pub uptime_s: u64,
     /// How many jobs are kept in each state (every state listed, 0 included).
     pub jobs: BTreeMap<JobState, usize>,
+    /// The link to the mesh, when the daemon was started with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<crate::core::views::advisors::MeshStatus>,
 }

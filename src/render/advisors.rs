@@ -8,6 +8,9 @@ impl Render for AdvisorsView {
     fn plain(&self) -> String {
         let mut out = Out::new();
         out.line(&format!("mode {}", self.mode.as_str()));
+        if let Some(mesh) = &self.mesh {
+            out.para(0, 2, &mesh.line());
+        }
         for row in &self.advisors {
             out.blank();
             out.line(&format!("{}: {}", row.id, status(row)));
@@ -62,8 +65,13 @@ impl Render for AdvisorsView {
         for (capability, n) in &self.capacity {
             capacity.row(&[capability.clone(), n.to_string()]);
         }
+        let mesh = self
+            .mesh
+            .as_ref()
+            .map(|m| format!("{}\n", m.line()))
+            .unwrap_or_default();
         format!(
-            "mode {}\n\n{}\n{}",
+            "mode {}\n{mesh}\n{}\n{}",
             self.mode.as_str(),
             advisors.render(),
             capacity.render()

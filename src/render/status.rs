@@ -160,10 +160,11 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
         } else if c.reviewed_by.is_empty() {
             "decided locally".to_string()
         } else {
+            // Who answered, and how many independent reviews (distinct sources) that is.
             format!(
-                "reviewed by {} ({})",
-                c.independent_review_count,
-                c.reviewed_by.join(", ")
+                "reviewed by {} ({} independent)",
+                c.reviewed_by.join(", "),
+                c.independent_review_count
             )
         };
         let validation = match c.validation {

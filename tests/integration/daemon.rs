@@ -321,6 +321,7 @@ impl Adapter for Gauge {
             Ok(Answer {
                 text: answer("gauge", "supports"),
                 usage: None,
+                source: None,
             })
         })
     }

@@ -13,6 +13,7 @@ mod daemon_signals;
 mod golden;
 mod hardening;
 mod mcp;
+mod mesh;
 mod new_advisor;
 mod real_clis;
 mod record_chain;

@@ -162,6 +162,7 @@ fn answer(stdout: &str, stderr: &str, settings: &ProcessSettings) -> Result<Answ
         Output::Text => Ok(Answer {
             text: strip_ansi(stdout),
             usage: None,
+            source: None,
         }),
         Output::JsonLines(spec) => json_lines_answer(stdout, stderr, spec, settings),
         Output::Json(spec) => json_answer(stdout, stderr, spec, settings),
@@ -179,6 +180,7 @@ fn json_answer(
         return Ok(Answer {
             text: String::new(),
             usage: None,
+            source: None,
         });
     }
     let Some(document) = document(stdout, spec) else {
@@ -219,6 +221,7 @@ fn json_lines_answer(
         return Ok(Answer {
             text: String::new(),
             usage: None,
+            source: None,
         });
     }
     let Some(line) = answer_line(stdout, spec) else {
@@ -293,7 +296,11 @@ fn read_answer_value(
             .with_usage(usage),
         );
     }
-    Ok(Answer { text, usage })
+    Ok(Answer {
+        text,
+        usage,
+        source: None,
+    })
 }
 
 /// The last line of a JSON-lines `stdout` whose fields equal `spec.select`.

@@ -514,6 +514,7 @@ fn context(place: &Place) -> RequestContext {
         path: std::env::var("PATH").ok(),
         credentials: Default::default(),
         present: Default::default(),
+        mesh_peers: Vec::new(),
     }
 }
 

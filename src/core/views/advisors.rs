@@ -17,6 +17,50 @@ pub struct AdvisorsView {
     /// For every capability, how many available advisors offer it (0 included; see
     /// [`availability::capacity`]).
     pub capacity: BTreeMap<String, u32>,
+    /// The daemon's link to the mesh, when it was started with one (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<MeshStatus>,
+}
+
+/// A daemon's link to the mesh, as `health` and `advisors` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MeshStatus {
+    /// The bus's URL, without any credential.
+    pub url: String,
+    /// This daemon's runtime id (its advisor id elsewhere is `mesh:<runtime>`).
+    pub runtime: String,
+    /// `connected`, `connecting`, `disconnected` (reconnecting on its own) or `failed`
+    /// (the URL or the credentials cannot be used; fix them and restart).
+    pub state: String,
+    /// Why, when not connected: one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// `relay` or `inbox` when this daemon offers reviews.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offer: Option<String>,
+    /// Peers offering reviews found by the last sweeps.
+    pub peers: usize,
+}
+
+impl MeshStatus {
+    /// The status in one line.
+    pub fn line(&self) -> String {
+        let offer = match &self.offer {
+            Some(offer) => format!(", offering reviews ({offer})"),
+            None => String::new(),
+        };
+        match (self.state.as_str(), &self.detail) {
+            ("connected", _) => format!(
+                "mesh: connected to {} as `{}`, {} peer{}{offer}",
+                self.url,
+                self.runtime,
+                self.peers,
+                if self.peers == 1 { "" } else { "s" }
+            ),
+            (state, Some(detail)) => format!("mesh: {state} ({}): {detail}", self.url),
+            (state, None) => format!("mesh: {state} ({})", self.url),
+        }
+    }
 }
 
 /// One advisor with its availability.
@@ -85,6 +129,7 @@ impl AdvisorsView {
             mode,
             advisors,
             capacity,
+            mesh: None,
         }
     }
 }

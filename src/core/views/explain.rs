@@ -197,10 +197,9 @@ pub fn explain(records: &[Record], id: &str, trust: &Trust) -> Result<ExplainVie
             Body::Conclusion(c) => view.conclusions.push(ConclusionChain {
                 conclusion: with(item(child), {
                     let mut c = c.clone();
-                    c.reviewed_by =
-                        credited_review(child, trust, |id| index.by_id.get(id).copied());
-                    c.independent_review_count =
-                        u32::try_from(c.reviewed_by.len()).unwrap_or(u32::MAX);
+                    let review = credited_review(child, trust, |id| index.by_id.get(id).copied());
+                    c.reviewed_by = review.reviewed_by;
+                    c.independent_review_count = review.independent_review_count;
                     c
                 }),
                 replaces: c

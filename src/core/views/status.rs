@@ -466,7 +466,7 @@ impl<'r> Pass<'r, '_> {
                     old.superseded_by.get_or_insert_with(|| id.to_string());
                 }
                 let by_id = &self.by_id;
-                let reviewed_by = credited_review(record, self.trust, |id| by_id.get(id).copied());
+                let review = credited_review(record, self.trust, |id| by_id.get(id).copied());
                 let lines = &mut self.assessments[at].conclusions;
                 if verified {
                     self.conclusion_at.insert(id, (at, lines.len()));
@@ -475,8 +475,8 @@ impl<'r> Pass<'r, '_> {
                     id: id.to_string(),
                     sequence,
                     decision: c.decision.clone(),
-                    independent_review_count: u32::try_from(reviewed_by.len()).unwrap_or(u32::MAX),
-                    reviewed_by,
+                    independent_review_count: review.independent_review_count,
+                    reviewed_by: review.reviewed_by,
                     unverified: !verified,
                     supersedes: c.supersedes.clone(),
                     superseded_by: None,

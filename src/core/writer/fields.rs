@@ -170,6 +170,7 @@ const CONSULTATION: &[Field] = &[
     opt("duration_ms", Shape::Count),
     opt("usage", Shape::Usage),
     opt("retry_after_s", Shape::Count),
+    opt("source", Shape::Line(MAX_NAME_CHARS)),
 ];
 
 const DISAGREEMENT: &[Field] = &[

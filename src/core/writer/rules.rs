@@ -448,13 +448,23 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
         ));
     }
     supersedes_missing(task, x, assessment)?;
+    // Who answered is listed by advisor; how many independent reviews that makes is
+    // counted by source: two advisors in front of one model are one review.
     let mut reviewed_by: Vec<String> = Vec::new();
+    let mut sources: Vec<&str> = Vec::new();
     for (_, c) in cited {
-        if c.status == ConsultationStatus::Completed && !reviewed_by.contains(&c.advisor) {
+        if c.status != ConsultationStatus::Completed {
+            continue;
+        }
+        if !reviewed_by.contains(&c.advisor) {
             reviewed_by.push(c.advisor.clone());
         }
+        let source = c.source.as_deref().unwrap_or(&c.advisor);
+        if !sources.contains(&source) {
+            sources.push(source);
+        }
     }
-    x.independent_review_count = u32::try_from(reviewed_by.len()).unwrap_or(u32::MAX);
+    x.independent_review_count = u32::try_from(sources.len()).unwrap_or(u32::MAX);
     x.reviewed_by = reviewed_by;
     Ok(())
 }

@@ -24,6 +24,10 @@ pub struct JobOrder {
     pub question: Option<String>,
     /// The prior opinion, if any.
     pub prior_opinion: Option<String>,
+    /// The question exactly as a mesh peer asked it (a relayed review): sent instead of
+    /// the one built from the assessment. A relayed review's plan never includes mesh
+    /// peers, so a review cannot loop through the mesh.
+    pub prompt: Option<String>,
     /// How long the job's exchanges may take: each must end by this long after the
     /// fan-out starts.
     pub timeout: Timeout,
@@ -260,6 +264,7 @@ mod tests {
             context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
             question: None,
             prior_opinion: None,
+            prompt: None,
             timeout: Timeout::from_secs_f64(1.0).unwrap(),
             resumed: false,
         }

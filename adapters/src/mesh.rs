@@ -1,0 +1,407 @@
+//! The `mesh` transport: a review asked of a peer daemon over NATS.
+//!
+//! A peer offering reviews registers the NATS service [`wire::SERVICE_NAME`] with a review
+//! endpoint on `advisord.reviews.<its runtime id>`. The asking daemon discovers peers (its
+//! own business, not this module's) and lists each as an advisor `mesh:<runtime id>` whose
+//! `runtime` setting names the peer. One exchange here is one request on that subject:
+//!
+//! - the request carries the question (scrubbed of secret shapes by [`MeshLink::scrub`]),
+//!   the capabilities, the remaining deadline and a fresh request id; the remaining
+//!   deadline is also how long the exchange waits;
+//! - the reply is read strictly: a reply naming another request id is ignored (at most
+//!   [`MAX_IGNORED`] of them, then the peer is `malformed`), one that does not parse is
+//!   `malformed`, a peer's typed failure passes through, a completed answer is handed to
+//!   the contract as JSON (which normalises it again) with the source the peer named;
+//! - no responders is `unavailable` (and [`MeshLink::on_gone`] is told, so discovery drops
+//!   the peer at once); the deadline is `timeout`;
+//! - a cancellation, or the contract dropping the exchange at the deadline, sends a cancel
+//!   notice to `advisord.cancel.<runtime id>` so a relaying peer cancels its own job.
+
+pub mod wire;
+
+use crate::contract::{Adapter, AdvisorSpec, Answer, Failure, FailureKind, Io};
+use async_nats::StatusCode;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::StreamExt;
+use std::sync::Arc;
+use tokio::time::Instant;
+use wire::{CancelNotice, ReplyOutcome, ReviewReply, ReviewRequest, PROTOCOL};
+
+/// The registry name of the transport (and the catalogue `adapter` of every peer).
+pub const ADAPTER: &str = "mesh";
+
+/// The prefix of a mesh advisor's id: `mesh:<runtime id>`.
+pub const ID_PREFIX: &str = "mesh:";
+
+/// Replies for other requests a peer may send before it is judged `malformed`.
+pub const MAX_IGNORED: usize = 32;
+
+/// Removes secret shapes from a text before it crosses the bus.
+pub type Scrub = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// Told the runtime id of a peer that answered "no responders": it is gone.
+pub type OnGone = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What the transport needs from the daemon that joined the mesh.
+#[derive(Clone)]
+pub struct MeshLink {
+    /// The connection (it reconnects by itself).
+    pub client: async_nats::Client,
+    /// This daemon's runtime id, sent as the asker.
+    pub runtime: String,
+    /// Applied to the question before it is sent.
+    pub scrub: Scrub,
+    /// Called when a peer has no responders.
+    pub on_gone: OnGone,
+}
+
+/// The mesh adapter: with a link, asks peers; without one (a daemon not on a mesh, or
+/// the CLI), every exchange is `unavailable`.
+#[derive(Clone, Default)]
+pub struct MeshAdapter {
+    link: Option<MeshLink>,
+}
+
+impl MeshAdapter {
+    /// The adapter of a daemon that joined the mesh through `link`.
+    pub fn new(link: MeshLink) -> MeshAdapter {
+        MeshAdapter { link: Some(link) }
+    }
+}
+
+/// The transport's registry line, without a link: the daemon replaces it with
+/// [`MeshAdapter::new`] once it joins a mesh.
+pub fn adapters() -> Vec<(&'static str, Arc<dyn Adapter>)> {
+    vec![(ADAPTER, Arc::new(MeshAdapter::default()))]
+}
+
+impl Adapter for MeshAdapter {
+    fn exchange<'a>(
+        &'a self,
+        advisor: &'a AdvisorSpec,
+        prompt: &'a str,
+        io: &'a Io,
+    ) -> BoxFuture<'a, Result<Answer, Failure>> {
+        Box::pin(async move {
+            let Some(link) = &self.link else {
+                return Err(Failure::new(
+                    FailureKind::Unavailable,
+                    "this daemon is not on a mesh; start `advisord` with `--mesh URL` or \
+                     `ADVISORD_MESH_URL`",
+                ));
+            };
+            ask(link, advisor, prompt, io).await
+        })
+    }
+
+    fn validate(&self, advisor: &AdvisorSpec) -> Result<(), (String, String)> {
+        Err((
+            "adapter".to_string(),
+            format!(
+                "advisor `{}`: mesh advisors are discovered at run time, never listed in a \
+                 catalogue; remove the entry and start the peer's daemon with \
+                 `--offer-reviews relay|inbox`",
+                advisor.id
+            ),
+        ))
+    }
+}
+
+/// The peer's runtime id from the advisor's `runtime` setting.
+fn runtime_of(advisor: &AdvisorSpec) -> Result<&str, Failure> {
+    advisor
+        .settings
+        .get("runtime")
+        .and_then(|v| v.as_str())
+        .filter(|r| wire::valid_runtime_id(r))
+        .ok_or_else(|| {
+            Failure::new(
+                FailureKind::Error,
+                &format!(
+                    "mesh advisor `{}` has no valid `runtime` setting; peers are discovered, \
+                     never listed",
+                    advisor.id
+                ),
+            )
+        })
+}
+
+fn capabilities_of(advisor: &AdvisorSpec) -> Vec<String> {
+    advisor
+        .settings
+        .get("capabilities")
+        .and_then(|v| v.as_array())
+        .map(|list| {
+            list.iter()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends a cancel notice for the request when dropped while armed: the exchange was
+/// cancelled, or the contract dropped it at the deadline.
+struct CancelGuard {
+    client: async_nats::Client,
+    subject: String,
+    notice: Option<Bytes>,
+}
+
+impl CancelGuard {
+    fn disarm(&mut self) {
+        self.notice = None;
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        let Some(notice) = self.notice.take() else {
+            return;
+        };
+        let (client, subject) = (self.client.clone(), std::mem::take(&mut self.subject));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = client.publish(subject, notice).await;
+                let _ = client.flush().await;
+            });
+        }
+    }
+}
+
+async fn ask(
+    link: &MeshLink,
+    advisor: &AdvisorSpec,
+    prompt: &str,
+    io: &Io,
+) -> Result<Answer, Failure> {
+    let runtime = runtime_of(advisor)?;
+    let remaining = io.deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(Failure::new(
+            FailureKind::Timeout,
+            "the deadline passed before the review was sent",
+        ));
+    }
+    let request_id = ulid::Ulid::new().to_string();
+    let request = ReviewRequest {
+        protocol: PROTOCOL,
+        request_id: request_id.clone(),
+        asker: link.runtime.clone(),
+        question: (link.scrub)(prompt),
+        capabilities: capabilities_of(advisor),
+        deadline_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
+    };
+    let payload = serde_json::to_vec(&request)
+        .map_err(|e| Failure::new(FailureKind::Error, &format!("encoding the request: {e}")))?;
+    let client = &link.client;
+    let unreachable = |what: &str, e: &dyn std::fmt::Display| {
+        Failure::new(
+            FailureKind::Unavailable,
+            &format!("{what} peer `{runtime}` over the mesh: {e}"),
+        )
+    };
+    let inbox = client.new_inbox();
+    let mut replies = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| unreachable("cannot listen for", &e))?;
+    let notice = CancelNotice {
+        protocol: PROTOCOL,
+        request_id: request_id.clone(),
+        asker: link.runtime.clone(),
+    };
+    let mut guard = CancelGuard {
+        client: client.clone(),
+        subject: wire::cancel_subject(runtime),
+        notice: serde_json::to_vec(&notice).ok().map(Bytes::from),
+    };
+    client
+        .publish_with_reply(wire::review_subject(runtime), inbox, payload.into())
+        .await
+        .map_err(|e| unreachable("cannot ask", &e))?;
+    let mut ignored = 0usize;
+    loop {
+        let message = tokio::select! {
+            biased;
+            () = io.cancel.cancelled() => {
+                return Err(Failure::new(
+                    FailureKind::Cancelled,
+                    &format!("the review was cancelled; peer `{runtime}` was told"),
+                ));
+            }
+            () = tokio::time::sleep_until(io.deadline) => {
+                return Err(Failure::new(
+                    FailureKind::Timeout,
+                    &format!("peer `{runtime}` gave no answer within the deadline"),
+                ));
+            }
+            message = replies.next() => message,
+        };
+        let Some(message) = message else {
+            guard.disarm();
+            return Err(Failure::new(
+                FailureKind::Unavailable,
+                "the mesh connection closed during the review",
+            ));
+        };
+        if message.status == Some(StatusCode::NO_RESPONDERS) {
+            guard.disarm();
+            (link.on_gone)(runtime);
+            return Err(Failure::new(
+                FailureKind::Unavailable,
+                &format!("no responders: peer `{runtime}` has left the mesh"),
+            ));
+        }
+        match read_reply(&message.payload, &request_id) {
+            Read::Other => {
+                ignored += 1;
+                if ignored > MAX_IGNORED {
+                    guard.disarm();
+                    return Err(Failure::new(
+                        FailureKind::Malformed,
+                        &format!(
+                            "peer `{runtime}` sent more than {MAX_IGNORED} replies to requests \
+                             it was not asked"
+                        ),
+                    ));
+                }
+            }
+            Read::Garbage(why) => {
+                guard.disarm();
+                return Err(Failure::new(
+                    FailureKind::Malformed,
+                    &format!("peer `{runtime}` answered something unreadable: {why}"),
+                ));
+            }
+            Read::Reply(outcome) => {
+                guard.disarm();
+                return answer_of(outcome);
+            }
+        }
+    }
+}
+
+/// One message on the reply inbox, read.
+enum Read {
+    /// The reply to this request.
+    Reply(ReplyOutcome),
+    /// A well-formed reply to another request: ignored.
+    Other,
+    /// Not a reply at all.
+    Garbage(String),
+}
+
+fn read_reply(payload: &[u8], request_id: &str) -> Read {
+    if payload.len() > wire::MAX_MESSAGE_BYTES {
+        return Read::Garbage(format!(
+            "{} bytes, over the bound of {}",
+            payload.len(),
+            wire::MAX_MESSAGE_BYTES
+        ));
+    }
+    match serde_json::from_slice::<ReviewReply>(payload) {
+        Ok(reply) if reply.protocol != PROTOCOL => Read::Garbage(format!(
+            "protocol {} (this daemon speaks {PROTOCOL})",
+            reply.protocol
+        )),
+        Ok(reply) if reply.request_id != request_id => Read::Other,
+        Ok(reply) => Read::Reply(reply.outcome),
+        Err(e) => Read::Garbage(e.to_string()),
+    }
+}
+
+fn answer_of(outcome: ReplyOutcome) -> Result<Answer, Failure> {
+    match outcome {
+        ReplyOutcome::Completed {
+            answer,
+            source,
+            usage,
+        } => {
+            let text = serde_json::to_string(&answer).map_err(|e| {
+                Failure::new(FailureKind::Error, &format!("re-encoding the answer: {e}"))
+            })?;
+            let source = source.trim();
+            Ok(Answer {
+                text,
+                usage,
+                source: (!source.is_empty()).then(|| source.chars().take(200).collect()),
+            })
+        }
+        ReplyOutcome::Failed {
+            failure,
+            diagnostic,
+            retry_after_s,
+        } => Err(Failure {
+            retry_after_s: retry_after_s.filter(|_| failure == FailureKind::RateLimited),
+            ..Failure::new(failure, &diagnostic)
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalise::{Normalised, Stance};
+
+    fn normalised() -> Normalised {
+        Normalised {
+            conclusion: "keep the lock".into(),
+            stance: Stance::Supports,
+            assumptions: vec!["one writer".into()],
+            risks: vec![],
+            actions: vec![],
+            falsifiers: vec!["two writers".into()],
+            confidence: Some(0.5),
+        }
+    }
+
+    #[test]
+    fn replies_are_read_strictly() {
+        let reply = |id: &str| {
+            serde_json::to_vec(&ReviewReply {
+                protocol: PROTOCOL,
+                request_id: id.into(),
+                outcome: ReplyOutcome::Completed {
+                    answer: normalised(),
+                    source: "v/m".into(),
+                    usage: None,
+                },
+            })
+            .unwrap()
+        };
+        assert!(matches!(read_reply(&reply("q1"), "q1"), Read::Reply(_)));
+        assert!(matches!(read_reply(&reply("q2"), "q1"), Read::Other));
+        assert!(matches!(read_reply(b"not json", "q1"), Read::Garbage(_)));
+        assert!(matches!(
+            read_reply(
+                br#"{"protocol": 1, "request_id": "q1", "status": "bogus"}"#,
+                "q1"
+            ),
+            Read::Garbage(_)
+        ));
+        let huge = vec![b' '; wire::MAX_MESSAGE_BYTES + 1];
+        assert!(matches!(read_reply(&huge, "q1"), Read::Garbage(_)));
+    }
+
+    #[test]
+    fn a_completed_reply_reads_back_as_the_same_fields_with_its_source() {
+        let answer = answer_of(ReplyOutcome::Completed {
+            answer: normalised(),
+            source: " v/m ".into(),
+            usage: None,
+        })
+        .unwrap();
+        assert_eq!(answer.source.as_deref(), Some("v/m"));
+        assert_eq!(crate::contract::read_answer(&answer.text), Ok(normalised()));
+        let failed = answer_of(ReplyOutcome::Failed {
+            failure: FailureKind::AuthFailed,
+            diagnostic: "not logged in\n".into(),
+            retry_after_s: Some(3),
+        })
+        .unwrap_err();
+        assert_eq!(failed.kind, FailureKind::AuthFailed);
+        assert_eq!(failed.diagnostic, "not logged in");
+        assert_eq!(failed.retry_after_s, None);
+    }
+}

@@ -1,0 +1,636 @@
+//! The daemon on a mesh: joining the bus, finding peers that offer reviews, and offering
+//! reviews itself. See docs/MESH.md.
+//!
+//! Without a mesh URL none of this runs. With one, the daemon connects to NATS in the
+//! background (reconnecting on its own; a lost or refused bus is a status shown by
+//! `health` and `advisors`, never a crash), registers the `mesh` adapter with its link,
+//! sweeps for peers on a timer and before each plan ([`Mesh::sweep`]), and, when asked
+//! to, offers reviews ([`offer`]) by relaying to its own advisors ([`relay`]) or through
+//! a review inbox a person or an agent session answers ([`inbox`]).
+
+pub mod inbox;
+pub mod offer;
+mod relay;
+pub mod reviews;
+pub mod roster;
+
+use crate::core::catalogue::AdvisorEntry;
+use crate::core::views::advisors::MeshStatus;
+use crate::protocol::RequestContext;
+use advisord_adapters::mesh::{wire, MeshLink};
+use futures::StreamExt;
+use roster::{Peer, Roster};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The variable naming the bus (`nats://`, `tls://`; several separated by commas).
+pub const ENV_URL: &str = "ADVISORD_MESH_URL";
+/// The variable naming a NATS credentials file, or holding a token.
+pub const ENV_CREDS: &str = "ADVISORD_MESH_CREDS";
+/// The variable choosing how this daemon offers reviews: `relay` or `inbox`.
+pub const ENV_OFFER: &str = "ADVISORD_MESH_OFFER";
+/// The variable fixing this daemon's runtime id (else one is made and kept in the data
+/// directory).
+pub const ENV_RUNTIME: &str = "ADVISORD_MESH_RUNTIME";
+
+/// How often peers are swept for, by default.
+pub const DEFAULT_SWEEP: Duration = Duration::from_secs(3);
+
+/// How long a full sweep (the timer's) collects replies.
+pub const FULL_SWEEP_WINDOW: Duration = Duration::from_millis(250);
+
+/// How long sending an answer waits for a bus that is not connected yet.
+const SEND_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a quick sweep (before a plan) waits after the last reply once every known
+/// peer answered.
+const QUICK_SWEEP_QUIET: Duration = Duration::from_millis(15);
+
+/// How a daemon offers reviews.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Offer {
+    /// Ask its own available advisors through its job machinery; answer with the first
+    /// completed answer.
+    Relay,
+    /// Keep the request in a review inbox until `advisor-consult reviews answer` answers.
+    Inbox,
+}
+
+impl Offer {
+    /// `relay` or `inbox`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Offer::Relay => "relay",
+            Offer::Inbox => "inbox",
+        }
+    }
+
+    /// Read `relay` or `inbox`.
+    pub fn parse(text: &str) -> Result<Offer, String> {
+        match text.trim() {
+            "relay" => Ok(Offer::Relay),
+            "inbox" => Ok(Offer::Inbox),
+            other => Err(format!(
+                "`{ENV_OFFER}` is `{}`: it takes `relay` or `inbox`; fix or unset it",
+                other.escape_debug()
+            )),
+        }
+    }
+}
+
+/// How the daemon joins the mesh.
+#[derive(Clone)]
+pub struct MeshConfig {
+    /// The bus's URL(s).
+    pub url: String,
+    /// A credentials file, or a token (never printed).
+    pub creds: Option<String>,
+    /// How this daemon offers reviews, if it does.
+    pub offer: Option<Offer>,
+    /// This daemon's runtime id (else the one kept in the data directory).
+    pub runtime: Option<String>,
+    /// How often peers are swept for.
+    pub sweep_every: Duration,
+    /// The context a relay's jobs run in (root, catalogue, `PATH`, credentials). Default:
+    /// the daemon's own environment over `<data-dir>/relay`, task `mesh-relay`.
+    pub relay_context: Option<RequestContext>,
+    /// The capabilities an inbox offers.
+    pub inbox_capabilities: Vec<String>,
+}
+
+impl std::fmt::Debug for MeshConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeshConfig")
+            .field("url", &shown_url(&self.url))
+            .field("creds", &self.creds.as_ref().map(|_| "(set)"))
+            .field("offer", &self.offer)
+            .field("runtime", &self.runtime)
+            .field("sweep_every", &self.sweep_every)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MeshConfig {
+    /// A config for `url` with the defaults: no credentials, no offer.
+    pub fn new(url: &str) -> MeshConfig {
+        MeshConfig {
+            url: url.to_string(),
+            creds: None,
+            offer: None,
+            runtime: None,
+            sweep_every: DEFAULT_SWEEP,
+            relay_context: None,
+            inbox_capabilities: vec![
+                "independent_reasoning".into(),
+                "code_review".into(),
+                "reviews".into(),
+            ],
+        }
+    }
+
+    /// The config from the flags (`--mesh`, `--offer-reviews`) and the environment; `None`
+    /// without a URL (nothing about the mesh runs then). An offer without a URL, or a bad
+    /// runtime id, is an error.
+    pub fn from_env(
+        url: Option<String>,
+        offer: Option<Offer>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<MeshConfig>, String> {
+        let non_empty = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+        let offer = match offer {
+            Some(offer) => Some(offer),
+            None => non_empty(env(ENV_OFFER))
+                .map(|v| Offer::parse(&v))
+                .transpose()?,
+        };
+        let Some(url) = non_empty(url).or_else(|| non_empty(env(ENV_URL))) else {
+            if offer.is_some() {
+                return Err(format!(
+                    "reviews are offered over the mesh: name it with `--mesh URL` or \
+                     `{ENV_URL}`, or drop `--offer-reviews`/`{ENV_OFFER}`"
+                ));
+            }
+            return Ok(None);
+        };
+        let runtime = non_empty(env(ENV_RUNTIME));
+        if let Some(id) = &runtime {
+            if !wire::valid_runtime_id(id) {
+                return Err(format!(
+                    "`{ENV_RUNTIME}` is `{}`: a runtime id is 1 to 64 of A-Z a-z 0-9 _ -",
+                    id.escape_debug()
+                ));
+            }
+        }
+        Ok(Some(MeshConfig {
+            creds: non_empty(env(ENV_CREDS)),
+            offer,
+            runtime,
+            ..MeshConfig::new(url.trim())
+        }))
+    }
+}
+
+/// The URL with any `user:password@` removed, for messages.
+pub fn shown_url(url: &str) -> String {
+    url.split(',')
+        .map(|one| {
+            let one = one.trim();
+            match (one.find("://"), one.rfind('@')) {
+                (Some(scheme), Some(at)) if at > scheme => {
+                    format!("{}{}", &one[..scheme + 3], &one[at + 1..])
+                }
+                (None, Some(at)) => one[at + 1..].to_string(),
+                _ => one.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The link's state, as the client's events leave it.
+#[derive(Debug, Clone)]
+struct LinkState {
+    /// The last problem seen, cleared on connecting.
+    problem: Option<String>,
+    /// The URL or the credentials cannot be used at all.
+    failed: bool,
+}
+
+/// The daemon's place on the mesh.
+pub struct Mesh {
+    /// This daemon's runtime id.
+    pub runtime: String,
+    host: String,
+    user: String,
+    url: String,
+    client: Option<async_nats::Client>,
+    link: Arc<Mutex<LinkState>>,
+    roster: Mutex<Roster>,
+    offer: Option<Offer>,
+    sweep_every: Duration,
+    sweep_turn: tokio::sync::Mutex<()>,
+    relay_context: RequestContext,
+    inbox_capabilities: Vec<String>,
+    /// The review inbox, when this daemon offers reviews through one.
+    pub inbox: Option<inbox::Inbox>,
+    /// The capabilities and sources this daemon offers, once it offers.
+    offered: Mutex<Option<(Vec<String>, Vec<String>)>>,
+}
+
+impl Mesh {
+    /// Join the mesh of `config` (the connection is made in the background). Never fails:
+    /// a bad URL or unreadable credentials become the status.
+    pub async fn join(config: MeshConfig, data_dir: &Path) -> Arc<Mesh> {
+        let runtime = config
+            .runtime
+            .clone()
+            .unwrap_or_else(|| runtime_id(data_dir));
+        let link = Arc::new(Mutex::new(LinkState {
+            problem: None,
+            failed: false,
+        }));
+        let client = connect(&config, &runtime, &link).await;
+        let relay_context = config.relay_context.clone().unwrap_or_else(|| {
+            let root = data_dir.join("relay");
+            let _ = std::fs::create_dir_all(&root);
+            RequestContext::for_root(root, Some(relay::TASK.to_string()), &|name| {
+                std::env::var(name).ok()
+            })
+        });
+        let inbox = (config.offer == Some(Offer::Inbox))
+            .then(|| inbox::Inbox::open(&data_dir.join("inbox")));
+        tracing::info!(url = %shown_url(&config.url), runtime = %runtime, offer = ?config.offer, "joining the mesh");
+        Arc::new(Mesh {
+            runtime,
+            host: host_name(),
+            user: user_name(),
+            url: shown_url(&config.url),
+            client,
+            link,
+            roster: Mutex::new(Roster::default()),
+            offer: config.offer,
+            sweep_every: config.sweep_every,
+            sweep_turn: tokio::sync::Mutex::new(()),
+            relay_context,
+            inbox_capabilities: config.inbox_capabilities,
+            inbox,
+            offered: Mutex::new(None),
+        })
+    }
+
+    /// The source an inbox answer names: the person or session on this machine.
+    pub fn inbox_source(&self) -> String {
+        format!("inbox:{}@{}", self.user, self.host)
+    }
+
+    /// Publish `payload` on `subject` and flush it, or say why it could not be sent. A
+    /// bus still connecting (just after a start) is waited for a few seconds.
+    pub async fn send(&self, subject: String, payload: Vec<u8>) -> Result<(), String> {
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| "this daemon has no connection to the mesh".to_string())?;
+        let waited = Instant::now();
+        while client.connection_state() != async_nats::connection::State::Connected {
+            if waited.elapsed() > SEND_WAIT {
+                return Err(format!("the mesh `{}` is not connected", self.url));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        client
+            .publish(subject, payload.into())
+            .await
+            .map_err(|e| e.to_string())?;
+        client.flush().await.map_err(|e| e.to_string())
+    }
+
+    /// Wait (at most `bound`) for the bus to be connected.
+    pub async fn wait_connected(&self, bound: Duration) {
+        let Some(client) = &self.client else { return };
+        let started = Instant::now();
+        while client.connection_state() != async_nats::connection::State::Connected
+            && started.elapsed() < bound
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Leave the mesh at shutdown: the connection is drained and closed, so peers stop
+    /// seeing this daemon at once.
+    pub async fn leave(&self) {
+        if let Some(client) = &self.client {
+            let _ = tokio::time::timeout(Duration::from_secs(2), client.drain()).await;
+        }
+    }
+
+    /// Whether this daemon offers reviews.
+    pub fn offers(&self) -> bool {
+        self.offer.is_some()
+    }
+
+    /// The link the `mesh` adapter asks peers through, when there is a connection.
+    pub fn adapter_link(self: &Arc<Mesh>) -> Option<MeshLink> {
+        let client = self.client.clone()?;
+        let me = Arc::downgrade(self);
+        Some(MeshLink {
+            client,
+            runtime: self.runtime.clone(),
+            scrub: Arc::new(|text: &str| {
+                crate::core::redact::scrub(text, &mut std::collections::BTreeSet::new())
+            }),
+            on_gone: Arc::new(move |runtime: &str| {
+                if let Some(mesh) = me.upgrade() {
+                    tracing::info!(peer = runtime, "peer has no responders: gone");
+                    mesh.roster_mut().gone(runtime);
+                }
+            }),
+        })
+    }
+
+    fn roster_mut(&self) -> std::sync::MutexGuard<'_, Roster> {
+        self.roster.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The link's status, for `health` and `advisors`.
+    pub fn status(&self) -> MeshStatus {
+        let link = self.link.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let state = match &self.client {
+            None => "failed",
+            Some(_) if link.failed => "failed",
+            Some(client) => match client.connection_state() {
+                async_nats::connection::State::Connected => "connected",
+                async_nats::connection::State::Pending => "connecting",
+                async_nats::connection::State::Disconnected => "disconnected",
+            },
+        };
+        let detail = match state {
+            "connected" => None,
+            "failed" => link.problem,
+            _ => Some(match link.problem {
+                Some(problem) => format!("{problem}; retrying on its own"),
+                None => "retrying on its own".to_string(),
+            }),
+        };
+        MeshStatus {
+            url: self.url.clone(),
+            runtime: self.runtime.clone(),
+            state: state.to_string(),
+            detail,
+            offer: self.offer.map(|o| o.as_str().to_string()),
+            peers: self.roster_mut().len(),
+        }
+    }
+
+    /// Every peer known now, as catalogue entries (the daemon adds them to the catalogue
+    /// of every plan it makes).
+    pub fn entries(&self) -> Vec<AdvisorEntry> {
+        self.roster_mut().peers().iter().map(Peer::entry).collect()
+    }
+
+    /// Sweep for peers: scatter a `$SRV.INFO` request to every review service and gather
+    /// the replies. A `full` sweep collects for [`FULL_SWEEP_WINDOW`] and counts misses; a
+    /// quick one (before a plan) ends once every known peer answered and the bus has been
+    /// quiet a moment. Does nothing while the bus is down (full sweeps then count misses).
+    pub async fn sweep(&self, full: bool) {
+        let _turn = self.sweep_turn.lock().await;
+        let found = match self.gather(full).await {
+            Some(found) => found,
+            None if full => Vec::new(),
+            None => return,
+        };
+        let mut roster = self.roster_mut();
+        let before = roster.len();
+        roster.sweep(found, full);
+        if roster.len() != before {
+            tracing::info!(peers = roster.len(), "mesh peers changed");
+        }
+    }
+
+    async fn gather(&self, full: bool) -> Option<Vec<Peer>> {
+        let client = self.client.as_ref()?;
+        if client.connection_state() != async_nats::connection::State::Connected {
+            return None;
+        }
+        let inbox = client.new_inbox();
+        let mut replies = client.subscribe(inbox.clone()).await.ok()?;
+        let subject = format!("$SRV.INFO.{}", wire::SERVICE_NAME);
+        client
+            .publish_with_reply(subject, inbox, bytes::Bytes::new())
+            .await
+            .ok()?;
+        let start = Instant::now();
+        let window_end = start + FULL_SWEEP_WINDOW;
+        let mut last = start;
+        let mut seen = BTreeSet::new();
+        let mut found = Vec::new();
+        loop {
+            let until = if full || !self.roster_mut().all_in(&seen) {
+                window_end
+            } else {
+                (last + QUICK_SWEEP_QUIET).min(window_end)
+            };
+            let message = tokio::select! {
+                () = tokio::time::sleep_until(until) => break,
+                message = replies.next() => message,
+            };
+            let Some(message) = message else { break };
+            last = Instant::now();
+            if let Some(peer) = roster::read_info(&message.payload, &self.runtime) {
+                if seen.insert(peer.runtime.clone()) {
+                    found.push(peer);
+                }
+            }
+            if found.len() >= roster::MAX_PEERS {
+                break;
+            }
+        }
+        let _ = replies.unsubscribe().await;
+        Some(found)
+    }
+
+    /// Sweep on the timer until `stop`.
+    pub(crate) async fn sweeper(self: Arc<Mesh>, stop: tokio_util::sync::CancellationToken) {
+        let mut ticks = tokio::time::interval(self.sweep_every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = ticks.tick() => self.sweep(true).await,
+            }
+        }
+    }
+}
+
+/// Connect in the background; `None` (and a failed status) when the URL or the
+/// credentials cannot be used at all.
+async fn connect(
+    config: &MeshConfig,
+    runtime: &str,
+    link: &Arc<Mutex<LinkState>>,
+) -> Option<async_nats::Client> {
+    let fail = |problem: String| {
+        tracing::warn!(%problem, "cannot join the mesh");
+        let mut state = link.lock().unwrap_or_else(|p| p.into_inner());
+        state.problem = Some(problem);
+        state.failed = true;
+        None
+    };
+    let events = link.clone();
+    // A TLS handshake refused shows as a bare I/O error: say what to check.
+    let tls_hint = if config.url.contains("tls://") {
+        "; the URL asks for TLS: check that the server offers it and that its certificate \
+         is trusted"
+    } else {
+        ""
+    };
+    let mut options = async_nats::ConnectOptions::new()
+        .name(format!("advisord {runtime}"))
+        .retry_on_initial_connect()
+        .connection_timeout(Duration::from_secs(3))
+        .subscription_capacity(4096)
+        .reconnect_delay_callback(|attempts| {
+            Duration::from_millis((attempts as u64).saturating_mul(100).min(2000))
+        })
+        .event_callback(move |event| {
+            let events = events.clone();
+            async move {
+                let mut state = events.lock().unwrap_or_else(|p| p.into_inner());
+                match event {
+                    async_nats::Event::Connected => state.problem = None,
+                    async_nats::Event::Disconnected => {
+                        state.problem = Some("the connection to the bus was lost".into())
+                    }
+                    async_nats::Event::ServerError(
+                        async_nats::ServerError::AuthorizationViolation,
+                    ) => {
+                        state.problem = Some(format!(
+                            "the bus refused the credentials (authorization violation); check \
+                             `{ENV_CREDS}` or the URL's user and password"
+                        ))
+                    }
+                    async_nats::Event::ClientError(error) => {
+                        state.problem = Some(format!("cannot connect: {error}{tls_hint}"))
+                    }
+                    other => tracing::debug!(event = %other, "mesh event"),
+                }
+            }
+        });
+    if let Some(creds) = &config.creds {
+        let as_file = PathBuf::from(creds);
+        options = if as_file.is_file() {
+            match options.credentials_file(&as_file).await {
+                Ok(options) => options,
+                Err(e) => {
+                    return fail(format!(
+                        "the credentials file `{}` named by `{ENV_CREDS}` cannot be used: {e}",
+                        as_file.display()
+                    ))
+                }
+            }
+        } else {
+            options.token(creds.clone())
+        };
+    }
+    match options.connect(config.url.as_str()).await {
+        Ok(client) => Some(client),
+        Err(e) => fail(format!(
+            "the mesh URL `{}` cannot be used: {e}; name a bus as `nats://host:4222` or \
+             `tls://host:4222` in `--mesh` or `{ENV_URL}`",
+            shown_url(&config.url)
+        )),
+    }
+}
+
+/// The runtime id kept in `<data-dir>/mesh-runtime`, made on first use:
+/// `<host>-<random>`, one subject token.
+fn runtime_id(data_dir: &Path) -> String {
+    let file = data_dir.join("mesh-runtime");
+    if let Ok(text) = std::fs::read_to_string(&file) {
+        let id = text.trim();
+        if wire::valid_runtime_id(id) {
+            return id.to_string();
+        }
+    }
+    let host: String = host_name()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect();
+    let random = ulid::Ulid::new().to_string().to_lowercase();
+    let id = format!("{host}-{}", &random[random.len() - 8..]);
+    let _ = std::fs::write(&file, format!("{id}\n"));
+    id
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+fn user_name() -> String {
+    nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(shown_url("nats://a:b@h:4222"), "nats://h:4222");
+        assert_eq!(
+            shown_url("tls://tok@h:1, nats://h2:2"),
+            "tls://h:1,nats://h2:2"
+        );
+        assert_eq!(shown_url("nats://h:4222"), "nats://h:4222");
+    }
+
+    #[test]
+    fn the_config_comes_from_flags_then_the_environment() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(MeshConfig::from_env(None, None, &env(&[]))
+            .unwrap()
+            .is_none());
+        let config = MeshConfig::from_env(
+            None,
+            None,
+            &env(&[
+                (ENV_URL, "nats://h:1"),
+                (ENV_OFFER, "inbox"),
+                (ENV_CREDS, "tok"),
+            ]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(config.url, "nats://h:1");
+        assert_eq!(config.offer, Some(Offer::Inbox));
+        assert!(!format!("{config:?}").contains("tok"), "{config:?}");
+        let flagged = MeshConfig::from_env(
+            Some("nats://f:2".into()),
+            Some(Offer::Relay),
+            &env(&[(ENV_URL, "nats://h:1"), (ENV_OFFER, "inbox")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (flagged.url.as_str(), flagged.offer),
+            ("nats://f:2", Some(Offer::Relay))
+        );
+        for bad in [
+            &[(ENV_OFFER, "relay")][..],
+            &[(ENV_URL, "nats://h:1"), (ENV_OFFER, "both")][..],
+            &[(ENV_URL, "nats://h:1"), (ENV_RUNTIME, "a.b")][..],
+        ] {
+            let bad: &'static [(&'static str, &'static str)] = bad;
+            assert!(
+                MeshConfig::from_env(None, None, &env(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,623 @@
+//! Mesh advisors: two (or more) real runtimes and a real NATS server.
+//!
+//! Every test starts its own `nats-server` on a loopback port (see
+//! `advisord_fakes::nats`; it fails, naming `scripts/ci/install-nats.sh`, when no server
+//! binary is found) and in-process daemons with their own places.
+
+use crate::support::daemon as daemon_helper;
+use crate::support::mesh::*;
+
+use advisord::daemon::mesh::Offer;
+use advisord_adapters::registry::Registry;
+use advisord_fakes::nats::NatsServer;
+use advisord_fakes::scripted::{Script, ScriptedAdapter};
+use daemon_helper::{answer, call_json, Daemon, Place, BOUND, TASK};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A registry with one scripted advisor `id` playing `scripts`.
+fn scripted(id: &str, scripts: Vec<Script>) -> (Registry, Arc<ScriptedAdapter>) {
+    let fake = Arc::new(ScriptedAdapter::new(scripts));
+    let mut registry = Registry::builtin();
+    registry.insert(&format!("scripted-{id}"), fake.clone());
+    (registry, fake)
+}
+
+/// A relaying peer `runtime` whose one advisor answers `scripts`.
+async fn relay_peer(
+    url: &str,
+    runtime: &str,
+    vendor_model: (&str, &str),
+    scripts: Vec<Script>,
+) -> (Daemon, Arc<ScriptedAdapter>) {
+    let place = Place::new(&one_advisor("house", vendor_model.0, vendor_model.1));
+    let (registry, fake) = scripted("house", scripts);
+    let daemon = start_on_mesh(place, registry, url, runtime, Some(Offer::Relay)).await;
+    (daemon, fake)
+}
+
+/// An asking daemon whose only catalogue advisor (`local`) is disabled by its context.
+async fn start_asker(url: &str) -> (Daemon, serde_json::Value) {
+    let place = Place::new(&one_advisor("local", "localvendor", "localmodel"));
+    let (registry, _) = scripted("local", vec![]);
+    let daemon = start_on_mesh(place, registry, url, "asker", None).await;
+    let context = asker_context(&daemon.place, "local");
+    (daemon, context)
+}
+
+async fn wait_for_peers(daemon: &Daemon, context: &serde_json::Value, peers: &[&str]) {
+    let want: Vec<String> = peers.iter().map(|p| format!("mesh:{p}")).collect();
+    advisors_until(daemon, context, "the peers to appear", |view| {
+        let listed = ids(view);
+        want.iter().all(|w| listed.contains(w))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relaying_runtime_answers_a_code_review_and_leaves_when_it_goes() {
+    let nats = NatsServer::start();
+    let (peer, fake) = relay_peer(
+        &nats.url(),
+        "peer-b",
+        ("vb", "mb"),
+        vec![Script::answer(&answer("peer b reviewed it", "opposes"))],
+    )
+    .await;
+    let (asker, context) = start_asker(&nats.url()).await;
+
+    // The linked runtime is an advisor: transport and adapter `mesh`, where it runs.
+    let (view, _) = advisors_until(&asker, &context, "peer-b to appear", |view| {
+        ids(view).contains(&"mesh:peer-b".to_string())
+    })
+    .await;
+    let row = view["advisors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "mesh:peer-b")
+        .unwrap()
+        .clone();
+    assert_eq!(row["transport"], "mesh");
+    assert_eq!(row["adapter"], "mesh");
+    assert_eq!(row["status"], "available", "{row}");
+    assert!(row["title"].as_str().unwrap().contains("vb/mb"), "{row}");
+    assert_eq!(view["mesh"]["state"], "connected", "{view}");
+    let local = view["advisors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "local")
+        .unwrap();
+    assert_eq!(local["status"], "disabled");
+
+    // A code-review plan selects it.
+    assert_eq!(
+        selected(&preview(&asker, &context, "material").await),
+        vec!["mesh:peer-b"]
+    );
+    let assessment = code_review(&asker, &context, "material").await;
+    let job = consult(&asker, &context, &assessment, 20.0).await;
+    let ended = asker.wait(&job).await;
+    assert_eq!(ended["state"], "done", "{ended}");
+
+    // Read back as a consultation, with the source that produced it.
+    let consultations = consultations(&asker.place);
+    assert_eq!(consultations.len(), 1, "{consultations:?}");
+    let c = &consultations[0];
+    assert_eq!(c["advisor"], "mesh:peer-b");
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(c["conclusion"], "peer b reviewed it");
+    assert_eq!(c["stance"], "opposes");
+    assert_eq!(c["source"], "vb/mb");
+    // The divergent answer made a disagreement, as any advisor's would.
+    assert_eq!(asker.place.records_of(TASK, "disagreement").len(), 1);
+
+    // The peer asked its own advisor with the question only, through its own job: the
+    // records stay on the peer, in its relay task; none of the asker's crossed.
+    fake.assert_exhausted();
+    let prompt = &fake.prompts()[0];
+    assert!(
+        prompt.contains("one writer under a lock is enough"),
+        "{prompt}"
+    );
+    assert!(
+        !prompt.contains(&assessment),
+        "the asker's record ids stay home"
+    );
+    let relay_kinds: Vec<String> = peer
+        .place
+        .records("mesh-relay")
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap().to_string())
+        .collect();
+    // (Its own job records the divergence it saw, too.)
+    assert_eq!(
+        relay_kinds[..3],
+        ["assessment", "plan", "consultation"],
+        "{relay_kinds:?}"
+    );
+    assert!(peer.place.records(TASK).is_empty());
+
+    // Once the runtime is gone, the advisor disappears and the same plan decides locally.
+    let place = peer.stop().await;
+    advisors_until(&asker, &context, "peer-b to leave", |view| {
+        !ids(view).contains(&"mesh:peer-b".to_string())
+    })
+    .await;
+    let plan = preview(&asker, &context, "material").await;
+    assert!(selected(&plan).is_empty(), "{plan}");
+    assert!(
+        !plan["local_review"].as_array().unwrap().is_empty(),
+        "{plan}"
+    );
+    drop(place);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_inbox_review_is_answered_by_a_second_session_across_a_restart() {
+    let nats = NatsServer::start();
+    let inbox_place = Place::new(&one_advisor("unused", "v", "m"));
+    let inbox = start_on_mesh(
+        inbox_place,
+        Registry::builtin(),
+        &nats.url(),
+        "inbox-c",
+        Some(Offer::Inbox),
+    )
+    .await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["inbox-c"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let job = consult(&asker, &context, &assessment, 30.0).await;
+
+    // The review waits in the inbox...
+    let waiting = loop {
+        let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
+        if let Some(first) = list["reviews"].as_array().and_then(|r| r.first()).cloned() {
+            break first;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(waiting["asker"], "asker");
+    assert!(waiting["question"].as_str().unwrap().contains("one writer"));
+    // ...and survives a restart of the peer.
+    let place = inbox.stop().await;
+    let inbox = start_on_mesh(
+        place,
+        Registry::builtin(),
+        &nats.url(),
+        "inbox-c",
+        Some(Offer::Inbox),
+    )
+    .await;
+    let id = waiting["id"].as_str().unwrap().to_string();
+    let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
+    assert_eq!(list["reviews"][0]["id"], id.as_str(), "{list}");
+
+    // A second session answers it with the real CLI.
+    let answer_file = inbox.place.path().join("answer.json");
+    std::fs::write(
+        &answer_file,
+        json!({"conclusion": "a person reviewed it and agrees", "stance": "supports",
+               "risks": ["the lock is advisory"], "confidence": 0.8})
+        .to_string(),
+    )
+    .unwrap();
+    let inbox_socket = inbox.socket();
+    let root = inbox.place.root();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_advisor-consult"))
+            .args(["--no-autostart", "--format", "json", "--socket"])
+            .arg(&inbox_socket)
+            .arg("--root")
+            .arg(&root)
+            .args(["reviews", "answer", &id, "--file"])
+            .arg(&answer_file)
+            .output()
+            .expect("run advisor-consult")
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let ended = asker.wait(&job).await;
+    assert_eq!(ended["state"], "done", "{ended}");
+    let c = &consultations(&asker.place)[0];
+    assert_eq!(c["advisor"], "mesh:inbox-c");
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(c["conclusion"], "a person reviewed it and agrees");
+    assert_eq!(c["risks"], json!(["the lock is advisory"]));
+    assert!(c["source"].as_str().unwrap().starts_with("inbox:"), "{c}");
+    // Answered: no longer waiting.
+    let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
+    assert_eq!(list["reviews"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_peers_are_asked_at_once() {
+    let nats = NatsServer::start();
+    let slow = |who: &str| {
+        vec![Script::answer(&answer(who, "supports")).after(Duration::from_millis(500))]
+    };
+    let (_p1, f1) = relay_peer(&nats.url(), "p1", ("v1", "m1"), slow("one")).await;
+    let (_p2, f2) = relay_peer(&nats.url(), "p2", ("v2", "m2"), slow("two")).await;
+    let (_p3, f3) = relay_peer(&nats.url(), "p3", ("v3", "m3"), slow("three")).await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["p1", "p2", "p3"]).await;
+    let assessment = code_review(&asker, &context, "critical").await;
+    let job = consult(&asker, &context, &assessment, 20.0).await;
+    let events = asker.events(&job).await;
+    let done: Vec<_> = consultations(&asker.place)
+        .into_iter()
+        .filter(|c| c["status"] == "completed")
+        .collect();
+    assert_eq!(done.len(), 3, "{done:?}");
+    // Asked at once: every exchange started before any finished.
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    let last_start = kinds.iter().rposition(|k| *k == "started").unwrap();
+    let first_finish = kinds.iter().position(|k| *k == "finished").unwrap();
+    assert!(
+        last_start < first_finish,
+        "asked one after another: {kinds:?}"
+    );
+    for fake in [f1, f2, f3] {
+        fake.assert_exhausted();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_peers_relaying_one_source_count_as_one_review() {
+    let nats = NatsServer::start();
+    let (_p1, _) = relay_peer(
+        &nats.url(),
+        "twin-1",
+        ("samevendor", "samemodel"),
+        vec![Script::answer(&answer("first twin", "supports"))],
+    )
+    .await;
+    let (_p2, _) = relay_peer(
+        &nats.url(),
+        "twin-2",
+        ("samevendor", "samemodel"),
+        vec![Script::answer(&answer("second twin", "supports"))],
+    )
+    .await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["twin-1", "twin-2"]).await;
+    let assessment = code_review(&asker, &context, "critical").await;
+    let job = consult(&asker, &context, &assessment, 20.0).await;
+    assert_eq!(asker.wait(&job).await["state"], "done");
+    let cited: Vec<String> = consultations(&asker.place)
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(cited.len(), 2);
+    let conclusion = record(
+        &asker,
+        &context,
+        json!({"kind": "conclusion", "assessment": assessment, "decision": "keep one writer",
+               "rationale": "both reviews agree", "consultations": cited,
+               "evidence": [{"kind": "test", "ref": "tests/store.rs"}],
+               "validation_plan": "run the concurrency test"}),
+    )
+    .await;
+    assert_eq!(conclusion["independent_review_count"], 1, "{conclusion}");
+    assert_eq!(
+        conclusion["reviewed_by"],
+        json!(["mesh:twin-1", "mesh:twin-2"]),
+        "{conclusion}"
+    );
+    // The status view credits the same, and the chain's check of computed fields agrees.
+    let status = call_json(
+        &asker.socket(),
+        "GET",
+        "/api/v1/reasoning",
+        &json!({"context": context}),
+    )
+    .await
+    .expect(200);
+    let line = &status["assessments"][0]["conclusions"][0];
+    assert_eq!(line["independent_review_count"], 1, "{status}");
+    assert_eq!(
+        line["reviewed_by"].as_array().map(Vec::len),
+        Some(2),
+        "{status}"
+    );
+    let verified = call_json(
+        &asker.socket(),
+        "GET",
+        "/api/v1/reasoning/verify",
+        &json!({"context": context}),
+    )
+    .await
+    .expect(200);
+    assert_eq!(verified["tasks"][0]["findings"], json!([]), "{verified}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn asker_and_peer_on_different_nodes_of_a_cluster() {
+    let cluster = NatsServer::cluster(2);
+    let (_peer, _) = relay_peer(
+        &cluster[0].url(),
+        "far-peer",
+        ("vf", "mf"),
+        vec![Script::answer(&answer(
+            "answered across the cluster",
+            "supports",
+        ))],
+    )
+    .await;
+    let (asker, context) = start_asker(&cluster[1].url()).await;
+    wait_for_peers(&asker, &context, &["far-peer"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let job = consult(&asker, &context, &assessment, 20.0).await;
+    assert_eq!(asker.wait(&job).await["state"], "done");
+    let c = &consultations(&asker.place)[0];
+    assert_eq!(c["conclusion"], "answered across the cluster", "{c}");
+}
+
+/// The one consultation of the asker's task, once its job has ended.
+async fn outcome_of(
+    asker: &Daemon,
+    context: &serde_json::Value,
+    timeout_s: f64,
+) -> (serde_json::Value, Duration) {
+    let assessment = code_review(asker, context, "material").await;
+    let started = Instant::now();
+    let job = consult(asker, context, &assessment, timeout_s).await;
+    let ended = asker.wait(&job).await;
+    let took = started.elapsed();
+    assert_eq!(ended["state"], "done", "{ended}");
+    let all = consultations(&asker.place);
+    (all.last().cloned().expect("a consultation"), took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_peer_answering_garbage_is_malformed() {
+    let nats = NatsServer::start();
+    let _peer = FakePeer::start(&nats.url(), "garbler", Behaviour::Garbage).await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["garbler"]).await;
+    let (c, _) = outcome_of(&asker, &context, 10.0).await;
+    assert_eq!(c["status"], "failed", "{c}");
+    assert_eq!(c["failure"], "malformed", "{c}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn answers_to_requests_not_asked_are_ignored_and_a_flood_is_bounded() {
+    let nats = NatsServer::start();
+    let _polite = FakePeer::start(&nats.url(), "chatty", Behaviour::Unasked(3)).await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["chatty"]).await;
+    let (c, _) = outcome_of(&asker, &context, 10.0).await;
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(c["conclusion"], "the fake peer agrees");
+
+    let _flood = FakePeer::start(
+        &nats.url(),
+        "flooder",
+        Behaviour::Unasked(advisord_adapters::mesh::MAX_IGNORED + 5),
+    )
+    .await;
+    let (asker2, context2) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker2, &context2, &["flooder"]).await;
+    let mut context2 = context2;
+    context2["disable"] = json!("local,mesh:chatty");
+    let (c, _) = outcome_of(&asker2, &context2, 10.0).await;
+    assert_eq!(c["advisor"], "mesh:flooder");
+    assert_eq!(c["failure"], "malformed", "{c}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_peer_killed_mid_request_fails_typed_within_the_deadline_and_leaves() {
+    let nats = NatsServer::start();
+    let peer = FakePeer::start(&nats.url(), "doomed", Behaviour::Silent).await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["doomed"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let started = Instant::now();
+    let job = consult(&asker, &context, &assessment, 3.0).await;
+    // Kill the peer once it holds the request.
+    let received = peer.received.clone();
+    while received.lock().unwrap().is_empty() {
+        assert!(started.elapsed() < BOUND, "the peer never got the request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    peer.kill().await;
+    let ended = asker.wait(&job).await;
+    let took = started.elapsed();
+    assert_eq!(ended["state"], "done");
+    let c = &consultations(&asker.place)[0];
+    assert_eq!(c["status"], "failed", "{c}");
+    assert!(
+        ["timeout", "unavailable"].contains(&c["failure"].as_str().unwrap()),
+        "{c}"
+    );
+    // Typed at the deadline (3 s) as the contract measured the exchange (slack for a loaded machine).
+    assert!(
+        c["duration_ms"].as_u64().unwrap() <= 4000,
+        "past the deadline: {c}"
+    );
+    assert!(took < BOUND);
+    advisors_until(&asker, &context, "the killed peer to leave", |view| {
+        !ids(view).contains(&"mesh:doomed".to_string())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_nats_server_restart_mid_request_fails_typed_or_completes_then_the_mesh_heals() {
+    let mut nats = NatsServer::start();
+    let (_peer, _) = relay_peer(
+        &nats.url(),
+        "steady",
+        ("vs", "ms"),
+        vec![
+            Script::answer(&answer("answered despite the restart", "supports"))
+                .after(Duration::from_millis(800)),
+            Script::answer(&answer("answered after the restart", "supports")),
+        ],
+    )
+    .await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["steady"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let started = Instant::now();
+    let job = consult(&asker, &context, &assessment, 4.0).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    nats.restart();
+    let ended = asker.wait(&job).await;
+    let took = started.elapsed();
+    assert_eq!(ended["state"], "done");
+    assert!(took < BOUND, "hung: {took:?}");
+    let c = &consultations(&asker.place)[0];
+    // Never past the deadline (4 s) as the contract measured it (slack for a loaded machine).
+    assert!(
+        c["duration_ms"].as_u64().unwrap() <= 5000,
+        "past the deadline: {c}"
+    );
+    match c["status"].as_str().unwrap() {
+        "completed" => assert_eq!(c["conclusion"], "answered despite the restart"),
+        _ => assert!(
+            ["timeout", "unavailable"].contains(&c["failure"].as_str().unwrap()),
+            "{c}"
+        ),
+    }
+    // Both ends reconnect on their own, and the peer is asked again.
+    let (view, _) = advisors_until(&asker, &context, "the bus to come back", |view| {
+        view["mesh"]["state"] == "connected" && ids(view).contains(&"mesh:steady".to_string())
+    })
+    .await;
+    assert_eq!(view["mesh"]["runtime"], "asker");
+    let mut context = context;
+    context["cooldown_s"] = json!("0");
+    let subject = json!({"kind": "assessment", "subject": "second question after the restart",
+        "materiality": "material", "hypothesis": "the mesh healed", "capabilities": ["code_review"],
+        "evidence": [{"kind": "observation", "ref": "restart"}]});
+    let second = record(&asker, &context, subject).await;
+    let job = consult(&asker, &context, second["id"].as_str().unwrap(), 10.0).await;
+    assert_eq!(asker.wait(&job).await["state"], "done");
+    let last = consultations(&asker.place).pop().unwrap();
+    assert_eq!(last["status"], "completed", "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_asker_stopped_mid_request_resumes_and_records_each_advisor_once() {
+    let nats = NatsServer::start();
+    let (_peer, fake) = relay_peer(
+        &nats.url(),
+        "patient",
+        ("vp", "mp"),
+        vec![
+            Script::answer(&answer("first try", "supports")).after(Duration::from_millis(1500)),
+            Script::answer(&answer("second try", "supports")),
+        ],
+    )
+    .await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["patient"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let job = consult(&asker, &context, &assessment, 15.0).await;
+    asker
+        .until(&job, "the exchange to start", |j| {
+            j["consultations"][0]["status"] == "running"
+        })
+        .await;
+    // Stopped mid-request (its grace is shorter than the peer's answer): the job stays
+    // journaled, the exchange unrecorded.
+    let place = asker.stop().await;
+    assert!(consultations(&place).is_empty());
+    let (registry, _) = scripted("local", vec![]);
+    let asker = start_on_mesh(place, registry, &nats.url(), "asker", None).await;
+    let ended = asker.wait(&job).await;
+    assert_eq!(ended["state"], "done", "{ended}");
+    let all = consultations(&asker.place);
+    assert_eq!(all.len(), 1, "each advisor recorded once: {all:?}");
+    assert_eq!(all[0]["advisor"], "mesh:patient");
+    assert_eq!(all[0]["status"], "completed", "{}", all[0]);
+    let _ = fake;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bad_url_credentials_or_tls_is_one_line_in_health_and_advisors() {
+    let nats = NatsServer::start_with(vec!["--auth".into(), "right-token".into()]);
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let cases: Vec<(String, Option<&str>, &str)> = vec![
+        (format!("nats://127.0.0.1:{closed}"), None, "cannot connect"),
+        ("not a url at all::".to_string(), None, "cannot be used"),
+        (nats.url(), Some("wrong-token"), "authorization"),
+        (
+            nats.url().replace("nats://", "tls://"),
+            Some("right-token"),
+            "tls",
+        ),
+    ];
+    for (url, creds, says) in cases {
+        let place = Place::new(&one_advisor("local", "v", "m"));
+        let mut config = mesh_config(&url, "lonely", None, &place);
+        config.creds = creds.map(str::to_string);
+        let (registry, _) = scripted("local", vec![]);
+        let daemon =
+            Daemon::start_in(place, registry, Box::new(move |c| c.mesh = Some(config))).await;
+        let started = Instant::now();
+        let status = loop {
+            let health = get(&daemon.socket(), "/api/v1/health").await.expect(200);
+            let mesh = health["mesh"].clone();
+            let detail = mesh["detail"].as_str().unwrap_or_default().to_lowercase();
+            if detail.contains(says) {
+                break mesh;
+            }
+            assert!(started.elapsed() < BOUND, "{url}: health says {health}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_ne!(status["state"], "connected", "{status}");
+        assert!(
+            !status.to_string().contains("token"),
+            "no credential shown: {status}"
+        );
+        // The daemon serves on; `advisors` shows the same line.
+        let view = advisors(&daemon, &daemon.place.context()).await;
+        assert_ne!(view["mesh"]["state"], "connected", "{view}");
+        assert_eq!(ids(&view), vec!["local"]);
+        daemon.stop().await;
+    }
+    // The right token connects.
+    let place = Place::new(&one_advisor("local", "v", "m"));
+    let mut config = mesh_config(&nats.url(), "welcome", None, &place);
+    config.creds = Some("right-token".into());
+    let daemon = Daemon::start_in(
+        place,
+        Registry::builtin(),
+        Box::new(move |c| c.mesh = Some(config)),
+    )
+    .await;
+    let started = Instant::now();
+    while get(&daemon.socket(), "/api/v1/health").await.expect(200)["mesh"]["state"] != "connected"
+    {
+        assert!(started.elapsed() < BOUND, "the right token never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_a_mesh_url_nothing_about_the_mesh_runs() {
+    let daemon = Daemon::start(&one_advisor("local", "v", "m"), scripted("local", vec![]).0).await;
+    let health = get(&daemon.socket(), "/api/v1/health").await.expect(200);
+    assert!(health.get("mesh").is_none(), "{health}");
+    let view = advisors(&daemon, &daemon.place.context()).await;
+    assert!(view.get("mesh").is_none(), "{view}");
+    let reviews = get(&daemon.socket(), "/api/v1/reviews").await;
+    assert_eq!(reviews.status, 409);
+    assert_eq!(reviews.json()["error"], "no_inbox");
+}
