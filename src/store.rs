@@ -81,6 +81,9 @@ struct TaskCache {
     digests: Vec<String>,
     /// The highest sequence among the record files read.
     highest: u64,
+    /// The hash chain's walk over `records` so far: a view extends it over the records
+    /// read since instead of walking the whole task again.
+    chain: chain::Progress,
     /// The size on disk of the records read.
     bytes: usize,
 }
@@ -155,7 +158,7 @@ pub fn file_name(record: &Record) -> String {
 }
 
 fn sequence_file(sequence: u64) -> String {
-    format!("{sequence:010}.json")
+    chain::record_file(sequence)
 }
 
 /// The sequence a record file holds, if `name` is a record file (`<digits>.json`):
@@ -237,17 +240,12 @@ fn push_in_order(cache: &mut TaskCache, (record, digest, size): (Record, String,
 }
 
 /// The chain's view of cached records: each stored under its own sequence's name.
-fn entries<'r>(
-    names: &'r [String],
-    records: &'r [Record],
-    digests: &'r [String],
-) -> Vec<Entry<'r>> {
+fn entries<'r>(records: &'r [Record], digests: &'r [String]) -> Vec<Entry<'r>> {
     records
         .iter()
         .zip(digests)
-        .zip(names)
-        .map(|((record, digest), file)| Entry {
-            file,
+        .map(|(record, digest)| Entry {
+            file: None,
             sequence: record.envelope.sequence,
             digest,
             record: Ok(record),
@@ -255,9 +253,21 @@ fn entries<'r>(
         .collect()
 }
 
-fn trust_of(task: &TaskName, cache: &TaskCache) -> Trust {
-    let names: Vec<String> = cache.records.iter().map(file_name).collect();
-    Trust::of(task, &entries(&names, &cache.records, &cache.digests))
+/// What the chain vouches for in the cached records. The walk kept in the cache is
+/// extended over the records read since it was taken; the cached records are never read
+/// again, so this is what walking them all would find.
+fn trust_of(task: &TaskName, cache: &mut TaskCache) -> Trust {
+    let newest = cache
+        .records
+        .last()
+        .map(|r| r.envelope.sequence)
+        .zip(cache.digests.last().map(String::as_str));
+    let walked = cache.chain.head().map(|h| (h.sequence, h.hash.as_str()));
+    if cache.chain.walked() != cache.records.len() || walked != newest {
+        let progress = std::mem::take(&mut cache.chain);
+        cache.chain = chain::extend(task, &entries(&cache.records, &cache.digests), progress);
+    }
+    Trust::of_progress(&cache.records, &cache.chain)
 }
 
 fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
@@ -341,7 +351,7 @@ impl Store {
         let cache = self.cache(task);
         let mut cache = lock(&cache);
         self.refresh(task, &mut cache)?;
-        let trust = trust_of(task, &cache);
+        let trust = trust_of(task, &mut cache);
         Ok(f(&cache.records, &trust))
     }
 
@@ -470,7 +480,7 @@ impl Store {
             .unwrap_or_else(|| chain::GENESIS.to_string());
         // Only a plan looks back at what the chain vouches for (it never reuses an
         // unverified conclusion); other writes need not walk the task.
-        let trust = plan_env.map(|_| trust_of(task, &cache));
+        let trust = plan_env.map(|_| trust_of(task, &mut cache));
         let env = self.write_env(task, sequence, plan_env, prev, trust.as_ref(), secrets);
         let record = writer::admit(&cache.records, input, &env)?;
         let name = file_name(&record);
@@ -1048,6 +1058,48 @@ mod tests {
                 if message.contains("sequence 1")),
             "{read:?}"
         );
+    }
+
+    #[test]
+    fn the_kept_walk_of_the_chain_covers_records_read_since() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        for i in 0..2 {
+            store
+                .write(&t, &assessment(&format!("s{i}")), None)
+                .expect("written");
+        }
+        let state = |s: &Store| {
+            s.with_trusted_records(&t, |_, trust| trust.state.clone())
+                .expect("read")
+                .expect("walked")
+        };
+        assert_eq!((state(&store).records, state(&store).broken_at), (2, None));
+        // Record 3 written outside the writer, starting a chain of its own.
+        let mut forged: serde_json::Value = serde_json::from_slice(
+            &fs::read(store.task_dir(&t).join("0000000002.json")).expect("record 2"),
+        )
+        .expect("json");
+        forged["id"] = json!("FORGED");
+        forged["sequence"] = json!(3);
+        forged["prev"] = json!(chain::GENESIS);
+        fs::write(
+            store.task_dir(&t).join("0000000003.json"),
+            serde_json::to_vec(&forged).expect("bytes"),
+        )
+        .expect("written by hand");
+        let after = state(&store);
+        assert_eq!((after.records, after.broken_at), (3, Some(2)));
+        assert_eq!(
+            after,
+            state(&Store::open(dir.path())),
+            "as a fresh walk finds"
+        );
+        store.write(&t, &assessment("s3"), None).expect("written");
+        let later = state(&store);
+        assert_eq!((later.records, later.unverified), (4, 3));
+        assert_eq!(later, state(&Store::open(dir.path())));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! link of the record after it. [`walk`] checks the links, the sequence, the envelope and
 //! the fields the writer computes; with [`Depth::Rules`] it also admits every record again
 //! through the writer's rules of today (what `advisor-consult verify` does). The views use
-//! the cheaper [`Depth::Links`], which is linear in the records, through [`Trust`].
+//! the cheaper [`Depth::Links`], which is linear in the records, through [`Trust`]; since
+//! records never change, the edge keeps the walk so far ([`Progress`]) and [`extend`]s it
+//! over new records only, so a view does not walk the whole task again.
 //!
 //! Pure: the edge reads the files and hands in their names, their hashes and what they
 //! parse to.
@@ -33,10 +35,17 @@ pub fn digest(bytes: &[u8]) -> String {
     out
 }
 
+/// The name the store gives the record file of `sequence`: the sequence zero-padded to
+/// ten digits, so that names sort in sequence order (`0000000007.json`).
+pub fn record_file(sequence: u64) -> String {
+    format!("{sequence:010}.json")
+}
+
 /// One stored record file, as the edge read it.
 pub struct Entry<'r> {
-    /// The file's name (`0000000007.json`).
-    pub file: &'r str,
+    /// The file's name; `None` when it is [`record_file`] of its sequence (named only when
+    /// a finding needs it, so a walk builds no name per record).
+    pub file: Option<&'r str>,
     /// The sequence its name holds.
     pub sequence: u64,
     /// [`digest`] of its bytes.
@@ -66,6 +75,14 @@ pub enum Problem {
     Computed,
     /// The writer's rules of today refuse it.
     Rule,
+}
+
+impl Entry<'_> {
+    /// The file's name.
+    fn name(&self) -> String {
+        self.file
+            .map_or_else(|| record_file(self.sequence), str::to_string)
+    }
 }
 
 impl Problem {
@@ -147,51 +164,122 @@ pub struct Walk {
     pub broken_index: Option<usize>,
 }
 
+/// A walk so far, kept by the edge between calls: [`extend`] continues it over the records
+/// added since, instead of walking the whole task again. Records never change, so what was
+/// found of the records walked stays true.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// How many entries were walked.
+    walked: usize,
+    /// The newest entry walked: the link of the next one is checked against it.
+    head: Option<Head>,
+    findings: Vec<Finding>,
+    /// The index and sequence of the first unverified entry.
+    broken: Option<(usize, u64)>,
+    chained_from: Option<u64>,
+    /// Record id → the sequence of the entry first holding it.
+    ids: FxHashMap<String, u64>,
+    /// Each consultation's advisor and source (its advisor when it names none), when it
+    /// completed (`None`: it failed).
+    reviewers: FxHashMap<String, Option<(String, String)>>,
+}
+
+impl Progress {
+    /// How many entries were walked.
+    pub fn walked(&self) -> usize {
+        self.walked
+    }
+
+    /// The chain's state over the entries walked.
+    pub fn state(&self) -> ChainState {
+        ChainState {
+            records: self.walked,
+            chained_from: self.chained_from,
+            head: self.head.clone(),
+            broken_at: self.broken.map(|(_, sequence)| sequence),
+            unverified: self.broken.map_or(0, |(b, _)| self.walked - b),
+        }
+    }
+
+    /// The newest entry walked and its hash.
+    pub fn head(&self) -> Option<&Head> {
+        self.head.as_ref()
+    }
+
+    /// Every finding, in file order.
+    pub fn findings(&self) -> &[Finding] {
+        &self.findings
+    }
+
+    /// The index into the entries of the first unverified one.
+    pub fn broken_index(&self) -> Option<usize> {
+        self.broken.map(|(b, _)| b)
+    }
+
+    /// Whether `entries` continue the entries walked: as many or more, the newest walked
+    /// still in its place with the same hash.
+    fn continued_by(&self, entries: &[Entry]) -> bool {
+        match (
+            &self.head,
+            self.walked.checked_sub(1).map(|i| entries.get(i)),
+        ) {
+            (None, None) => true,
+            (Some(head), Some(Some(last))) => {
+                last.sequence == head.sequence && last.digest == head.hash
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Walk a task's record files, in the order of the sequences their names hold.
 pub fn walk(task: &TaskName, entries: &[Entry], depth: Depth) -> Walk {
+    let progress = walk_from(task, entries, Progress::default(), depth);
+    Walk {
+        state: progress.state(),
+        broken_index: progress.broken_index(),
+        findings: progress.findings,
+    }
+}
+
+/// Continue the walk `progress` (at [`Depth::Links`]) over the entries of `entries` after
+/// those it walked; `entries` are all the task's record files, in the order of the
+/// sequences their names hold. When they do not continue what was walked (fewer, or the
+/// newest walked is not in its place) the walk starts over. The result is what [`walk`]
+/// over all of `entries` finds.
+pub fn extend(task: &TaskName, entries: &[Entry], progress: Progress) -> Progress {
+    let progress = if progress.continued_by(entries) {
+        progress
+    } else {
+        Progress::default()
+    };
+    walk_from(task, entries, progress, Depth::Links)
+}
+
+fn walk_from(task: &TaskName, entries: &[Entry], progress: Progress, depth: Depth) -> Progress {
+    let from = progress.walked;
     let mut walker = Walker {
         task,
         entries,
-        findings: Vec::new(),
-        broken: None,
-        chained_from: None,
-        ids: FxHashMap::default(),
-        reviewers: FxHashMap::default(),
+        p: progress,
         earlier: Vec::new(),
     };
-    for (i, entry) in entries.iter().enumerate() {
+    for (i, entry) in entries.iter().enumerate().skip(from) {
         walker.step(i, entry, depth);
     }
-    let broken = walker.broken;
-    let unverified = broken.map_or(0, |b| entries.len() - b);
-    Walk {
-        state: ChainState {
-            records: entries.len(),
-            chained_from: walker.chained_from,
-            head: entries.last().map(|e| Head {
-                sequence: e.sequence,
-                hash: e.digest.to_string(),
-            }),
-            broken_at: broken.map(|b| entries[b].sequence),
-            unverified,
-        },
-        findings: walker.findings,
-        broken_index: broken,
-    }
+    let mut p = walker.p;
+    p.walked = entries.len();
+    p.head = entries.last().map(|e| Head {
+        sequence: e.sequence,
+        hash: e.digest.to_string(),
+    });
+    p
 }
 
 struct Walker<'w, 'r> {
     task: &'w TaskName,
     entries: &'w [Entry<'r>],
-    findings: Vec<Finding>,
-    broken: Option<usize>,
-    chained_from: Option<u64>,
-    /// Record id → index of the entry holding it.
-    ids: FxHashMap<&'r str, usize>,
-    /// Consultation id → its advisor when it completed (`None`: it failed).
-    /// Each consultation's advisor and source (its advisor when it names none), when it
-    /// completed.
-    reviewers: FxHashMap<&'r str, Option<(&'r str, &'r str)>>,
+    p: Progress,
     /// The records before the current one, for the writer's rules ([`Depth::Rules`]).
     earlier: Vec<Record>,
 }
@@ -199,14 +287,15 @@ struct Walker<'w, 'r> {
 impl<'r> Walker<'_, 'r> {
     fn find(&mut self, at: usize, breaks: usize, problem: Problem, message: String) {
         let entry = &self.entries[at];
-        self.findings.push(Finding {
-            file: entry.file.to_string(),
+        self.p.findings.push(Finding {
+            file: entry.name(),
             sequence: entry.sequence,
             problem,
             reason: None,
             message,
         });
-        self.broken = Some(self.broken.map_or(breaks, |b| b.min(breaks)));
+        let breaks = self.p.broken.map_or(breaks, |(b, _)| b.min(breaks));
+        self.p.broken = Some((breaks, self.entries[breaks].sequence));
     }
 
     fn step(&mut self, i: usize, entry: &Entry<'r>, depth: Depth) {
@@ -252,12 +341,14 @@ impl<'r> Walker<'_, 'r> {
             self.rules(i, record);
             self.earlier.push(record.clone());
         }
-        self.ids.entry(record.id()).or_insert(i);
+        if !self.p.ids.contains_key(record.id()) {
+            self.p.ids.insert(record.id().to_string(), entry.sequence);
+        }
         if let Body::Consultation(c) = &record.body {
             let source = c.source.as_deref().unwrap_or(c.advisor.as_str());
-            let advisor =
-                (c.status == ConsultationStatus::Completed).then_some((c.advisor.as_str(), source));
-            self.reviewers.insert(record.id(), advisor);
+            let advisor = (c.status == ConsultationStatus::Completed)
+                .then(|| (c.advisor.clone(), source.to_string()));
+            self.p.reviewers.insert(record.id().to_string(), advisor);
         }
     }
 
@@ -286,7 +377,7 @@ impl<'r> Walker<'_, 'r> {
                 ),
             );
         }
-        if let Some(&first) = self.ids.get(record.id()) {
+        if let Some(&first) = self.p.ids.get(record.id()) {
             self.find(
                 i,
                 i,
@@ -294,7 +385,7 @@ impl<'r> Walker<'_, 'r> {
                 format!(
                     "repeats the id `{}` of record {}: a copy",
                     record.id(),
-                    self.entries[first].sequence
+                    first
                 ),
             );
         }
@@ -313,7 +404,7 @@ impl<'r> Walker<'_, 'r> {
 
     fn link(&mut self, i: usize, entry: &Entry, record: &Record, gap: bool) {
         let Some(prev) = record.envelope.prev.as_deref() else {
-            if let Some(from) = self.chained_from {
+            if let Some(from) = self.p.chained_from {
                 self.find(
                     i,
                     i,
@@ -337,7 +428,7 @@ impl<'r> Walker<'_, 'r> {
             }
             return;
         };
-        self.chained_from.get_or_insert(entry.sequence);
+        self.p.chained_from.get_or_insert(entry.sequence);
         if gap {
             // The gap is the finding; the link to a missing record cannot be checked.
             return;
@@ -394,11 +485,11 @@ impl<'r> Walker<'_, 'r> {
         let mut reviewed_by: Vec<&str> = Vec::new();
         let mut sources: Vec<&str> = Vec::new();
         for id in &c.consultations {
-            if let Some(Some((advisor, source))) = self.reviewers.get(id.as_str()) {
-                if !reviewed_by.contains(advisor) {
+            if let Some(Some((advisor, source))) = self.p.reviewers.get(id.as_str()) {
+                if !reviewed_by.contains(&advisor.as_str()) {
                     reviewed_by.push(advisor);
                 }
-                if !sources.contains(source) {
+                if !sources.contains(&source.as_str()) {
                     sources.push(source);
                 }
             }
@@ -439,13 +530,13 @@ impl<'r> Walker<'_, 'r> {
                     Problem::Rule,
                     format!("the writer refuses it today: {}", refusal.message),
                 );
-                if let Some(finding) = self.findings.last_mut() {
+                if let Some(finding) = self.p.findings.last_mut() {
                     finding.reason = Some(refusal.reason.as_str().to_string());
                 }
             }
             Ok(None) => {}
             Ok(Some(again)) => {
-                let already = self.findings.iter().any(|f| {
+                let already = self.p.findings.iter().any(|f| {
                     f.sequence == self.entries[i].sequence && f.problem == Problem::Computed
                 });
                 if let (false, Some(field)) = (already, differing_field(&again.body, &record.body))
@@ -539,7 +630,7 @@ pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
         .zip(&digests)
         .zip(&parsed)
         .map(|((f, digest), record)| Entry {
-            file: f.name,
+            file: Some(f.name),
             sequence: f.sequence,
             digest,
             record: record.as_ref().map_err(String::as_str),
@@ -582,6 +673,20 @@ impl Trust {
         Trust::new(entries, walk(task, entries, Depth::Links))
     }
 
+    /// The trust of a walk kept by the edge over `records`, the task's records it walked
+    /// in order (every one readable): every record at or after the break is unverified.
+    pub fn of_progress(records: &[Record], progress: &Progress) -> Trust {
+        let unverified = progress
+            .broken_index()
+            .map_or_else(FxHashSet::default, |b| {
+                records[b..].iter().map(|r| r.id().to_string()).collect()
+            });
+        Trust {
+            unverified,
+            state: Some(progress.state()),
+        }
+    }
+
     /// Whether record `id` comes before any break.
     pub fn is_verified(&self, id: &str) -> bool {
         self.unverified.is_empty() || !self.unverified.contains(id)
@@ -604,5 +709,87 @@ mod tests {
             "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(GENESIS.len(), digest(b"").len());
+    }
+
+    /// Assessment `n` of task `t`, chained to `prev`, and its stored bytes.
+    fn stored(n: u64, prev: &str) -> (Record, Vec<u8>) {
+        let record: Record = serde_json::from_value(serde_json::json!({
+            "id": format!("A{n}"), "task": "t", "sequence": n,
+            "created_at": "2026-01-01T00:00:00.000Z", "schema": SCHEMA_VERSION,
+            "redacted": [], "prev": prev, "kind": "assessment", "subject": "s",
+            "materiality": "low", "hypothesis": "h"}))
+        .expect("an assessment");
+        let bytes = serde_json::to_vec_pretty(&record).expect("serialises");
+        (record, bytes)
+    }
+
+    fn task_of(n: u64) -> (Vec<Record>, Vec<String>) {
+        let (mut records, mut digests) = (Vec::new(), vec![]);
+        for i in 1..=n {
+            let prev = digests
+                .last()
+                .cloned()
+                .unwrap_or_else(|| GENESIS.to_string());
+            let (record, bytes) = stored(i, &prev);
+            records.push(record);
+            digests.push(digest(&bytes));
+        }
+        (records, digests)
+    }
+
+    fn entries<'r>(records: &'r [Record], digests: &'r [String]) -> Vec<Entry<'r>> {
+        records
+            .iter()
+            .zip(digests)
+            .map(|(r, d)| Entry {
+                file: None,
+                sequence: r.envelope.sequence,
+                digest: d,
+                record: Ok(r),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn extending_a_walk_finds_what_walking_everything_finds() {
+        let t = TaskName::new("t").expect("a task");
+        let (records, mut digests) = task_of(8);
+        // Record 5 changed after record 6 was written: its hash no longer matches.
+        digests[4] = digest(b"edited");
+        let all = walk(&t, &entries(&records, &digests), Depth::Links);
+        assert_eq!(all.state.broken_at, Some(5));
+        assert_eq!(all.findings.len(), 1, "{:?}", all.findings);
+        assert_eq!(all.findings[0].file, "0000000006.json");
+        let mut progress = Progress::default();
+        for upto in [0, 2, 5, 5, 6, 8] {
+            progress = extend(&t, &entries(&records[..upto], &digests[..upto]), progress);
+            assert_eq!(progress.walked(), upto);
+        }
+        assert_eq!(progress.state(), all.state);
+        assert_eq!(progress.findings(), all.findings.as_slice());
+        assert_eq!(progress.broken_index(), all.broken_index);
+        let trust = Trust::of_progress(&records, &progress);
+        assert!(trust.is_verified("A4") && !trust.is_verified("A5"));
+        assert!(!trust.is_verified("A8"));
+    }
+
+    #[test]
+    fn a_walk_not_continued_by_the_entries_starts_over() {
+        let t = TaskName::new("t").expect("a task");
+        let (records, digests) = task_of(4);
+        let progress = extend(&t, &entries(&records, &digests), Progress::default());
+        assert_eq!(progress.state().broken_at, None);
+        // Four records whose newest is not the one walked: the walk is not reused.
+        let (other, mut other_digests) = task_of(4);
+        other_digests[2] = digest(b"other");
+        other_digests[3] = digest(b"newest");
+        let again = extend(&t, &entries(&other, &other_digests), progress.clone());
+        let fresh = walk(&t, &entries(&other, &other_digests), Depth::Links);
+        assert_eq!(again.state(), fresh.state);
+        assert_eq!(again.state().broken_at, Some(3));
+        // Fewer entries than were walked: over again as well.
+        let fewer = extend(&t, &entries(&records[..2], &digests[..2]), progress);
+        assert_eq!(fewer.state().records, 2);
+        assert_eq!(fewer.state().head.map(|h| h.sequence), Some(2));
     }
 }
