@@ -54,6 +54,29 @@ async fn timed(adapter: &dyn advisord_adapters::contract::Adapter, spec: &Adviso
     median(samples)
 }
 
+/// Answers `.0` at once.
+struct Direct(&'static str);
+
+impl advisord_adapters::contract::Adapter for Direct {
+    fn exchange<'a>(
+        &'a self,
+        _advisor: &'a AdvisorSpec,
+        _prompt: &'a str,
+        _io: &'a Io,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<advisord_adapters::contract::Answer, advisord_adapters::contract::Failure>,
+    > {
+        Box::pin(async move {
+            Ok(advisord_adapters::contract::Answer {
+                text: self.0.to_string(),
+                usage: None,
+                source: None,
+            })
+        })
+    }
+}
+
 async fn overhead(nats: &NatsServer) -> bool {
     let _peer = FakePeer::start(&nats.url(), "bench-peer", Behaviour::Unasked(0)).await;
     let client = async_nats::connect(nats.url()).await.expect("connect");
@@ -72,9 +95,11 @@ async fn overhead(nats: &NatsServer) -> bool {
         credential: None,
         settings: settings.clone(),
     };
-    // The same answer the fake peer gives, answered in-process.
-    let same = r#"{"conclusion": "the fake peer agrees", "stance": "supports", "assumptions": [], "risks": [], "actions": [], "falsifiers": [], "confidence": 0.5}"#;
-    let direct = ScriptedAdapter::new(vec![Script::answer(same); OVERHEAD_RUNS]);
+    // The same answer the fake peer gives, answered in-process at once (no timer: a
+    // scripted zero delay still waits for a timer tick).
+    let direct = Direct(
+        r#"{"conclusion": "the fake peer agrees", "stance": "supports", "assumptions": [], "risks": [], "actions": [], "falsifiers": [], "confidence": 0.5}"#,
+    );
     let direct_ms = timed(&direct, &spec("scripted")).await;
     let mesh_ms = timed(&mesh, &spec("mesh")).await;
     let added = mesh_ms - direct_ms;
@@ -89,7 +114,8 @@ async fn discovery(nats: &NatsServer) -> bool {
     let place = Place::new(&one_advisor("local", "v", "m"));
     let mut config = mesh_config(&nats.url(), "bench-asker", None, &place);
     config.sweep_every = DISCOVERY_SWEEP;
-    let (registry, _) = (Registry::builtin(), ());
+    let mut registry = Registry::builtin();
+    registry.insert("scripted-local", Arc::new(ScriptedAdapter::new(vec![])));
     let asker = Daemon::start_in(place, registry, Box::new(move |c| c.mesh = Some(config))).await;
     let context = asker.place.context();
     let listed = |view: &serde_json::Value, id: &str| ids(view).contains(&id.to_string());
@@ -136,7 +162,9 @@ async fn fanout(nats: &NatsServer) -> bool {
         peers.push(start_on_mesh(place, registry, &nats.url(), &runtime, Some(Offer::Relay)).await);
     }
     let place = Place::new(&one_advisor("local", "v", "m"));
-    let asker = start_on_mesh(place, Registry::builtin(), &nats.url(), "fan-asker", None).await;
+    let mut registry = Registry::builtin();
+    registry.insert("scripted-local", Arc::new(ScriptedAdapter::new(vec![])));
+    let asker = start_on_mesh(place, registry, &nats.url(), "fan-asker", None).await;
     let context = asker_context(&asker.place, "local");
     advisors_until(&asker, &context, "three peers", |v| {
         ["mesh:fan-0", "mesh:fan-1", "mesh:fan-2"]
