@@ -1,5 +1,6 @@
-//! `status` over tasks of 1,000 and 10,000 records: derivation and plain rendering must be
-//! linear, so the ratio of the two times is at most 12 (quadratic would give ~100).
+//! `status` over tasks of 1,000 and 10,000 records: derivation (each consultation's cost
+//! included) and plain rendering must be linear, so the ratio of the two times is at most
+//! 12 (quadratic would give ~100).
 //!
 //! Measured twice: on records already parsed in memory (what the daemon holds), and from
 //! disk through `store::Store` (`status --no-daemon`: a fresh store lists and parses every
@@ -17,9 +18,11 @@
 //!
 //! Run: `cargo bench -p advisord --bench status`. Exits 1 when a ratio passes the bound.
 
+use advisord::core::catalogue::{accept_any_settings, Catalogue};
 use advisord::core::chain;
+use advisord::core::cost::price_status;
 use advisord::core::records::{Record, TaskName, SCHEMA_VERSION};
-use advisord::core::views::status::status;
+use advisord::core::views::status::{status, StatusView};
 use advisord::render::{render, Format};
 use advisord::store::{self, Store};
 use nix::time::{clock_gettime, ClockId};
@@ -97,16 +100,36 @@ fn sample_pairs(runs: usize, sample: impl Fn(usize) -> String) -> (Times, Times)
     (median(small), median(large))
 }
 
+/// The task's status with each consultation's cost derived, as `status` shows it.
+fn priced(records: &[Record], trust: &chain::Trust, catalogue: &Catalogue) -> StatusView {
+    let mut view = status(records, trust);
+    price_status(&mut view, catalogue);
+    view
+}
+
+/// The advisors of [`flow`]: one metered, one flat-rate.
+fn catalogue() -> Catalogue {
+    let text = "advisors:
+  - {id: alpha, title: Alpha, transport: process, adapter: process, executable: alpha,
+     capabilities: [independent_reasoning],
+     price: {currency: USD, input_per_million: 3, output_per_million: 15, as_of: 2026-12-01}}
+  - {id: beta, title: Beta, transport: http, adapter: openai,
+     capabilities: [independent_reasoning], price: flat_rate}
+";
+    Catalogue::parse(text, "bench", &accept_any_settings).expect("a valid catalogue")
+}
+
 /// In a sample process: prepare (untimed), then time one derivation and rendering.
 fn take_sample(sample: &str) -> (Duration, Duration) {
     let parts: Vec<&str> = sample.splitn(3, ':').collect();
     let n: usize = parts[1].parse().expect("a task size");
     let name = TaskName::new(&format!("t{n}")).expect("a valid task name");
     // Both go through the store as `status` does, so both walk the hash chain.
+    let catalogue = catalogue();
     let derive = |store: &Store| {
         store
             .with_trusted_records(&name, |records, trust| {
-                render(&status(records, trust), Format::Plain).len()
+                render(&priced(records, trust, &catalogue), Format::Plain).len()
             })
             .expect("the task reads back")
     };

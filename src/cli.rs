@@ -20,7 +20,7 @@ use crate::facade::{Api, Local};
 use crate::paths;
 use crate::protocol::{
     AdvisorsRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest, RequestContext,
-    StatusRequest, TreeRequest, VerifyRequest,
+    SpendRequest, StatusRequest, TreeRequest, VerifyRequest,
 };
 use crate::render::{self, Format, Render};
 use anyhow::Context as _;
@@ -163,6 +163,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Status => {
             let request = StatusRequest { context: context() };
             emit(&select_api(&global).await?.status(request).await?, format)
+        }
+        Verb::Spend => {
+            let request = SpendRequest { context: context() };
+            emit(&select_api(&global).await?.spend(request).await?, format)
         }
         Verb::Explain { id } => {
             let request = ExplainRequest {

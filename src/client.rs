@@ -12,6 +12,7 @@
 
 use crate::check::CheckReport;
 use crate::core::chain::VerifyReport;
+use crate::core::cost::SpendView;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -25,7 +26,7 @@ use crate::protocol::{
     codes, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, ErrorBody, Event,
     EventsRequest, ExplainRequest, Health, HealthRequest, HttpCall, Job, JobList, JobRequest,
     JobsRequest, PlanRequest, RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList,
-    ReviewsRequest, StatusRequest, TreeRequest, Verb, VerbName, VerifyRequest,
+    ReviewsRequest, SpendRequest, StatusRequest, TreeRequest, Verb, VerbName, VerifyRequest,
 };
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -304,6 +305,14 @@ impl Api for Client {
     }
 
     fn tree(&self, mut request: TreeRequest) -> Answer<'_, TreeView> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
+    }
+
+    fn spend(&self, mut request: SpendRequest) -> Answer<'_, SpendView> {
         Box::pin(async move {
             // Only a consultation carries credential values; this verb sends their names.
             request.context = request.context.presence_only();

@@ -9,7 +9,8 @@
 
 use crate::core::availability::{DisableList, Presence};
 use crate::core::catalogue::{
-    AdvisorEntry, Catalogue, CatalogueError, SettingsValidator, EMBEDDED_SOURCE,
+    project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, SettingsValidator,
+    EMBEDDED_SOURCE,
 };
 use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
@@ -33,6 +34,80 @@ pub const ENV_CI: &str = "CI";
 pub const ENV_DISABLE: &str = "ADVISORD_ADVISORS_DISABLE";
 /// The variable replacing every cooldown, in seconds.
 pub const ENV_COOLDOWN: &str = "ADVISORD_COOLDOWN_SECONDS";
+/// The total spend allowed per day (the user's calendar day), in the catalogue's currency.
+pub const ENV_BUDGET_DAY: &str = "ADVISORD_BUDGET_DAY";
+/// The total spend allowed per task.
+pub const ENV_BUDGET_TASK: &str = "ADVISORD_BUDGET_TASK";
+/// Each advisor's spend allowed per day: `id=AMOUNT,id=AMOUNT`.
+pub const ENV_BUDGET_ADVISORS_DAY: &str = "ADVISORD_BUDGET_ADVISORS_DAY";
+/// Each advisor's spend allowed per task: `id=AMOUNT,id=AMOUNT`.
+pub const ENV_BUDGET_ADVISORS_TASK: &str = "ADVISORD_BUDGET_ADVISORS_TASK";
+/// Every budget variable, carried by a request as the asker set it.
+pub const ENV_BUDGETS: [&str; 4] = [
+    ENV_BUDGET_DAY,
+    ENV_BUDGET_TASK,
+    ENV_BUDGET_ADVISORS_DAY,
+    ENV_BUDGET_ADVISORS_TASK,
+];
+
+/// The local offset from UTC now, in seconds: from `TZ` when set (a zone name such as
+/// `Europe/Paris`, a file, or a POSIX rule), else `/etc/localtime`; UTC when neither can
+/// be read. Read with `tz-rs`, which does not depend on the process being single-threaded.
+pub fn local_utc_offset_s(tz: Option<&str>) -> i32 {
+    let zone = match tz.filter(|t| !t.is_empty()) {
+        Some(tz) => tz::TimeZone::from_posix_tz(tz),
+        None => tz::TimeZone::local(),
+    };
+    zone.ok()
+        .and_then(|zone| {
+            zone.find_current_local_time_type()
+                .ok()
+                .map(|t| t.ut_offset())
+        })
+        .unwrap_or(0)
+}
+
+/// The budgets the environment sets (`ADVISORD_BUDGET_*`), or a usage error naming the
+/// variable and what it accepts.
+pub fn env_budgets(vars: &BTreeMap<String, String>) -> Result<Budgets, Error> {
+    let amount = |name: &str, text: &str| -> Result<f64, Error> {
+        match text.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            _ => Err(Error::Usage(format!(
+                "`{name}` is `{}`; give a plain amount of 0 or more in the catalogue's \
+                 currency, such as `5` or `2.50` (no unit or currency sign)",
+                text.escape_default()
+            ))),
+        }
+    };
+    let mut budgets = Budgets::default();
+    for (name, text) in vars {
+        match name.as_str() {
+            ENV_BUDGET_DAY => budgets.total.per_day = Some(amount(name, text)?),
+            ENV_BUDGET_TASK => budgets.total.per_task = Some(amount(name, text)?),
+            ENV_BUDGET_ADVISORS_DAY | ENV_BUDGET_ADVISORS_TASK => {
+                for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                    let Some((id, value)) = item.split_once('=') else {
+                        return Err(Error::Usage(format!(
+                            "`{name}`: `{}` is not `ADVISOR=AMOUNT`; write e.g. \
+                             `my-advisor=2.50,other=1`",
+                            item.escape_default()
+                        )));
+                    };
+                    let limits = budgets.advisors.entry(id.trim().to_string()).or_default();
+                    let value = Some(amount(name, value)?);
+                    if name == ENV_BUDGET_ADVISORS_DAY {
+                        limits.per_day = value;
+                    } else {
+                        limits.per_task = value;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(budgets)
+}
 
 /// Where the asker says things are (the command line's `--root`, `--state-dir`, `--task`
 /// and `--catalogue`); what is not given is found the usual way.
@@ -117,6 +192,11 @@ impl RequestContext {
             disable: env(ENV_DISABLE),
             cooldown_s: env(ENV_COOLDOWN),
             path: env("PATH"),
+            budgets: ENV_BUDGETS
+                .iter()
+                .filter_map(|name| non_empty(env(name)).map(|v| (name.to_string(), v)))
+                .collect(),
+            utc_offset_s: Some(local_utc_offset_s(env("TZ").as_deref())),
             credentials: BTreeMap::new(),
             present: Default::default(),
             mesh_peers: Vec::new(),
@@ -221,6 +301,11 @@ pub struct Resolved {
     pub cooldown_override_s: Option<u64>,
     /// Which catalogue executables and credentials the asking process has.
     pub presence: Presence,
+    /// The spending limits in force: the catalogue's, then the project config's
+    /// (`.advisord/project.yaml`), then the environment's, each replacing the one before.
+    pub budgets: Budgets,
+    /// The asker's offset from UTC, where their day begins.
+    pub utc_offset: time::UtcOffset,
 }
 
 impl Resolved {
@@ -252,6 +337,17 @@ impl Resolved {
         let disable = DisableList::parse(ctx.disable.as_deref().unwrap_or(""));
         let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
         let presence = probe_presence(&catalogue, ctx, &root);
+        let budgets = catalogue
+            .budgets()
+            .overridden_by(&project_budgets_of(&root)?)
+            .overridden_by(&env_budgets(&ctx.budgets)?);
+        let utc_offset = time::UtcOffset::from_whole_seconds(ctx.utc_offset_s.unwrap_or(0))
+            .map_err(|_| {
+                Error::Usage(format!(
+                    "the UTC offset `{}` s is out of range; it lies within ±24 hours",
+                    ctx.utc_offset_s.unwrap_or(0)
+                ))
+            })?;
         Ok(Resolved {
             root,
             state_dir,
@@ -262,8 +358,26 @@ impl Resolved {
             disable,
             cooldown_override_s,
             presence,
+            budgets,
+            utc_offset,
         })
     }
+}
+
+/// The `budget:` of the project's `.advisord/project.yaml`, if the file exists.
+fn project_budgets_of(root: &Path) -> Result<Budgets, Error> {
+    let path = root.join(crate::check::PROJECT_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Budgets::default()),
+        Err(e) => {
+            return Err(Error::Usage(format!(
+                "cannot read `{}`: {e}; fix its permissions or remove it",
+                path.display()
+            )))
+        }
+    };
+    project_budgets(&text, &path.display().to_string()).map_err(Error::Catalogue)
 }
 
 fn check_root(root: &Path) -> Result<PathBuf, Error> {

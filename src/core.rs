@@ -4,6 +4,7 @@
 pub mod availability;
 pub mod catalogue;
 pub mod chain;
+pub mod cost;
 pub mod policy;
 pub mod records;
 pub mod redact;

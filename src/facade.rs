@@ -14,6 +14,7 @@
 
 use crate::check::CheckReport;
 use crate::core::chain::VerifyReport;
+use crate::core::cost::SpendView;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -23,8 +24,8 @@ use crate::error::{Error, Result};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, Event, EventsRequest,
     ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest,
-    RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, StatusRequest,
-    TreeRequest, VerifyRequest, WaitRequest, Waited,
+    RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, SpendRequest,
+    StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -51,6 +52,8 @@ pub trait Api: Send + Sync {
     fn record(&self, request: RecordRequest) -> Answer<'_, Record>;
     /// The task's derived status.
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView>;
+    /// Spend per advisor, task and day, and the state of every budget.
+    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView>;
     /// The provenance chain of a record.
     fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView>;
     /// The task's records as a tree.
@@ -200,6 +203,12 @@ impl Api for Local {
                 request.depth,
                 request.show_superseded,
             )
+        }))
+    }
+
+    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView> {
+        Box::pin(blocking(move || {
+            service::spend(&Registry::builtin(), &request.context)
         }))
     }
 

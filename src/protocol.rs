@@ -36,6 +36,7 @@ pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
 
 use crate::check::CheckReport;
 use crate::core::chain::VerifyReport;
+use crate::core::cost::SpendView;
 use crate::core::records::{Confidence, Materiality, Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -79,6 +80,8 @@ pub enum VerbName {
     Check,
     /// [`VerifyRequest`] → [`VerifyReport`].
     Verify,
+    /// [`SpendRequest`] → [`SpendView`].
+    Spend,
     /// [`ConsultRequest`] → the queued [`Job`].
     Consult,
     /// [`JobsRequest`] → [`JobList`].
@@ -150,6 +153,14 @@ pub struct RecordRequest {
 #[serde(deny_unknown_fields)]
 pub struct StatusRequest {
     /// The asking process's context.
+    pub context: RequestContext,
+}
+
+/// `spend`: spend per advisor, task and day across the state directory, and budgets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpendRequest {
+    /// The asking process's context (its task is the per-task budgets' window).
     pub context: RequestContext,
 }
 
@@ -370,6 +381,10 @@ verb!(StatusRequest, StatusView, Status, |r| HttpCall::new(
     VerbName::Status
 )
 .with_context(&r.context));
+verb!(SpendRequest, SpendView, Spend, |r| HttpCall::new(
+    VerbName::Spend
+)
+.with_context(&r.context));
 verb!(ExplainRequest, ExplainView, Explain, |r| {
     let mut call = HttpCall::new(VerbName::Explain).with_context(&r.context);
     call.query.push(("id", r.id.to_string()));
@@ -480,6 +495,11 @@ pub const ROUTES: &[Route] = &[
         verb: VerbName::Status,
         method: "GET",
         path: "/api/v1/reasoning",
+    },
+    Route {
+        verb: VerbName::Spend,
+        method: "GET",
+        path: "/api/v1/reasoning/spend",
     },
     Route {
         verb: VerbName::Explain,
@@ -857,6 +877,7 @@ mod tests {
             record: Some("C".into()),
             status: ExchangeStatus::Failed,
             failure: Some(FailureKind::Timeout),
+            cost: None,
         });
         assert!(job.none_completed());
         job.consultations[0].status = ExchangeStatus::Completed;
@@ -877,6 +898,7 @@ mod tests {
                 record: None,
                 status: ExchangeStatus::Pending,
                 failure: None,
+                cost: None,
             }],
             disagreement: None,
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),

@@ -12,6 +12,7 @@ pub mod outcomes;
 mod plan;
 mod record;
 mod refusal;
+mod spend;
 mod status;
 pub mod text;
 mod tree;

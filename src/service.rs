@@ -10,6 +10,7 @@ use crate::context::Resolved;
 use crate::core::availability::{self, AvailabilityInput};
 use crate::core::catalogue::CAPABILITIES;
 use crate::core::chain::{self, Trust, VerifyReport};
+use crate::core::cost::{self, BudgetInput, BudgetState, SpendView};
 use crate::core::policy::{self, PlanEnv};
 use crate::core::records::{Confidence, Materiality, Plan, Record, TaskName};
 use crate::core::views::advisors::AdvisorsView;
@@ -94,16 +95,20 @@ pub fn plan_preview(
 /// The task's derived status; records after a break in the hash chain are marked and
 /// count for nothing.
 pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, Error> {
-    with_task(registry, ctx, |_, records, trust| {
-        Ok(status::status(records, trust))
+    with_task(registry, ctx, |resolved, records, trust| {
+        let mut view = status::status(records, trust);
+        cost::price_status(&mut view, &resolved.catalogue);
+        Ok(view)
     })
 }
 
 /// The provenance chain of record `id` of the task.
 pub fn explain(registry: &Registry, ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
     with_task(registry, ctx, |resolved, records, trust| {
-        explain::explain(records, id, trust)
-            .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))
+        let mut view = explain::explain(records, id, trust)
+            .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))?;
+        cost::price_explain(&mut view, &resolved.catalogue);
+        Ok(view)
     })
 }
 
@@ -114,8 +119,10 @@ pub fn tree(
     depth: Option<usize>,
     show_superseded: bool,
 ) -> Result<TreeView, Error> {
-    with_task(registry, ctx, |_, records, trust| {
-        Ok(tree::tree(records, depth, show_superseded, trust))
+    with_task(registry, ctx, |resolved, records, trust| {
+        let mut view = tree::tree(records, depth, show_superseded, trust);
+        cost::price_tree(&mut view, records, &resolved.catalogue);
+        Ok(view)
     })
 }
 
@@ -184,6 +191,8 @@ pub fn plan_env<'r>(
     now: OffsetDateTime,
 ) -> Result<PlanEnv<'r>, Error> {
     let history = store.circuit_history()?;
+    // Budgets look at whole days and tasks, not only the tail the circuit needs.
+    let budget = budget_state(resolved, &store.consultations_all_tasks()?, now);
     let availability = availability::assess(&AvailabilityInput {
         catalogue: &resolved.catalogue,
         mode: resolved.mode,
@@ -192,12 +201,43 @@ pub fn plan_env<'r>(
         history: &history,
         cooldown_override_s: resolved.cooldown_override_s,
         now,
+        budget: Some(&budget),
     });
     Ok(PlanEnv {
         catalogue: &resolved.catalogue,
         mode: resolved.mode,
         availability,
+        budget_exhausted: budget.total_exhausted().map(|l| l.reason.clone()),
     })
+}
+
+/// Every spending limit in force for the resolved context and what was spent against it
+/// by `now`; the task's window is the context's task.
+pub fn budget_state(resolved: &Resolved, history: &[Record], now: OffsetDateTime) -> BudgetState {
+    BudgetState::evaluate(&BudgetInput {
+        catalogue: &resolved.catalogue,
+        budgets: &resolved.budgets,
+        history,
+        task: Some(resolved.task.as_str()),
+        now,
+        offset: resolved.utc_offset,
+    })
+}
+
+/// Spend per advisor, task and day across every task of the state directory, and the
+/// state of every budget in force.
+pub fn spend(registry: &Registry, ctx: &RequestContext) -> Result<SpendView, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
+    let history = Store::open(&resolved.state_dir).consultations_all_tasks()?;
+    let now = OffsetDateTime::now_utc();
+    let budgets = budget_state(&resolved, &history, now);
+    Ok(cost::spend(
+        &history,
+        &resolved.catalogue,
+        budgets,
+        now,
+        resolved.utc_offset,
+    ))
 }
 
 /// Call `f` with the task's records and what the hash chain vouches for.

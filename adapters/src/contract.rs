@@ -67,6 +67,8 @@ pub const COMMON_KEYS: &[&str] = &[
     "capabilities",
     "local",
     "max_concurrent",
+    "price",
+    "budget",
 ];
 
 impl AdvisorSpec {

@@ -197,6 +197,9 @@ pub enum Verb {
     /// Each assessment of the task and where it stands
     #[command(after_help = "Example:\n  advisor-consult status --task feature-x")]
     Status,
+    /// Spend per advisor, task and day (the user's time zone), and every budget's state
+    #[command(after_help = "Example:\n  advisor-consult spend --format table")]
+    Spend,
     /// The whole provenance chain of a record
     #[command(after_help = "Example:\n  advisor-consult explain 01J... --format yaml")]
     Explain {
@@ -271,6 +274,7 @@ impl Verb {
             Verb::Plan { .. } => "plan",
             Verb::Record { .. } => "record",
             Verb::Status => "status",
+            Verb::Spend => "spend",
             Verb::Explain { .. } => "explain",
             Verb::Tree { .. } => "tree",
             Verb::Check { .. } => "check",

@@ -54,6 +54,7 @@ impl DisableList {
 }
 
 use crate::core::catalogue::{AdvisorEntry, Catalogue, CAPABILITIES};
+use crate::core::cost::BudgetState;
 use crate::core::records::{
     AdvisorAvailability, Body, ConsultationStatus, FailureKind, Mode, Record, Status,
 };
@@ -76,6 +77,8 @@ pub struct AvailabilityInput<'a> {
     pub cooldown_override_s: Option<u64>,
     /// The clock.
     pub now: time::OffsetDateTime,
+    /// The state of every spending limit in force (`None`: no limit is judged).
+    pub budget: Option<&'a BudgetState>,
 }
 
 /// The cooldown after a rate limit that gave no retry-after.
@@ -391,6 +394,12 @@ fn assess_one(
             }
         }
     }
+    if let Some(line) = input.budget.and_then(|b| b.over(advisor)) {
+        return AdvisorAvailability {
+            until: line.resets_at.clone(),
+            ..verdict(Status::OverBudget, format!("over budget: {}", line.reason))
+        };
+    }
     let mut presence = Vec::new();
     if let Some(executable) = &advisor.executable {
         presence.push(format!("`{executable}` is on PATH"));
@@ -500,7 +509,7 @@ pub(crate) mod tests {
     //! Builders shared with the policy's tests, and the availability tables.
 
     use super::*;
-    use crate::core::catalogue::{References, Transport};
+    use crate::core::catalogue::{Limits, References, Transport};
     use crate::core::records::{Consultation, Envelope, SCHEMA_VERSION};
     use time::macros::datetime;
 
@@ -520,6 +529,8 @@ pub(crate) mod tests {
             capabilities: capabilities.iter().map(|c| c.to_string()).collect(),
             local: false,
             max_concurrent: 2,
+            price: None,
+            budget: Limits::default(),
             settings: serde_json::Map::new(),
         }
     }
@@ -595,6 +606,7 @@ pub(crate) mod tests {
     fn one_advisor() -> Catalogue {
         Catalogue {
             mode: None,
+            budget: Default::default(),
             advisors: vec![advisor("a", "x", &["independent_reasoning"])],
         }
     }
@@ -609,6 +621,7 @@ pub(crate) mod tests {
             history,
             cooldown_override_s: override_s,
             now: T0 + Duration::seconds(now_s),
+            budget: None,
         };
         assess(&input).remove(0)
     }
@@ -862,6 +875,7 @@ pub(crate) mod tests {
             presence: &presence,
             history: &history,
             cooldown_override_s: None,
+            budget: None,
             now: T0 + Duration::seconds(2),
         };
         let got = assess(&input).remove(0);
@@ -934,6 +948,7 @@ pub(crate) mod tests {
         local.executable = Some("/opt/local-bin".into());
         let catalogue = Catalogue {
             mode: None,
+            budget: Default::default(),
             advisors: vec![needs_both, local],
         };
         let everything = Presence {
@@ -961,6 +976,7 @@ pub(crate) mod tests {
                 history,
                 cooldown_override_s: None,
                 now: T0 + Duration::seconds(1),
+                budget: None,
             };
             let got: Vec<(Status, String)> = assess(&input)
                 .into_iter()
@@ -1087,6 +1103,7 @@ pub(crate) mod tests {
     fn capacity_counts_available_advisors_per_capability() {
         let catalogue = Catalogue {
             mode: None,
+            budget: Default::default(),
             advisors: vec![
                 advisor("a", "x", &["independent_reasoning", "code_review"]),
                 advisor("b", "y", &["independent_reasoning"]),

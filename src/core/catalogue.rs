@@ -11,12 +11,14 @@
 mod entry;
 mod error;
 mod parse;
+mod price;
 mod suggest;
 #[cfg(test)]
 mod tests;
 mod yaml;
 
 pub use error::CatalogueError;
+pub use price::{project_budgets, Budgets, Limits, Price, Pricing};
 pub use suggest::{did_you_mean, edit_distance};
 
 use crate::core::records::Mode;
@@ -51,6 +53,8 @@ pub const COMMON_KEYS: &[&str] = &[
     "capabilities",
     "local",
     "max_concurrent",
+    "price",
+    "budget",
 ];
 
 /// The capability requested when an assessment names none.
@@ -107,6 +111,12 @@ pub struct AdvisorEntry {
     /// Whether it runs on this machine (`offline` mode admits only these).
     #[serde(default)]
     pub local: bool,
+    /// What its consultations cost (`None`: not priced, so their cost is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Pricing>,
+    /// Its own spending limits.
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub budget: Limits,
     /// How many exchanges may run at once across all jobs.
     #[serde(default = "default_max_concurrent")]
     pub max_concurrent: u32,
@@ -148,6 +158,9 @@ pub struct Catalogue {
     pub mode: Option<Mode>,
     /// Advisors in declaration (preference) order.
     pub advisors: Vec<AdvisorEntry>,
+    /// The limits on every advisor's spend together.
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub budget: Limits,
 }
 
 /// Validates the adapter-specific part of one entry: `Err((field, message))`.
@@ -178,6 +191,27 @@ impl Catalogue {
         // A unit test parses EMBEDDED, so this cannot fail in a released binary.
         Catalogue::parse(EMBEDDED, EMBEDDED_SOURCE, &accept_any_settings)
             .unwrap_or_else(|e| panic!("the embedded catalogue must be valid: {e}"))
+    }
+
+    /// The one currency the catalogue's prices are in, if any advisor is priced.
+    pub fn currency(&self) -> Option<&str> {
+        self.advisors.iter().find_map(|a| match &a.price {
+            Some(Pricing::Metered(p)) => Some(p.currency.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The catalogue's budgets: the total and each advisor's.
+    pub fn budgets(&self) -> Budgets {
+        Budgets {
+            total: self.budget,
+            advisors: self
+                .advisors
+                .iter()
+                .filter(|a| !a.budget.is_empty())
+                .map(|a| (a.id.clone(), a.budget))
+                .collect(),
+        }
     }
 
     /// The advisor with id `id`, if declared.

@@ -19,6 +19,9 @@ pub struct PlanEnv<'a> {
     pub mode: Mode,
     /// Each advisor's availability now, in catalogue order.
     pub availability: Vec<AdvisorAvailability>,
+    /// Why a total spending limit leaves out every advisor with a marginal cost, if one
+    /// does: a plan that then selects nobody for material doubt says so in its local review.
+    pub budget_exhausted: Option<String>,
 }
 
 /// The steps of the structured local review, carried by a plan that selects nobody for
@@ -226,12 +229,20 @@ fn plan(assessment_id: &str, doubt: Doubt, reuse: Option<String>, env: &PlanEnv)
         ),
         None => select(&capabilities, budget, &doubt, env),
     };
-    let local_review =
-        if selected.is_empty() && reuse.is_none() && doubt.materiality.needs_evidence() {
-            LOCAL_REVIEW.iter().map(|s| s.to_string()).collect()
-        } else {
-            Vec::new()
-        };
+    let local_review = if selected.is_empty()
+        && reuse.is_none()
+        && doubt.materiality.needs_evidence()
+    {
+        env.budget_exhausted
+            .iter()
+            .map(|reason| {
+                format!("No advisor was consulted because {reason}: review locally, step by step.")
+            })
+            .chain(LOCAL_REVIEW.iter().map(|s| s.to_string()))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Plan {
         assessment: assessment_id.to_string(),
         mode: env.mode,
@@ -525,6 +536,7 @@ mod tests {
     fn catalogue(advisors: &[(&str, &str, &[&str])]) -> Catalogue {
         Catalogue {
             mode: None,
+            budget: Default::default(),
             advisors: advisors
                 .iter()
                 .map(|(id, adapter, caps)| advisor(id, adapter, caps))
@@ -551,6 +563,7 @@ mod tests {
             catalogue: &catalogue,
             mode,
             availability: snapshot(&catalogue, available),
+            budget_exhausted: None,
         };
         let plan = preview(materiality, Confidence::Medium, &own(requested), &env);
         let got: Vec<&str> = plan.selected.iter().map(|s| s.advisor.as_str()).collect();
@@ -702,6 +715,7 @@ mod tests {
             catalogue: &catalogue,
             mode: Mode::Standard,
             availability: Vec::new(),
+            budget_exhausted: None,
         };
         let plan = preview(High, Confidence::Low, &[], &env);
         assert!(plan.selected.is_empty());
@@ -777,6 +791,7 @@ mod tests {
                 catalogue: &catalogue,
                 mode: *mode,
                 availability: snapshot(&catalogue, available),
+                budget_exhausted: None,
             };
             let plan = preview(*materiality, *confidence, &[], &env);
             assert_eq!(!plan.local_review.is_empty(), *want, "{case}: {plan:?}");
@@ -883,6 +898,7 @@ mod tests {
             catalogue: &catalogue,
             mode: Mode::Standard,
             availability: snapshot(&catalogue, &["a", "b"]),
+            budget_exhausted: None,
         };
         let records = task();
         let same = assessment("Use SQLite for the cache", false);

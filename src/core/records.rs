@@ -425,6 +425,8 @@ pub enum Status {
     RateLimited,
     /// Its circuit is open after auth or transient failures.
     TemporarilyFailed,
+    /// A spending limit on it, or on every advisor together, is exhausted.
+    OverBudget,
 }
 
 impl Status {
@@ -437,6 +439,7 @@ impl Status {
             Status::Disabled => "disabled",
             Status::RateLimited => "rate_limited",
             Status::TemporarilyFailed => "temporarily_failed",
+            Status::OverBudget => "over_budget",
         }
     }
 }

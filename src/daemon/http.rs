@@ -12,7 +12,7 @@ use crate::protocol::{
     codes, is_out_of_range, parse_route, AdvisorsRequest, CancelRequest, CheckRequest,
     ConsultRequest, ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId,
     JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
-    StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
+    SpendRequest, StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
 };
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -107,6 +107,10 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         VerbName::Status => {
             let context = context_of(&incoming).await?;
             reply(StatusCode::OK, api.status(StatusRequest { context }).await?)
+        }
+        VerbName::Spend => {
+            let context = context_of(&incoming).await?;
+            reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
         }
         VerbName::Explain => {
             let query: ExplainQuery = query_of(&incoming)?;

@@ -7,6 +7,7 @@
 //! same advisor and plan anyway (such a refusal is taken as "already recorded").
 
 use crate::context::{advisor_spec, fill_credentials_from_daemon, Resolved};
+use crate::core::cost::consultation_cost;
 use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
 use crate::daemon::draft;
@@ -145,6 +146,12 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
                 },
                 failure: recorded.as_ref().and_then(|r| match &r.body {
                     Body::Consultation(c) => c.failure,
+                    _ => None,
+                }),
+                cost: recorded.as_ref().and_then(|r| match &r.body {
+                    Body::Consultation(c) => {
+                        Some(consultation_cost(c, &prepared.resolved.catalogue))
+                    }
                     _ => None,
                 }),
             })
@@ -426,6 +433,7 @@ async fn consult_and_record(
                         c.record = Some(RecordId::from(record.id()));
                         c.status = body.status.into();
                         c.failure = body.failure;
+                        c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
                     }
                 });
                 entry.emit(Event::Recorded {

@@ -6,6 +6,7 @@
 use crate::check::CheckReport;
 use crate::context::require_root;
 use crate::core::chain::VerifyReport;
+use crate::core::cost::SpendView;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::ExplainView;
@@ -17,8 +18,8 @@ use crate::facade::{Answer, Api, EventStream};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, EventsRequest, ExplainRequest,
     Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest, RecordRequest,
-    RequestContext, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, StatusRequest,
-    TreeRequest, VerifyRequest, WaitRequest, Waited,
+    RequestContext, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, SpendRequest,
+    StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -135,6 +136,12 @@ impl Api for Served {
             request.context,
             move |r, c| service::tree(r, &c, depth, show),
         ))
+    }
+
+    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView> {
+        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+            service::spend(r, &c)
+        }))
     }
 
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {

@@ -43,6 +43,12 @@ pub struct RequestContext {
     /// `PATH`, on which executables are looked up.
     #[serde(default)]
     pub path: Option<String>,
+    /// The `ADVISORD_BUDGET_*` variables that are set, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: BTreeMap<String, String>,
+    /// The asker's offset from UTC in seconds now, where their day begins (`None`: UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utc_offset_s: Option<i32>,
     /// The values of the credential variables the catalogue names, by variable name:
     /// carried only by a request that consults (see [`RequestContext::presence_only`]).
     #[serde(default)]
@@ -92,6 +98,8 @@ impl std::fmt::Debug for RequestContext {
             .field("disable", &self.disable)
             .field("cooldown_s", &self.cooldown_s)
             .field("path", &self.path)
+            .field("budgets", &self.budgets)
+            .field("utc_offset_s", &self.utc_offset_s)
             .field("credentials (names only)", &credentials)
             .field("present", &self.present)
             .field("mesh_peers", &self.mesh_peers.len())

@@ -84,7 +84,7 @@ impl From<ConsultationStatus> for ExchangeStatus {
 }
 
 /// One selected advisor of a job's plan, in plan order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobConsultation {
     /// The advisor id.
     pub advisor: String,
@@ -95,6 +95,9 @@ pub struct JobConsultation {
     /// The failure kind, when recorded as failed (`cancelled`, with no record, for an
     /// exchange its job stopped before recording it).
     pub failure: Option<FailureKind>,
+    /// What the recorded consultation cost, at the catalogue's price (derived).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::core::cost::Cost>,
 }
 
 /// A consultation job: the reply to `POST`, `GET` and `DELETE` of a job, and

@@ -66,9 +66,12 @@ impl Render for ExplainView {
             out.blank();
             header(&mut out, 0, Kind::Plan, &chain.plan);
             plan_body(&mut out, 2, &chain.plan.fields, true);
-            for c in &chain.consultations {
+            for (i, c) in chain.consultations.iter().enumerate() {
                 header(&mut out, 2, Kind::Consultation, c);
                 consultation_body(&mut out, 4, &c.fields);
+                if let Some(cost) = chain.costs.get(i) {
+                    out.line(&format!("    cost: {}", cost.display()));
+                }
             }
         }
         for chain in &self.disagreements {

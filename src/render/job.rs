@@ -249,6 +249,10 @@ impl Render for JobReport {
                 (None, ExchangeStatus::Pending) => "not asked".to_string(),
                 (None, ExchangeStatus::Running) => "not recorded".to_string(),
             };
+            let outcome = match &c.cost {
+                Some(cost) => format!("{outcome}, cost {}", cost.display()),
+                None => outcome,
+            };
             out.para(2, 3, &format!("{}. {}: {outcome}", i + 1, c.advisor));
             if let Some(r) = record {
                 out.field(5, "conclusion", r.conclusion.as_deref().unwrap_or(""));
@@ -395,6 +399,7 @@ mod tests {
                     record: None,
                     status: *s,
                     failure: None,
+                    cost: None,
                 })
                 .collect(),
             disagreement: None,

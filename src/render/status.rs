@@ -4,7 +4,9 @@ use super::text::{Out, Table};
 use super::Render;
 use crate::core::chain::ChainState;
 use crate::core::records::ConsultationStatus;
-use crate::core::views::status::{AssessmentStatus, ConsultationLine, StatusView, TokenTotals};
+use crate::core::views::status::{
+    AssessmentStatus, ConsultationLine, StatusView, TaskSpend, TokenTotals,
+};
 use crate::core::views::ValidationState;
 
 impl Render for StatusView {
@@ -47,6 +49,9 @@ impl Render for StatusView {
         }
         out.blank();
         tokens_plain(&mut out, &self.tokens);
+        if let Some(spend) = self.spend.as_ref().filter(|s| s.total.consultations > 0) {
+            spend_plain(&mut out, spend);
+        }
         out.finish()
     }
 
@@ -70,7 +75,14 @@ impl Render for StatusView {
                 e.summary.clone(),
             ]);
         }
-        let mut tokens = Table::new(&["advisor", "consultations", "input", "output"]);
+        let mut tokens = Table::new(&["advisor", "consultations", "input", "output", "cost"]);
+        let cost_of = |advisor: &str| {
+            let spend = self.spend.as_ref()?;
+            if advisor == "total" {
+                return Some(spend.total.display());
+            }
+            spend.advisors.get(advisor).map(|s| s.display())
+        };
         let total = ("total".to_string(), &self.tokens.total);
         for (advisor, t) in self
             .tokens
@@ -79,11 +91,13 @@ impl Render for StatusView {
             .map(|(a, t)| (a.clone(), t))
             .chain([total])
         {
+            let cost = cost_of(&advisor).unwrap_or_else(|| "unknown".to_string());
             tokens.row(&[
                 advisor,
                 t.consultations.to_string(),
                 t.input_tokens.to_string(),
                 t.output_tokens.to_string(),
+                cost,
             ]);
         }
         [assessments.render(), timeline.render(), tokens.render()].join("\n")
@@ -244,10 +258,21 @@ fn consultation_line(c: &ConsultationLine) -> String {
             u.input_tokens, u.output_tokens
         ));
     }
+    if let Some(cost) = &c.cost {
+        line.push_str(&format!(", cost {}", cost.display()));
+    }
     if let Some(d) = &c.diagnostic {
         line.push_str(&format!(" ({d})"));
     }
     line
+}
+
+fn spend_plain(out: &mut Out, spend: &TaskSpend) {
+    out.line("cost");
+    for (advisor, s) in &spend.advisors {
+        out.line(&format!("  {advisor}: {}", s.display()));
+    }
+    out.line(&format!("  total: {}", spend.total.display()));
 }
 
 fn tokens_plain(out: &mut Out, tokens: &TokenTotals) {

@@ -90,5 +90,12 @@ fn node_line(prefix: &str, node: &TreeNode) -> String {
 fn label(node: &TreeNode) -> String {
     let unverified = if node.unverified { "[UNVERIFIED] " } else { "" };
     let superseded = if node.superseded { "[superseded] " } else { "" };
-    format!("{unverified}{superseded}{}", node.label)
+    match &node.cost {
+        Some(cost) => format!(
+            "{unverified}{superseded}{} (cost {})",
+            node.label,
+            cost.display()
+        ),
+        None => format!("{unverified}{superseded}{}", node.label),
+    }
 }

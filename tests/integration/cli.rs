@@ -788,3 +788,219 @@ fn ask_records_its_assessment_through_the_writer_first() {
         .expect_exit(0)
         .expect_json("/records", 0);
 }
+
+/// Two HTTP advisors needing nothing to be present: `alpha` at 1 USD per million tokens
+/// each way, `beta` unpriced.
+const PRICED_CATALOGUE: &str = "advisors:
+  - id: alpha
+    title: Alpha
+    transport: http
+    adapter: openai
+    endpoint: http://127.0.0.1:9/v1
+    model: m
+    capabilities: [independent_reasoning]
+    price: {currency: USD, input_per_million: 1, output_per_million: 1, as_of: 2026-12-01}
+  - id: beta
+    title: Beta
+    transport: http
+    adapter: ollama
+    endpoint: http://127.0.0.1:9
+    model: m
+    capabilities: [independent_reasoning]
+";
+
+#[test]
+fn spend_and_budgets_end_to_end() {
+    let project = Project::new();
+    project.write(".advisord/advisors.yaml", PRICED_CATALOGUE);
+    project.trust_catalogue();
+    let mut assessment = material_assessment();
+    assessment["materiality"] = json!("high");
+    let assessment = id_of(&project.record(assessment));
+    let plan = project.record(json!({"kind": "plan", "assessment": assessment}));
+    let selected: Vec<&str> = plan["selected"]
+        .as_array()
+        .expect("selected")
+        .iter()
+        .filter_map(|s| s["advisor"].as_str())
+        .collect();
+    assert_eq!(selected, ["alpha", "beta"], "{plan}");
+    let consultation = |advisor: &str, usage: Option<Value>| {
+        let mut c = json!({"kind": "consultation", "plan": id_of(&plan), "advisor": advisor,
+                           "status": "completed", "conclusion": "fine", "stance": "supports"});
+        if let Some(usage) = usage {
+            c["usage"] = usage;
+        }
+        project.record(c)
+    };
+    let alpha = id_of(&consultation(
+        "alpha",
+        Some(json!({"input_tokens": 500_000, "output_tokens": 500_000})),
+    ));
+    consultation("beta", None);
+
+    // `spend` in every format: the known amount, and the unknown one said, never zero.
+    let json = project
+        .cli()
+        .env("TZ", "EST5")
+        .args(["spend", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .json();
+    assert_eq!(json["currency"], "USD");
+    assert_eq!(json["utc_offset"], "UTC-05:00");
+    let row = |list: &str, name: &str| {
+        json[list]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{list} {name}: {json}"))
+            .clone()
+    };
+    assert_eq!(row("advisors", "alpha")["amount"], 1.0);
+    assert_eq!(row("advisors", "beta")["unknown"], 1);
+    assert_eq!(row("advisors", "beta")["amount"], 0.0);
+    assert_eq!(row("tasks", "default")["consultations"], 2);
+    assert_eq!(json["days"].as_array().expect("days").len(), 1);
+    assert_eq!(json["days"][0]["name"], json["today"]);
+    assert_eq!(json["total"]["amount"], 1.0);
+    assert_eq!(json["budgets"]["lines"], json!([]));
+    let plain = project.cli().args(["spend"]).run().expect_exit(0);
+    let plain = plain.expect_stdout("total: 1.0000 USD + 1 unknown (2 consultations");
+    let plain = plain.expect_stdout("beta: unknown (1)");
+    plain.expect_stdout("no budget set");
+    let table = project
+        .cli()
+        .args(["spend", "--format", "table"])
+        .run()
+        .expect_exit(0);
+    table.expect_stdout("1.0000 USD + 1 unknown");
+    let yaml = project
+        .cli()
+        .args(["spend", "--format", "yaml"])
+        .run()
+        .expect_exit(0)
+        .yaml();
+    assert_eq!(yaml["total"], json["total"]);
+
+    // `status` shows each consultation's cost and the task's totals.
+    let status = project.cli().args(["status"]).run().expect_exit(0);
+    let status = status.expect_stdout("  alpha: 1.0000 USD");
+    status.expect_stdout("  total: 1.0000 USD + 1 unknown");
+    let status = project
+        .cli()
+        .args(["status", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .json();
+    let lines = &status["assessments"][0]["consultations"];
+    assert_eq!(
+        lines[0]["cost"],
+        json!({"basis": "metered", "amount": 1.0, "currency": "USD"})
+    );
+    assert_eq!(
+        lines[1]["cost"],
+        json!({"basis": "unknown", "reason": "no price in the catalogue"})
+    );
+
+    // `explain` and `tree` show each consultation's cost.
+    project
+        .cli()
+        .args(["explain", &alpha])
+        .run()
+        .expect_exit(0)
+        .expect_stdout("cost: 1.0000 USD")
+        .expect_stdout("cost: unknown (no price in the catalogue)");
+    let tree = project
+        .cli()
+        .args(["tree", "--format", "json"])
+        .run()
+        .expect_exit(0);
+    let tree = tree.expect_stdout("\"basis\": \"metered\"").json();
+    let consultations = &tree["nodes"][0]["children"][0]["children"];
+    assert_eq!(consultations[0]["cost"]["amount"], 1.0, "{tree}");
+    assert_eq!(consultations[1]["cost"]["basis"], "unknown", "{tree}");
+
+    // An advisor's budget from the environment: `alpha` is over budget and left out.
+    let env = ("ADVISORD_BUDGET_ADVISORS_DAY", "alpha=1");
+    let advisors = project
+        .cli()
+        .env(env.0, env.1)
+        .args(["advisors", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .json();
+    let alpha = &advisors["advisors"][0];
+    assert_eq!(alpha["status"], "over_budget", "{advisors}");
+    let reason = alpha["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("spent 1.0000 USD of its per-day budget of 1.0000 USD"),
+        "{reason}"
+    );
+    assert!(reason.contains("resets at "), "{reason}");
+    assert!(alpha["until"].is_string());
+    assert_eq!(advisors["advisors"][1]["status"], "available");
+    let preview = project
+        .cli()
+        .env(env.0, env.1)
+        .args(["plan", "--materiality", "high", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .json();
+    assert_eq!(preview["selected"][0]["advisor"], "beta");
+    assert!(preview["left_out"][0]["reason"]
+        .as_str()
+        .expect("reason")
+        .starts_with("over_budget: over budget: spent"));
+    let spend = project
+        .cli()
+        .env(env.0, env.1)
+        .args(["spend", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .json();
+    assert_eq!(spend["budgets"]["lines"][0]["exhausted"], true);
+    assert_eq!(spend["budgets"]["lines"][0]["advisor"], "alpha");
+
+    // A total budget in the project's config: every advisor with a (possibly unknown)
+    // marginal cost is out, and a material plan's local review says why.
+    project.write(".advisord/project.yaml", "budget:\n  per_task: 0.5\n");
+    let preview = project
+        .cli()
+        .args(["plan", "--materiality", "material", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .json();
+    assert_eq!(preview["selected"], json!([]), "{preview}");
+    let review = preview["local_review"][0].as_str().expect("local review");
+    assert!(review.contains("the total budget is exhausted"), "{review}");
+    assert!(
+        review.contains("per-task budget of 0.5000 USD in task `default`"),
+        "{review}"
+    );
+    // The environment replaces the project's limit.
+    project
+        .cli()
+        .env("ADVISORD_BUDGET_TASK", "100")
+        .args(["advisors", "--format", "json"])
+        .run()
+        .expect_exit(0)
+        .expect_json("/advisors/0/status", "available");
+
+    // Bad budgets are usage errors naming the variable or the file and field.
+    project
+        .cli()
+        .env("ADVISORD_BUDGET_DAY", "5 USD")
+        .args(["spend"])
+        .run()
+        .expect_exit(2)
+        .expect_stderr("ADVISORD_BUDGET_DAY");
+    project.write(".advisord/project.yaml", "budget:\n  per_day: -1\n");
+    project
+        .cli()
+        .args(["spend"])
+        .run()
+        .expect_exit(2)
+        .expect_stderr("field `budget.per_day`");
+}

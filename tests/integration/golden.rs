@@ -368,7 +368,19 @@ fn tree_depth_two() {
 
 #[test]
 fn status_of_the_flow() {
-    let view = status(&records(), &Trust::default());
+    // Cost is derived at the catalogue's prices: one advisor on a subscription, one priced.
+    let catalogue: Catalogue = serde_json::from_value(json!({"advisors": [
+        {"id": "alpha-cli", "title": "Alpha CLI", "transport": "process", "adapter": "process",
+         "executable": "alpha", "capabilities": ["independent_reasoning"],
+         "price": {"basis": "flat_rate"}},
+        {"id": "beta-api", "title": "Beta API", "transport": "http", "adapter": "openai",
+         "capabilities": ["independent_reasoning"],
+         "price": {"basis": "metered", "currency": "USD", "input_per_million": 3.0,
+                   "output_per_million": 15.0, "as_of": "2026-03-01"}},
+    ]}))
+    .unwrap();
+    let mut view = status(&records(), &Trust::default());
+    advisord::core::cost::price_status(&mut view, &catalogue);
     check_view("status", &view, true);
     round_trip(&view);
 }

@@ -512,6 +512,8 @@ fn context(place: &Place) -> RequestContext {
         disable: None,
         cooldown_s: None,
         path: std::env::var("PATH").ok(),
+        budgets: Default::default(),
+        utc_offset_s: None,
         credentials: Default::default(),
         present: Default::default(),
         mesh_peers: Vec::new(),

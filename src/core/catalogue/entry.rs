@@ -147,6 +147,8 @@ pub(super) fn advisor(
                  (a name on PATH or an absolute path)",
         ));
     }
+    let price = super::price::price(map.get("price"), &at)?;
+    let budget = super::price::limits(map.get("budget"), &at)?;
     let mut settings = serde_json::Map::new();
     for (key, value) in map {
         let Some(key) = key.as_str() else {
@@ -171,6 +173,8 @@ pub(super) fn advisor(
         capabilities,
         local,
         max_concurrent,
+        price,
+        budget,
         settings,
     })
 }

@@ -11,7 +11,7 @@ use serde_yaml_ng::Value as Yaml;
 use std::collections::BTreeSet;
 
 /// The keys a catalogue file may hold at its top level.
-pub(super) const TOP_LEVEL_KEYS: &[&str] = &["advisors", "mode"];
+pub(super) const TOP_LEVEL_KEYS: &[&str] = &["advisors", "mode", "budget"];
 
 pub(super) fn parse(
     text: &str,
@@ -103,6 +103,8 @@ pub(super) fn parse(
             ))
         }
     };
+    let budget = super::price::limits(root.get("budget"), &top)?;
+    let mut currency = None;
     let mut advisors = Vec::with_capacity(list.len());
     let mut seen = BTreeSet::new();
     for (position, item) in list.iter().enumerate() {
@@ -111,8 +113,13 @@ pub(super) fn parse(
             source_name,
             advisor: format!("advisor `{}`", entry.id),
         };
+        super::price::same_currency(entry.price.as_ref(), &mut currency, &entry.id, &at)?;
         validate_settings(&entry).map_err(|(field, message)| at.error(Some(&field), message))?;
         advisors.push(entry);
     }
-    Ok(Catalogue { mode, advisors })
+    Ok(Catalogue {
+        mode,
+        advisors,
+        budget,
+    })
 }

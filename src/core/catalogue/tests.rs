@@ -426,3 +426,194 @@ fn a_file_that_is_not_a_catalogue_is_never_quoted() {
         .to_string();
     assert!(message.contains("not an advisor catalogue"), "{message}");
 }
+
+#[test]
+fn prices_and_budgets_refused_name_advisor_and_field() {
+    let p = |rest: &str| good_with(&format!("price: {{{rest}}}"));
+    let full = "currency: USD, input_per_million: 3, output_per_million: 15";
+    let at = "advisor `alpha`, field `price.as_of`: ";
+    let cases: Vec<(&str, String, &str, &[&str])> = vec![
+        ("no date", p(full), at, &["is missing", "YYYY-MM-DD"]),
+        (
+            "not a day",
+            p(&format!("{full}, as_of: 2026-13-40")),
+            at,
+            &["not a day"],
+        ),
+        (
+            "negative input",
+            p("currency: USD, input_per_million: -1, output_per_million: 15, as_of: 2026-12-01"),
+            "advisor `alpha`, field `price.input_per_million`: ",
+            &["negative"],
+        ),
+        (
+            "a unit in the amount",
+            p("currency: USD, input_per_million: 3, output_per_million: '15 USD', as_of: 2026-12-01"),
+            "advisor `alpha`, field `price.output_per_million`: ",
+            &["not a plain number", "no unit"],
+        ),
+        (
+            "a currency sign",
+            p("currency: USD, input_per_million: $3, output_per_million: 15, as_of: 2026-12-01"),
+            "advisor `alpha`, field `price.input_per_million`: ",
+            &["not a plain number"],
+        ),
+        (
+            "a per-thousand unit",
+            p("currency: USD, input_per_1k: 3, output_per_million: 15, as_of: 2026-12-01"),
+            "advisor `alpha`, field `price`: ",
+            &["unknown key `input_per_1k`", "per million tokens"],
+        ),
+        (
+            "no currency",
+            p("input_per_million: 3, output_per_million: 15, as_of: 2026-12-01"),
+            "advisor `alpha`, field `price.currency`: ",
+            &["is missing"],
+        ),
+        (
+            "a currency name, not a code",
+            p("currency: dollars, input_per_million: 3, output_per_million: 15, as_of: 2026-12-01"),
+            "advisor `alpha`, field `price.currency`: ",
+            &["not a currency code"],
+        ),
+        (
+            "a price that is a number",
+            good_with("price: 3"),
+            "advisor `alpha`, field `price`: ",
+            &["`flat_rate` or a mapping"],
+        ),
+        (
+            "a negative budget",
+            good_with("budget: {per_day: -5}"),
+            "advisor `alpha`, field `budget.per_day`: ",
+            &["negative"],
+        ),
+        (
+            "a budget with a unit",
+            good_with("budget: {per_task: 5 EUR}"),
+            "advisor `alpha`, field `budget.per_task`: ",
+            &["not a plain number"],
+        ),
+        (
+            "a budget per month",
+            good_with("budget: {per_month: 5}"),
+            "advisor `alpha`, field `budget`: ",
+            &["unknown key `per_month`", "`per_day`, `per_task`"],
+        ),
+        (
+            "a total budget that is negative",
+            format!("budget: {{per_day: -1}}\nadvisors:{GOOD}"),
+            "field `budget.per_day`: ",
+            &["negative"],
+        ),
+        (
+            "two currencies",
+            format!(
+                "advisors:{GOOD}    price: {{currency: USD, input_per_million: 1, output_per_million: 2, as_of: 2026-12-01}}\n{}",
+                entry(&[
+                    "id: beta",
+                    "title: Beta",
+                    "transport: http",
+                    "adapter: some-http",
+                    "capabilities: [independent_reasoning]",
+                    "price: {currency: EUR, input_per_million: 1, output_per_million: 2, as_of: 2026-12-01}",
+                ])
+            ),
+            "advisor `beta`, field `price.currency`: ",
+            &["`EUR` differs from `USD` used by advisor `alpha`", "one currency"],
+        ),
+    ];
+    for (case, text, location, fragments) in &cases {
+        check(case, text, location, fragments);
+    }
+}
+
+#[test]
+fn prices_and_budgets_are_read() {
+    let text = format!(
+        "budget: {{per_day: 10, per_task: 2.5}}\nadvisors:{GOOD}    price: {{currency: EUR, input_per_million: 0.5, output_per_million: 2, as_of: 2026-11-30}}\n    budget: {{per_day: 1}}\n{}",
+        entry(&[
+            "id: beta",
+            "title: Beta",
+            "transport: process",
+            "adapter: process",
+            "executable: beta-bin",
+            "capabilities: [independent_reasoning]",
+            "price: flat_rate",
+        ])
+    );
+    let catalogue = parse(&text).expect("valid");
+    assert_eq!(catalogue.currency(), Some("EUR"));
+    assert_eq!(catalogue.budget.per_day, Some(10.0));
+    assert_eq!(catalogue.budget.per_task, Some(2.5));
+    let alpha = catalogue.get("alpha").expect("alpha");
+    assert_eq!(
+        alpha.price,
+        Some(Pricing::Metered(Price {
+            currency: "EUR".into(),
+            input_per_million: 0.5,
+            output_per_million: 2.0,
+            as_of: "2026-11-30".into(),
+        }))
+    );
+    assert!(
+        alpha.settings.get("price").is_none(),
+        "price is not a setting"
+    );
+    assert_eq!(
+        catalogue.get("beta").expect("beta").price,
+        Some(Pricing::FlatRate)
+    );
+    let budgets = catalogue.budgets();
+    assert_eq!(budgets.of("alpha").per_day, Some(1.0));
+    assert!(budgets.of("beta").is_empty());
+    // The embedded catalogue prices its HTTP entries, dated, and the local model at zero.
+    let embedded = Catalogue::embedded();
+    for advisor in embedded
+        .advisors
+        .iter()
+        .filter(|a| a.transport == Transport::Http)
+    {
+        match &advisor.price {
+            Some(Pricing::Metered(p)) => assert!(!p.as_of.is_empty(), "{}", advisor.id),
+            other => panic!("`{}` has no list price: {other:?}", advisor.id),
+        }
+    }
+    assert!(embedded
+        .advisors
+        .iter()
+        .filter(|a| a.local)
+        .all(|a| a.price.as_ref().is_some_and(Pricing::is_free_at_margin)));
+}
+
+#[test]
+fn project_budgets_are_read_and_refused_by_name() {
+    let budgets = project_budgets(
+        "project: {advisors-are-optional: true}\nbudget:\n  per_day: 4\n  advisors:\n    alpha: {per_task: 0.5}\n",
+        "project.yaml",
+    )
+    .expect("valid");
+    assert_eq!(budgets.total.per_day, Some(4.0));
+    assert_eq!(budgets.of("alpha").per_task, Some(0.5));
+    assert_eq!(
+        project_budgets("project: {}\n", "project.yaml").expect("none"),
+        Budgets::default()
+    );
+    let error = project_budgets(
+        "budget:\n  advisors:\n    alpha: {per_day: ten}\n",
+        "project.yaml",
+    )
+    .expect_err("a word");
+    assert_eq!(error.location, "advisor `alpha`, field `budget.per_day`: ");
+    // Layering: a later source replaces only the limits it sets.
+    let catalogue = Budgets {
+        total: Limits {
+            per_day: Some(10.0),
+            per_task: Some(3.0),
+        },
+        ..Budgets::default()
+    };
+    let layered = catalogue.overridden_by(&budgets);
+    assert_eq!(layered.total.per_day, Some(4.0));
+    assert_eq!(layered.total.per_task, Some(3.0));
+}

@@ -87,6 +87,10 @@ pub struct PlanChain {
     pub plan: Item<Plan>,
     /// Its consultations, in sequence (plan) order.
     pub consultations: Vec<Item<Consultation>>,
+    /// Each consultation's cost, in the same order (derived by
+    /// [`crate::core::cost::price_explain`]; empty until then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<crate::core::cost::Cost>,
 }
 
 /// A disagreement and its resolutions.
@@ -182,6 +186,7 @@ pub fn explain(records: &[Record], id: &str, trust: &Trust) -> Result<ExplainVie
                         _ => None,
                     })
                     .collect(),
+                costs: Vec::new(),
             }),
             Body::Disagreement(d) => view.disagreements.push(DisagreementChain {
                 disagreement: with(item(child), d.clone()),

@@ -16,6 +16,7 @@
 
 use super::{credited_review, summary, ValidationState};
 use crate::core::chain::{ChainState, Trust};
+use crate::core::cost::{Cost, Spend};
 use crate::core::records::{
     Assessment, Body, Confidence, ConsultationStatus, FailureKind, Kind, Materiality, Mode, Record,
     Stance, Usage,
@@ -70,6 +71,19 @@ pub struct StatusView {
     pub timeline: Vec<TimelineEntry>,
     /// Tokens the advisors reported.
     pub tokens: TokenTotals,
+    /// What the consultations cost, per advisor and in total (derived from usage and the
+    /// catalogue's prices by [`crate::core::cost::price_status`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<TaskSpend>,
+}
+
+/// What a task's consultations cost, per advisor and in total.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TaskSpend {
+    /// Per advisor, by id.
+    pub advisors: BTreeMap<String, Spend>,
+    /// Every advisor together.
+    pub total: Spend,
 }
 
 /// One assessment and what hangs from it.
@@ -146,6 +160,9 @@ pub struct ConsultationLine {
     /// The advisor's last diagnostic line (failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostic: Option<String>,
+    /// What it cost (derived; see [`crate::core::cost`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<Cost>,
     /// How long the exchange took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
@@ -334,6 +351,7 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
         assessments,
         timeline,
         tokens: pass.tokens,
+        spend: None,
     }
 }
 
@@ -415,6 +433,7 @@ impl<'r> Pass<'r, '_> {
                     duration_ms: c.duration_ms,
                     usage: c.usage,
                     unverified: !verified,
+                    cost: None,
                 });
             }
             Body::Disagreement(d) => {

@@ -44,6 +44,9 @@ pub struct TreeNode {
     pub id: String,
     /// One line saying what it is about.
     pub label: String,
+    /// A consultation's cost (derived by [`crate::core::cost::price_tree`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::core::cost::Cost>,
     /// A conclusion that another conclusion supersedes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
@@ -135,6 +138,7 @@ impl Builder<'_, '_> {
             sequence: record.envelope.sequence,
             id: record.id().to_string(),
             label: self.index.summary(record),
+            cost: None,
             superseded,
             unverified: !self.trust.is_verified(record.id()),
             hidden_children,

@@ -800,6 +800,7 @@ fn a_plan_is_computed_by_the_policy() {
         catalogue: &catalogue,
         mode: Mode::Standard,
         availability,
+        budget_exhausted: None,
     };
     let env = WriteEnv {
         task: &w.f.task,

@@ -1,0 +1,343 @@
+//! Cost: what consultations cost, derived from their recorded usage and the catalogue's
+//! price, never stored; and budgets, whose state is a function of the records, the
+//! catalogue, the limits, the clock and the user's UTC offset, like the circuit.
+//!
+//! A cost is `unknown` when the usage or the price is missing, never zero; a flat-rate
+//! advisor costs nothing at the margin but its usage is still counted. A sum says how
+//! many of its consultations had an unknown cost. Budgets count the known amounts only.
+
+mod budget;
+mod spend;
+
+pub use budget::{
+    day_window, offset_text, BudgetInput, BudgetLine, BudgetState, Window, TASK_RESET,
+};
+pub use spend::{spend, SpendRow, SpendView};
+
+use crate::core::catalogue::{Catalogue, Pricing};
+use crate::core::records::{Body, Consultation, Record, Usage};
+use crate::core::views::explain::ExplainView;
+use crate::core::views::status::{StatusView, TaskSpend};
+use crate::core::views::tree::{TreeNode, TreeView};
+use serde::{Deserialize, Serialize};
+
+/// What one consultation cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "basis", rename_all = "snake_case")]
+pub enum Cost {
+    /// Usage times the price in force.
+    Metered {
+        /// In `currency`.
+        amount: f64,
+        /// The catalogue's currency.
+        currency: String,
+    },
+    /// The advisor is on a subscription: nothing at the margin.
+    FlatRate,
+    /// The usage or the price is missing.
+    Unknown {
+        /// Which one, in words.
+        reason: String,
+    },
+}
+
+/// Why a cost is unknown: the consultation recorded no usage.
+pub const NO_USAGE: &str = "no usage recorded";
+/// Why a cost is unknown: the advisor has no price in the catalogue.
+pub const NO_PRICE: &str = "no price in the catalogue";
+/// Why a cost is unknown: the advisor is not in the catalogue.
+pub const NOT_IN_CATALOGUE: &str = "advisor not in the catalogue";
+
+/// The cost of `usage` at `pricing`.
+pub fn cost_of(usage: Option<&Usage>, pricing: Option<&Pricing>) -> Cost {
+    match (pricing, usage) {
+        (Some(Pricing::FlatRate), _) => Cost::FlatRate,
+        (None, _) => Cost::Unknown {
+            reason: NO_PRICE.to_string(),
+        },
+        (Some(Pricing::Metered(_)), None) => Cost::Unknown {
+            reason: NO_USAGE.to_string(),
+        },
+        (Some(Pricing::Metered(price)), Some(usage)) => Cost::Metered {
+            amount: (usage.input_tokens as f64 * price.input_per_million
+                + usage.output_tokens as f64 * price.output_per_million)
+                / 1_000_000.0,
+            currency: price.currency.clone(),
+        },
+    }
+}
+
+/// The cost of a recorded consultation at the catalogue's price for its advisor.
+pub fn consultation_cost(consultation: &Consultation, catalogue: &Catalogue) -> Cost {
+    advisor_cost(
+        &consultation.advisor,
+        consultation.usage.as_ref(),
+        catalogue,
+    )
+}
+
+/// The cost of `usage` by advisor `advisor` at the catalogue's price.
+pub fn advisor_cost(advisor: &str, usage: Option<&Usage>, catalogue: &Catalogue) -> Cost {
+    match catalogue.get(advisor) {
+        Some(entry) => cost_of(usage, entry.price.as_ref()),
+        None => Cost::Unknown {
+            reason: NOT_IN_CATALOGUE.to_string(),
+        },
+    }
+}
+
+/// Give each consultation line of `view` its cost and the view its spend per advisor and
+/// in total, at the catalogue's prices.
+pub fn price_status(view: &mut StatusView, catalogue: &Catalogue) {
+    let mut spend = TaskSpend::default();
+    for assessment in &mut view.assessments {
+        for line in &mut assessment.consultations {
+            let cost = advisor_cost(&line.advisor, line.usage.as_ref(), catalogue);
+            spend
+                .advisors
+                .entry(line.advisor.clone())
+                .or_default()
+                .add(line.usage.as_ref(), &cost);
+            spend.total.add(line.usage.as_ref(), &cost);
+            line.cost = Some(cost);
+        }
+    }
+    view.spend = Some(spend);
+}
+
+/// Give each plan of `view` its consultations' costs, at the catalogue's prices.
+pub fn price_explain(view: &mut ExplainView, catalogue: &Catalogue) {
+    for chain in &mut view.plans {
+        chain.costs = chain
+            .consultations
+            .iter()
+            .map(|c| consultation_cost(&c.fields, catalogue))
+            .collect();
+    }
+}
+
+/// Give each consultation node of `view` its cost; `records` are the task's.
+pub fn price_tree(view: &mut TreeView, records: &[Record], catalogue: &Catalogue) {
+    let costs: std::collections::HashMap<&str, Cost> = records
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Consultation(c) => Some((r.id(), consultation_cost(c, catalogue))),
+            _ => None,
+        })
+        .collect();
+    fn walk(nodes: &mut [TreeNode], costs: &std::collections::HashMap<&str, Cost>) {
+        for node in nodes {
+            node.cost = costs.get(node.id.as_str()).cloned();
+            walk(&mut node.children, costs);
+        }
+    }
+    walk(&mut view.nodes, &costs);
+}
+
+impl Cost {
+    /// The cost in words: `0.0123 USD`, `flat rate`, `unknown (no usage recorded)`.
+    pub fn display(&self) -> String {
+        match self {
+            Cost::Metered { amount, currency } => format!("{} {currency}", money(*amount)),
+            Cost::FlatRate => "flat rate".to_string(),
+            Cost::Unknown { reason } => format!("unknown ({reason})"),
+        }
+    }
+}
+
+/// An amount as shown: four decimals (a consultation often costs less than a cent).
+pub fn money(amount: f64) -> String {
+    format!("{amount:.4}")
+}
+
+/// What several consultations cost together.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Spend {
+    /// Consultations counted.
+    pub consultations: u64,
+    /// Tokens sent, over the consultations that reported usage.
+    pub input_tokens: u64,
+    /// Tokens received, likewise.
+    pub output_tokens: u64,
+    /// The sum of the known metered costs.
+    pub amount: f64,
+    /// Their currency (`None` when none was metered).
+    pub currency: Option<String>,
+    /// Consultations whose cost is unknown (not in `amount`).
+    pub unknown: u64,
+    /// Consultations of flat-rate advisors.
+    pub flat_rate: u64,
+}
+
+impl Spend {
+    /// Count one consultation of `usage` costing `cost`.
+    pub fn add(&mut self, usage: Option<&Usage>, cost: &Cost) {
+        self.consultations += 1;
+        if let Some(u) = usage {
+            self.input_tokens += u.input_tokens;
+            self.output_tokens += u.output_tokens;
+        }
+        match cost {
+            Cost::Metered { amount, currency } => {
+                self.amount += amount;
+                if self.currency.is_none() {
+                    self.currency = Some(currency.clone());
+                }
+            }
+            Cost::FlatRate => self.flat_rate += 1,
+            Cost::Unknown { .. } => self.unknown += 1,
+        }
+    }
+
+    /// How many consultations had a metered cost.
+    pub fn metered(&self) -> u64 {
+        self.consultations - self.unknown - self.flat_rate
+    }
+
+    /// The sum in words: `0.0123 USD`, `0.0123 USD + 2 unknown`, `unknown (2)`,
+    /// `flat rate`, or `none` when nothing was consulted. Never a zero that hides an
+    /// unknown.
+    pub fn display(&self) -> String {
+        let metered = self.metered();
+        let currency = self.currency.as_deref().unwrap_or("");
+        match (metered, self.unknown) {
+            _ if self.consultations == 0 => "none".to_string(),
+            (0, 0) => "flat rate".to_string(),
+            (0, unknown) => format!("unknown ({unknown})"),
+            (_, 0) => format!("{} {currency}", money(self.amount)),
+            (_, unknown) => format!("{} {currency} + {unknown} unknown", money(self.amount)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::catalogue::Price;
+
+    fn metered(input: f64, output: f64) -> Pricing {
+        Pricing::Metered(Price {
+            currency: "USD".to_string(),
+            input_per_million: input,
+            output_per_million: output,
+            as_of: "2026-12-01".to_string(),
+        })
+    }
+
+    fn usage(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+        }
+    }
+
+    #[test]
+    fn cost_derivation_table() {
+        let cases: &[(&str, Option<Usage>, Option<Pricing>, &str)] = &[
+            (
+                "metered",
+                Some(usage(1_000_000, 0)),
+                Some(metered(3.0, 15.0)),
+                "3.0000 USD",
+            ),
+            (
+                "both sides",
+                Some(usage(2_000, 1_000)),
+                Some(metered(3.0, 15.0)),
+                "0.0210 USD",
+            ),
+            (
+                "output only",
+                Some(usage(0, 1_000_000)),
+                Some(metered(3.0, 15.0)),
+                "15.0000 USD",
+            ),
+            (
+                "free local",
+                Some(usage(5_000, 5_000)),
+                Some(metered(0.0, 0.0)),
+                "0.0000 USD",
+            ),
+            (
+                "zero usage",
+                Some(usage(0, 0)),
+                Some(metered(3.0, 15.0)),
+                "0.0000 USD",
+            ),
+            (
+                "flat rate",
+                Some(usage(9, 9)),
+                Some(Pricing::FlatRate),
+                "flat rate",
+            ),
+            (
+                "flat rate, no usage",
+                None,
+                Some(Pricing::FlatRate),
+                "flat rate",
+            ),
+            (
+                "no usage",
+                None,
+                Some(metered(3.0, 15.0)),
+                "unknown (no usage recorded)",
+            ),
+            (
+                "no price",
+                Some(usage(10, 10)),
+                None,
+                "unknown (no price in the catalogue)",
+            ),
+            ("neither", None, None, "unknown (no price in the catalogue)"),
+        ];
+        for (case, usage, pricing, want) in cases {
+            let cost = cost_of(usage.as_ref(), pricing.as_ref());
+            assert_eq!(cost.display(), *want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_sum_never_hides_an_unknown_behind_zero() {
+        let priced = metered(1.0, 1.0);
+        type Items<'p> = &'p [(Option<Usage>, Option<&'p Pricing>)];
+        let cases: &[(&str, Items, &str)] = &[
+            ("nothing", &[], "none"),
+            (
+                "one known",
+                &[(Some(usage(500_000, 500_000)), Some(&priced))],
+                "1.0000 USD",
+            ),
+            (
+                "known and unknown",
+                &[
+                    (Some(usage(500_000, 0)), Some(&priced)),
+                    (None, Some(&priced)),
+                ],
+                "0.5000 USD + 1 unknown",
+            ),
+            (
+                "only unknown",
+                &[(None, Some(&priced)), (Some(usage(1, 1)), None)],
+                "unknown (2)",
+            ),
+            (
+                "only flat",
+                &[(None, Some(&Pricing::FlatRate))],
+                "flat rate",
+            ),
+            (
+                "flat and unknown",
+                &[(None, Some(&Pricing::FlatRate)), (None, None)],
+                "unknown (1)",
+            ),
+        ];
+        for (case, items, want) in cases {
+            let mut spend = Spend::default();
+            for (usage, pricing) in items.iter() {
+                spend.add(usage.as_ref(), &cost_of(usage.as_ref(), *pricing));
+            }
+            assert_eq!(spend.display(), *want, "{case}");
+            assert_eq!(spend.consultations, items.len() as u64, "{case}");
+        }
+    }
+}
