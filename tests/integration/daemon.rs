@@ -1034,3 +1034,45 @@ async fn the_facade_over_the_socket_submits_replays_and_waits() {
     );
     daemon.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_outcomes_carry_each_recorded_consultations_cost() {
+    let answer_of = |c: &str| Script::answer(&answer(c, "supports"));
+    let (registry, _fakes) = scripted(vec![
+        ("a", vec![answer_of("a").with_usage(250_000, 500_000)]),
+        ("b", vec![answer_of("b")]),
+        ("c", vec![answer_of("c").with_usage(10, 20)]),
+    ]);
+    let price = "price: {currency: USD, input_per_million: 2, output_per_million: 4, \
+                 as_of: 2026-12-01}";
+    let yaml = catalogue(&[
+        Advisor::scripted("a").with(price),
+        Advisor::scripted("b").with(price),
+        Advisor::scripted("c"),
+    ]);
+    let daemon = Daemon::start(&yaml, registry).await;
+    let assessment = daemon.assessment().await;
+    let job = daemon.consult(&assessment, 30.0).await;
+    let done = daemon.wait(job["id"].as_str().unwrap()).await;
+    assert_eq!(done["state"], "done", "{done}");
+    let consultations = done["consultations"].as_array().unwrap();
+    assert_eq!(ids(consultations, "advisor"), ["a", "b", "c"]);
+    // Usage × price: 0.25 M in at 2 USD and 0.5 M out at 4 USD.
+    assert_eq!(
+        consultations[0]["cost"],
+        json!({"basis": "metered", "amount": 2.5, "currency": "USD"}),
+        "{done}"
+    );
+    // A missing usage or price is unknown, never zero.
+    assert_eq!(
+        consultations[1]["cost"],
+        json!({"basis": "unknown", "reason": "no usage recorded"}),
+        "{done}"
+    );
+    assert_eq!(
+        consultations[2]["cost"],
+        json!({"basis": "unknown", "reason": "no price in the catalogue"}),
+        "{done}"
+    );
+    daemon.stop().await;
+}
