@@ -54,6 +54,12 @@ pub struct Price {
     pub as_of: String,
 }
 
+// The parser admits only finite, non-negative numbers, so no price or limit is NaN and
+// equality is total: a catalogue entry can be compared whole (mesh peers are matched so).
+impl Eq for Price {}
+impl Eq for Pricing {}
+impl Eq for Limits {}
+
 /// Spending limits in the catalogue's currency: per local calendar day and per task.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limits {

@@ -9,7 +9,7 @@
 //! it delivered elsewhere; subject permissions on a shared server make the endpoint
 //! itself unforgeable, see docs/MESH.md).
 
-use crate::core::catalogue::{AdvisorEntry, References, Transport, CAPABILITIES};
+use crate::core::catalogue::{AdvisorEntry, Limits, References, Transport, CAPABILITIES};
 use advisord_adapters::mesh::{wire, ADAPTER, ID_PREFIX};
 use std::collections::BTreeMap;
 
@@ -77,6 +77,9 @@ impl Peer {
             credential: None,
             capabilities: self.capabilities.clone(),
             local: false,
+            // A peer publishes no price: its consultations' cost is unknown.
+            price: None,
+            budget: Limits::default(),
             max_concurrent: PEER_MAX_CONCURRENT,
             settings,
         }
