@@ -337,9 +337,12 @@ impl Resolved {
         let disable = DisableList::parse(ctx.disable.as_deref().unwrap_or(""));
         let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
         let presence = probe_presence(&catalogue, ctx, &root);
+        // The repository's project file is untrusted input (an agent consults in whatever
+        // repository it was pointed at): its limits only ever tighten the catalogue's. The
+        // environment is the user's own and replaces them.
         let budgets = catalogue
             .budgets()
-            .overridden_by(&project_budgets_of(&root)?)
+            .tightened_by(&project_budgets_of(&root)?)
             .overridden_by(&env_budgets(&ctx.budgets)?);
         let utc_offset = time::UtcOffset::from_whole_seconds(ctx.utc_offset_s.unwrap_or(0))
             .map_err(|_| {
