@@ -149,7 +149,7 @@ async fn consult(
         })
         .await?;
     if request.detach {
-        print_stdout(&detached_text(&job.id, format))?;
+        print_stdout(&detached_text(&job.id, &job.assessment, format))?;
         return Ok(0);
     }
     let mut progress = Progress::new(Target::Stderr);
@@ -168,7 +168,10 @@ async fn consult(
         Followed::Interrupted => {
             progress.finish();
             cancel_after_interrupt(api, &job.id, &mut interrupt).await;
-            Ok(EXIT_INTERRUPTED)
+            interrupted(
+                &format!("interrupted: job `{}` was cancelled", job.id),
+                format,
+            )
         }
     }
 }
@@ -230,7 +233,11 @@ async fn wait(
                 "interrupted: stopped waiting; job {job} goes on (`advisor-consult cancel \
                  {job}` stops it)"
             );
-            Ok(EXIT_INTERRUPTED)
+            let message = format!(
+                "interrupted: stopped waiting; job `{job}` goes on (`advisor-consult cancel \
+                 {job}` stops it)"
+            );
+            interrupted(&message, format)
         }
     }
 }
@@ -282,13 +289,26 @@ fn finish(report: &JobReport, format: Format) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// What `--detach` prints: the id alone, or `{"id": ...}`.
-fn detached_text(id: &JobId, format: Format) -> String {
+/// Ctrl-C ended the verb: exit 130, with the error object on standard output in `json`
+/// and `yaml` (the message is already on standard error).
+fn interrupted(message: &str, format: Format) -> anyhow::Result<i32> {
+    if matches!(format, Format::Json | Format::Yaml) {
+        let text = super::exit::error_text(crate::protocol::codes::INTERRUPTED, message, format);
+        print_stdout(&text)?;
+    }
+    Ok(EXIT_INTERRUPTED)
+}
+
+/// What `--detach` prints: the job id alone, or `{"id": JOB, "assessment": ID}` (the
+/// assessment consulted on, so that `ask --detach` gives both ids it made).
+fn detached_text(id: &JobId, assessment: &RecordId, format: Format) -> String {
     match format {
         Format::Plain | Format::Table => id.to_string(),
-        Format::Json => serde_json::to_string_pretty(&serde_json::json!({ "id": id }))
-            .unwrap_or_else(|_| id.to_string()),
-        Format::Yaml => format!("id: {id}"),
+        Format::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({ "id": id, "assessment": assessment }))
+                .unwrap_or_else(|_| id.to_string())
+        }
+        Format::Yaml => format!("id: {id}\nassessment: {assessment}"),
     }
 }
 
@@ -395,13 +415,14 @@ mod tests {
     #[test]
     fn detached_prints_the_id_alone_or_an_object() {
         let id = JobId::from("01J");
-        assert_eq!(detached_text(&id, Format::Plain), "01J");
-        assert_eq!(detached_text(&id, Format::Table), "01J");
+        let assessment = RecordId::from("01A");
+        assert_eq!(detached_text(&id, &assessment, Format::Plain), "01J");
+        assert_eq!(detached_text(&id, &assessment, Format::Table), "01J");
         let json: serde_json::Value =
-            serde_json::from_str(&detached_text(&id, Format::Json)).unwrap();
-        assert_eq!(json, serde_json::json!({"id": "01J"}));
+            serde_json::from_str(&detached_text(&id, &assessment, Format::Json)).unwrap();
+        assert_eq!(json, serde_json::json!({"id": "01J", "assessment": "01A"}));
         let yaml: serde_json::Value =
-            serde_yaml_ng::from_str(&detached_text(&id, Format::Yaml)).unwrap();
+            serde_yaml_ng::from_str(&detached_text(&id, &assessment, Format::Yaml)).unwrap();
         assert_eq!(yaml, json);
     }
 
