@@ -87,6 +87,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 timeout: cli.timeout,
                 prior_opinion: cli.prior_opinion,
                 detach: cli.detach,
+                preview_prompt: cli.preview_prompt,
             });
             (None, consult)
         }
@@ -107,6 +108,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         trust::warn_untrusted(&ctx);
     }
     match verb {
+        Verb::Ask(ask) if ask.preview_prompt => {
+            let api = select_api(&global).await?;
+            let mut fields = ask.assessment_json();
+            if let Some(object) = fields.as_object_mut() {
+                object.remove("kind");
+            }
+            let fields: crate::core::records::Assessment = serde_json::from_value(fields)
+                .context("the assessment given to `ask` does not read as one")?;
+            let preview = jobs::PreviewPrompt {
+                assessment: None,
+                fields: &fields,
+                question: ask.question.as_deref(),
+                prior_opinion: ask.prior_opinion.as_deref(),
+            };
+            preview.print(api.as_ref(), &ctx, format).await
+        }
         Verb::Ask(ask) => {
             let api = select_api(&global).await?;
             let record = ask.assessment_json();
@@ -125,6 +142,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 timeout: ask.timeout,
                 prior_opinion: ask.prior_opinion,
                 detach: ask.detach,
+                preview_prompt: false,
             };
             jobs::run_job_verb(&JobVerb::Consult(request), api.as_ref(), &global, &ctx).await
         }

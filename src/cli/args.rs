@@ -100,6 +100,9 @@ pub struct Cli {
     /// Queue the consultation and print the job id at once
     #[arg(long, requires = "assessment")]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    #[arg(long, requires = "assessment", conflicts_with = "detach")]
+    pub preview_prompt: bool,
     /// The verb.
     #[command(subcommand)]
     pub verb: Option<Verb>,
@@ -326,6 +329,9 @@ pub struct ConsultArgs {
     /// Queue the consultation and print the job id at once
     #[arg(long)]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    #[arg(long, conflicts_with = "detach")]
+    pub preview_prompt: bool,
 }
 
 impl ConsultArgs {
@@ -337,6 +343,7 @@ impl ConsultArgs {
             timeout: self.timeout,
             prior_opinion: self.prior_opinion,
             detach: self.detach,
+            preview_prompt: self.preview_prompt,
         }
     }
 }
@@ -387,6 +394,10 @@ pub struct AskArgs {
     /// Queue the consultation and print the job id at once
     #[arg(long)]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; record nothing (not even the
+    /// assessment), send nothing
+    #[arg(long, conflicts_with = "detach")]
+    pub preview_prompt: bool,
 }
 
 impl AskArgs {

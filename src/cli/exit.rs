@@ -7,7 +7,8 @@
 //!   with `--format json|yaml` its `{"error": CODE, "code": CODE, "message"}` also goes to
 //!   standard output, so a program reading the typed shape always gets one object with a
 //!   `code`: a usage error clap found (exit 2), no daemon (exit 4) and Ctrl-C (exit 130)
-//!   included. Every code is one of `crate::protocol::codes` or a writer's reason code.
+//!   included. Every code is one of `crate::protocol::codes`. A refusal keeps its fixed
+//!   shape: its `reason` is its code.
 
 use super::output::print_stdout;
 use crate::error::Error;
@@ -113,9 +114,7 @@ fn service_error(err: &anyhow::Error) -> Option<&Error> {
 pub fn refusal_text(reason: &str, message: &str, format: Format) -> String {
     match format {
         Format::Json | Format::Yaml => structured(
-            &serde_json::json!({
-                "refused": true, "reason": reason, "code": reason, "message": message
-            }),
+            &serde_json::json!({"refused": true, "reason": reason, "message": message}),
             format,
         ),
         Format::Plain | Format::Table => format!("refused ({reason}): {message}"),
@@ -209,10 +208,7 @@ mod tests {
             serde_json::from_str(&refusal_text("invalid_task", "bad task", Format::Json)).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({
-                "refused": true, "reason": "invalid_task", "code": "invalid_task",
-                "message": "bad task"
-            })
+            serde_json::json!({"refused": true, "reason": "invalid_task", "message": "bad task"})
         );
         let yaml: serde_json::Value =
             serde_yaml_ng::from_str(&refusal_text("invalid_task", "bad task", Format::Yaml))

@@ -20,10 +20,13 @@ use super::output::print_stdout;
 use crate::error::Error;
 use crate::facade::{needs_daemon, Api};
 use crate::paths;
+use crate::core::records::Assessment;
 use crate::protocol::{
-    CancelRequest, ConsultRequest, EventsRequest, JobId, JobRequest, JobState, JobsRequest,
-    RecordId, RequestContext, Timeout,
+    CancelRequest, ConsultRequest, EventsRequest, ExplainRequest, JobId, JobRequest, JobState,
+    JobsRequest, PlanRequest, RecordId, RequestContext, Timeout,
 };
+use crate::render::preview::PromptPreview;
+use crate::service;
 use crate::render::job::{JobListView, JobReport, JobView, Seen};
 use crate::render::{self, Format};
 use futures::StreamExt;
@@ -85,6 +88,8 @@ pub struct ConsultVerb {
     pub prior_opinion: Option<String>,
     /// Print the job id at once instead of waiting.
     pub detach: bool,
+    /// Print the prompt the advisors would receive instead of consulting them.
+    pub preview_prompt: bool,
 }
 
 /// The exit status of an interrupted verb.
@@ -138,6 +143,31 @@ async fn consult(
     request: &ConsultVerb,
     format: Format,
 ) -> anyhow::Result<i32> {
+    if request.preview_prompt {
+        let explained = api
+            .explain(ExplainRequest {
+                context: ctx.clone(),
+                id: request.assessment.clone(),
+            })
+            .await?;
+        let assessment = explained
+            .assessment
+            .filter(|a| a.id == request.assessment.as_str())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "`{}` is not an assessment; name the assessment to consult on \
+                     (`advisor-consult status` lists them)",
+                    request.assessment
+                ))
+            })?;
+        let preview = PreviewPrompt {
+            assessment: Some(request.assessment.to_string()),
+            fields: &assessment.fields,
+            question: request.question.as_deref(),
+            prior_opinion: request.prior_opinion.as_deref(),
+        };
+        return preview.print(api, ctx, format).await;
+    }
     let mut interrupt = interrupt_signal()?;
     let job = api
         .consult(ConsultRequest {
@@ -173,6 +203,43 @@ async fn consult(
                 format,
             )
         }
+    }
+}
+
+/// `--preview-prompt`: the prompt a consultation on an assessment would send, and who a
+/// plan would select now to receive it. Nothing is sent and nothing is recorded.
+pub struct PreviewPrompt<'a> {
+    /// The assessment's id, when it is recorded (`ask` previews one it did not record).
+    pub assessment: Option<String>,
+    /// Its fields.
+    pub fields: &'a Assessment,
+    /// `--question`.
+    pub question: Option<&'a str>,
+    /// `--prior-opinion`.
+    pub prior_opinion: Option<&'a str>,
+}
+
+impl PreviewPrompt<'_> {
+    /// Print the preview in `format`; exit status 0.
+    pub async fn print(
+        &self,
+        api: &dyn Api,
+        ctx: &RequestContext,
+        format: Format,
+    ) -> anyhow::Result<i32> {
+        let plan = api
+            .plan(PlanRequest {
+                context: ctx.clone(),
+                materiality: self.fields.materiality,
+                confidence: self.fields.confidence,
+                capabilities: self.fields.capabilities.clone(),
+            })
+            .await?;
+        let prompt = service::prompt_for(self.fields, self.question, self.prior_opinion);
+        let advisors = plan.selected.into_iter().map(|s| s.advisor).collect();
+        let preview = PromptPreview::new(self.assessment.clone(), advisors, prompt);
+        print_stdout(&render::render(&preview, format))?;
+        Ok(0)
     }
 }
 

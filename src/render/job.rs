@@ -220,6 +220,9 @@ impl Render for JobReport {
                         &format!("reuses conclusion {reuse}: it already answers this subject"),
                     );
                 }
+                if let Some(text) = super::plan::uncovered_text(plan) {
+                    out.para(2, 2, &text);
+                }
                 if plan.selected.is_empty() {
                     out.line("  nobody selected: decide locally");
                     for (i, step) in plan.local_review.iter().enumerate() {

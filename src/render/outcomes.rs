@@ -89,6 +89,9 @@ pub struct PlanDetail {
     pub left_out: Vec<LeftOutDetail>,
     /// The steps of a local review, when nobody was selected for material doubt.
     pub local_review: Vec<String>,
+    /// The requested capabilities no available advisor offers.
+    #[serde(default)]
+    pub uncovered_capabilities: Vec<String>,
 }
 
 /// An advisor the plan left out.
@@ -192,6 +195,7 @@ impl Outcomes {
                     })
                     .collect(),
                 local_review: p.local_review.clone(),
+                uncovered_capabilities: p.uncovered_capabilities.clone(),
             }),
             disagreement_detail: disagreement.map(|(id, d)| DisagreementDetail {
                 id: id.into(),

@@ -171,7 +171,7 @@ fn with_format_json_every_error_is_one_object_with_a_code() {
         error_code(&world, &["jobs", "--no-daemon", "--format", "json"], 2),
         "usage"
     );
-    // A refusal carries its reason as its code.
+    // A refusal keeps its fixed shape: its reason is its code.
     let path = world.tmp().join("bad.json");
     std::fs::write(
         &path,
@@ -189,8 +189,8 @@ fn with_format_json_every_error_is_one_object_with_a_code() {
         ])
         .expect_exit(3)
         .json();
-    assert_eq!(refused["code"], "material_without_evidence");
-    assert_eq!(refused["reason"], refused["code"]);
+    assert_eq!(refused["reason"], "material_without_evidence");
+    assert_eq!(refused["refused"], true);
     // Plain output is unchanged: nothing on standard output for an error.
     let plain = world.run(&["frobnicate"]).expect_exit(2);
     assert!(plain.stdout.is_empty(), "{}", plain.stdout);
