@@ -17,18 +17,18 @@ pub use demo::{hidden_entry, DEMO_ADVISOR_ARG};
 
 use super::args::GlobalFlags;
 use super::output::print_stdout;
+use crate::core::records::Assessment;
 use crate::error::Error;
 use crate::facade::{needs_daemon, Api};
 use crate::paths;
-use crate::core::records::Assessment;
 use crate::protocol::{
     CancelRequest, ConsultRequest, EventsRequest, ExplainRequest, JobId, JobRequest, JobState,
     JobsRequest, PlanRequest, RecordId, RequestContext, Timeout,
 };
-use crate::render::preview::PromptPreview;
-use crate::service;
 use crate::render::job::{JobListView, JobReport, JobView, Seen};
+use crate::render::preview::PromptPreview;
 use crate::render::{self, Format};
+use crate::service;
 use futures::StreamExt;
 use progress::{Progress, Target};
 use std::path::Path;

@@ -626,12 +626,21 @@ mod tests {
                 (mode, High),
                 &[],
             );
-            assert_eq!(plan.uncovered_capabilities, own(want), "{available:?} {requested:?}");
+            assert_eq!(
+                plan.uncovered_capabilities,
+                own(want),
+                "{available:?} {requested:?}"
+            );
         };
         // Budget 0 in `ci`: nobody is selected, yet only what nobody offers is uncovered.
         check(&["a", "b"], &[CR, AR], &[], Mode::Ci);
         check(&["a"], &[CR, AR], &[AR], Mode::Ci);
-        check(&["a"], &[AR, "security_review", CR], &[AR, "security_review"], Mode::Ci);
+        check(
+            &["a"],
+            &[AR, "security_review", CR],
+            &[AR, "security_review"],
+            Mode::Ci,
+        );
         check(&[], &[CR], &[CR], Mode::Ci);
         let plan = check_selection(
             "selected",

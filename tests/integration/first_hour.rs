@@ -263,3 +263,174 @@ fn docs_list_every_error_code() {
         );
     }
 }
+
+/// The record files under the world's state directory.
+fn record_files(world: &World) -> usize {
+    let state = world.root().join(".ai/local/state/reasoning");
+    walk(&state)
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path)
+            } else {
+                usize::from(path.extension().is_some_and(|x| x == "json"))
+            }
+        })
+        .sum()
+}
+
+/// The first value of `key` anywhere in `value`.
+fn find<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
+    match value {
+        Value::Object(map) => map
+            .get(key)
+            .or_else(|| map.values().find_map(|v| find(v, key))),
+        Value::Array(items) => items.iter().find_map(|v| find(v, key)),
+        _ => None,
+    }
+}
+
+#[test]
+fn the_plan_keeps_what_was_asked_and_the_preview_shows_the_same_prompt() {
+    let mut world = World::new(&two_quick());
+    world.start_daemon();
+    let assessment = world.assessment();
+    let asked = [
+        "--question",
+        "What breaks under load?",
+        "--prior-opinion",
+        "A colleague said WAL is fine",
+    ];
+    let before = record_files(&world);
+    let mut args = vec!["consult", assessment.as_str()];
+    args.extend(asked);
+    args.extend(["--preview-prompt", "--format", "json"]);
+    let preview = world.run(&args).expect_exit(0).json();
+    assert_eq!(preview["assessment"], assessment.as_str());
+    assert_eq!(
+        preview["advisors"],
+        serde_json::json!(["quick-agree", "quick-oppose"])
+    );
+    let prompt = preview["prompt"].as_str().expect("the prompt");
+    assert!(prompt.contains("What breaks under load?"), "{prompt}");
+    assert!(prompt.contains("A colleague said WAL is fine"), "{prompt}");
+    assert!(prompt.contains("Use SQLite for the job queue"), "{prompt}");
+    assert_eq!(preview["bytes"], prompt.len() as u64);
+    // Nothing was sent or recorded: no record, no job.
+    assert_eq!(record_files(&world), before);
+    world
+        .run(&["jobs"])
+        .expect_exit(0)
+        .expect_stdout("no jobs for this root");
+    // Plain prints the prompt itself; `--no-daemon` previews too.
+    let mut plain = vec!["--assessment", assessment.as_str()];
+    plain.extend(asked);
+    plain.extend(["--preview-prompt", "--no-daemon"]);
+    world
+        .run(&plain)
+        .expect_exit(0)
+        .expect_stdout("nothing sent, nothing recorded")
+        .expect_stdout("each of quick-agree, quick-oppose would receive")
+        .expect_stdout(prompt);
+
+    // The job records the same question and the same prompt's size and hash with its plan.
+    let mut args = vec!["consult", assessment.as_str()];
+    args.extend(asked);
+    args.extend(["--format", "json"]);
+    let job = world.run(&args).expect_exit(0).json();
+    let plan = job["plan"].as_str().expect("a plan id");
+    let explained = world
+        .run(&["explain", plan, "--format", "json", "--no-daemon"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(
+        find(&explained, "question"),
+        Some(&Value::from("What breaks under load?"))
+    );
+    assert_eq!(
+        find(&explained, "prior_opinion"),
+        Some(&Value::from("A colleague said WAL is fine"))
+    );
+    assert_eq!(find(&explained, "prompt_bytes"), Some(&preview["bytes"]));
+    assert_eq!(find(&explained, "prompt_sha256"), Some(&preview["sha256"]));
+    assert_eq!(
+        find(&explained, "prompt"),
+        None,
+        "the prompt itself is not kept"
+    );
+    let sha = preview["sha256"].as_str().expect("sha256");
+    world
+        .run(&["explain", plan, "--no-daemon"])
+        .expect_exit(0)
+        .expect_stdout("question: What breaks under load?")
+        .expect_stdout("prior opinion: A colleague said WAL is fine")
+        .expect_stdout(&format!("prompt: {} bytes, sha256", prompt.len()))
+        .expect_stdout(sha);
+
+    // `ask --preview-prompt` records not even the assessment.
+    let before = record_files(&world);
+    let mut args = ASK.to_vec();
+    args.extend(["--preview-prompt", "--format", "json"]);
+    let asked = world.run(&args).expect_exit(0).json();
+    assert_eq!(asked["assessment"], Value::Null);
+    assert!(asked["prompt"]
+        .as_str()
+        .is_some_and(|p| p.contains("one writer at a time")));
+    assert_eq!(record_files(&world), before);
+}
+
+#[test]
+fn a_plan_says_which_capabilities_no_available_advisor_offers() {
+    let world = World::new(&two_quick());
+    let args = [
+        "plan",
+        "--materiality",
+        "high",
+        "--capabilities",
+        "independent_reasoning,security_review",
+        "--no-daemon",
+    ];
+    let mut json = args.to_vec();
+    json.extend(["--format", "json"]);
+    let plan = world.run(&json).expect_exit(0).json();
+    assert_eq!(
+        plan["uncovered_capabilities"],
+        serde_json::json!(["security_review"])
+    );
+    assert_eq!(plan["selected"].as_array().map(Vec::len), Some(2));
+    world
+        .run(&args)
+        .expect_exit(0)
+        .expect_stdout("uncovered: no available advisor offers security_review");
+    // Every capability offered: nothing uncovered, nothing said.
+    let plain = world
+        .run(&["plan", "--materiality", "high", "--no-daemon"])
+        .expect_exit(0);
+    assert!(!plain.stdout.contains("uncovered"), "{}", plain.stdout);
+    // Nobody available (every advisor disabled): everything requested is uncovered.
+    let disabled = world
+        .command(&[
+            "plan",
+            "--materiality",
+            "high",
+            "--no-daemon",
+            "--format",
+            "json",
+        ])
+        .env("ADVISORD_ADVISORS_DISABLE", "all")
+        .output()
+        .expect("run");
+    let disabled: Value = serde_json::from_slice(&disabled.stdout).expect("json");
+    assert_eq!(
+        disabled["uncovered_capabilities"],
+        serde_json::json!(["independent_reasoning"])
+    );
+}

@@ -856,7 +856,10 @@ fn a_plan_is_computed_by_the_policy() {
     };
     assert_eq!(plan.question.as_deref(), Some("What breaks under load?"));
     let prior = plan.prior_opinion.as_deref().expect("the prior opinion");
-    assert!(prior.starts_with("a colleague said yes") && !prior.contains(key), "{prior}");
+    assert!(
+        prior.starts_with("a colleague said yes") && !prior.contains(key),
+        "{prior}"
+    );
     assert!(!record.envelope.redacted.is_empty());
     assert_eq!(plan.prompt_bytes, Some(prompt.len() as u64));
     let expected = crate::core::chain::digest(prompt.as_bytes());
@@ -865,7 +868,10 @@ fn a_plan_is_computed_by_the_policy() {
         Some(expected.trim_start_matches("sha256:"))
     );
     let stored = serde_json::to_string(&record).expect("serialises");
-    assert!(!stored.contains("Is WAL enough"), "the prompt is not kept: {stored}");
+    assert!(
+        !stored.contains("Is WAL enough"),
+        "the prompt is not kept: {stored}"
+    );
 
     // The size and hash are the writer's to compute; other plan fields stay computed.
     for (input, reason) in [
