@@ -67,6 +67,10 @@ fn assert_whole_answer(job: &Value) {
     assert!(disagreement["discriminating_question"]
         .as_str()
         .is_some_and(|q| !q.is_empty()));
+    assert_eq!(
+        job["resolution_template"]["disagreement"],
+        job["disagreement"]
+    );
 }
 
 #[test]
@@ -139,6 +143,51 @@ fn error_code(world: &World, args: &[&str], exit: i32) -> String {
         "{json}"
     );
     code.to_string()
+}
+
+#[test]
+fn a_disagreement_comes_with_a_resolution_template_ready_to_fill() {
+    let mut world = World::new(&two_quick());
+    world.start_daemon();
+    let assessment = world.assessment();
+    let plain = world
+        .run(&["consult", &assessment])
+        .expect_exit(0)
+        .expect_stdout("to settle it: run the experiment, fill this in")
+        .expect_stdout("advisor-consult record --file resolution.json")
+        .expect_stdout("\"kind\": \"resolution\"")
+        .expect_stdout("<one of: executor, quick-agree, quick-oppose, neither>");
+    assert!(
+        plain.stdout.contains("\"disagreement\": \"01"),
+        "{}",
+        plain.stdout
+    );
+    let second = world.assessment();
+    let job = world
+        .run(&["consult", &second, "--format", "json"])
+        .expect_exit(0)
+        .json();
+    let mut template = job["resolution_template"].clone();
+    assert_eq!(template["kind"], "resolution");
+    assert_eq!(template["disagreement"], job["disagreement"]);
+    // Filled in, it is a resolution the writer takes.
+    template["experiment"] = "Ran 10k concurrent enqueues against WAL".into();
+    template["observed"] = "two writers blocked for 3 s".into();
+    template["favours"] = "quick-oppose".into();
+    template["evidence"][0]["ref"] = "tests/queue_load.rs".into();
+    template["evidence"][0]["showed"] = "3 s writer stalls".into();
+    let recorded = world.record(template);
+    assert_eq!(recorded["kind"], "resolution");
+    // Without a disagreement there is no template.
+    let agree = World::new(&[Advisor::new("only-agree", "supports", 50)]);
+    let mut agree = agree;
+    agree.start_daemon();
+    let lone = agree.assessment();
+    let job = agree
+        .run(&["consult", &lone, "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert!(job.get("resolution_template").is_none(), "{job}");
 }
 
 #[test]
