@@ -37,13 +37,10 @@ pub fn main() -> ExitCode {
     if let Some(code) = jobs::hidden_entry(&args) {
         return exit_code(code);
     }
-    let cli = match Cli::parse_args(args) {
+    let cli = match Cli::parse_args(args.clone()) {
         Ok(cli) => cli,
-        Err(e) => {
-            // Help and version exit 0; every other parse error is usage (2).
-            let _ = e.print();
-            return exit_code(e.exit_code());
-        }
+        // Help and version exit 0; every other parse error is usage (2).
+        Err(e) => return exit_code(exit::report_parse_error(&e, &args)),
     };
     let format = cli.global.format;
     // The CLI owns its runtime; everything below it is async.
@@ -79,22 +76,31 @@ pub async fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let global = cli.global;
     let ctx = RequestContext::from_process(&global.locations())?;
-    let Some(verb) = cli.verb else {
-        let Some(assessment) = cli.assessment else {
-            return Err(Error::Usage(
-                "name a verb or `--assessment ID`; `advisor-consult --help` lists them".into(),
-            )
-            .into());
-        };
-        let request = ConsultVerb {
-            assessment: assessment.into(),
-            question: cli.question,
-            timeout: cli.timeout,
-            prior_opinion: cli.prior_opinion,
-            detach: cli.detach,
-        };
+    // `consult ID` and `--assessment ID` are one verb.
+    let (verb, consult) = match cli.verb {
+        Some(Verb::Consult(args)) => (None, Some(args.into_request())),
+        Some(verb) => (Some(verb), None),
+        None => {
+            let consult = cli.assessment.map(|assessment| ConsultVerb {
+                assessment: assessment.into(),
+                question: cli.question,
+                timeout: cli.timeout,
+                prior_opinion: cli.prior_opinion,
+                detach: cli.detach,
+                preview_prompt: cli.preview_prompt,
+            });
+            (None, consult)
+        }
+    };
+    if let Some(request) = consult {
         trust::warn_untrusted(&ctx);
         return job_verb(&JobVerb::Consult(request), &global, &ctx).await;
+    }
+    let Some(verb) = verb else {
+        return Err(Error::Usage(
+            "name a verb or `--assessment ID`; `advisor-consult --help` lists them".into(),
+        )
+        .into());
     };
     let format = global.format;
     let context = || ctx.clone();
@@ -102,6 +108,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         trust::warn_untrusted(&ctx);
     }
     match verb {
+        Verb::Ask(ask) if ask.preview_prompt => {
+            let api = select_api(&global).await?;
+            let mut fields = ask.assessment_json();
+            if let Some(object) = fields.as_object_mut() {
+                object.remove("kind");
+            }
+            let fields: crate::core::records::Assessment = serde_json::from_value(fields)
+                .context("the assessment given to `ask` does not read as one")?;
+            let preview = jobs::PreviewPrompt {
+                assessment: None,
+                fields: &fields,
+                question: ask.question.as_deref(),
+                prior_opinion: ask.prior_opinion.as_deref(),
+            };
+            preview.print(api.as_ref(), &ctx, format).await
+        }
         Verb::Ask(ask) => {
             let api = select_api(&global).await?;
             let record = ask.assessment_json();
@@ -120,9 +142,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 timeout: ask.timeout,
                 prior_opinion: ask.prior_opinion,
                 detach: ask.detach,
+                preview_prompt: false,
             };
             jobs::run_job_verb(&JobVerb::Consult(request), api.as_ref(), &global, &ctx).await
         }
+        Verb::Consult(_) => unreachable!("`consult` was handed to the job verbs above"),
         Verb::Jobs => job_verb(&JobVerb::Jobs, &global, &ctx).await,
         Verb::Wait { job, timeout } => {
             let verb = JobVerb::Wait {

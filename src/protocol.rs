@@ -666,6 +666,20 @@ pub mod codes {
     pub const INVALID_ANSWER: &str = "invalid_answer";
     /// 503: the mesh is not connected, so the answer cannot be sent now.
     pub const MESH_DOWN: &str = "mesh_down";
+    /// 400: the request or the command line is wrong (a flag, a variable, a path).
+    pub const USAGE: &str = "usage";
+    /// 400: the catalogue could not be read or is not valid.
+    pub const INVALID_CATALOGUE: &str = "invalid_catalogue";
+    /// 500: the state directory could not be read or written.
+    pub const STORE_FAILED: &str = "store_failed";
+    /// The client's own (exit 4): no daemon answers on the socket and none could be started.
+    pub const UNREACHABLE: &str = "unreachable";
+    /// The client's own (exit 4): the socket or the process serving it is not the user's.
+    pub const NOT_OURS: &str = "not_ours";
+    /// The client's own (exit 1): the daemon's reply could not be read.
+    pub const PROTOCOL: &str = "protocol";
+    /// The client's own (exit 130): Ctrl-C stopped the verb.
+    pub const INTERRUPTED: &str = "interrupted";
 }
 
 /// `reviews`: the reviews waiting in this daemon's mesh inbox.

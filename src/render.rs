@@ -10,6 +10,7 @@ mod explain;
 pub mod job;
 pub mod outcomes;
 mod plan;
+pub mod preview;
 mod record;
 mod refusal;
 mod spend;

@@ -255,3 +255,35 @@ fn with_task<R>(
         f(&resolved, records, trust)
     })?
 }
+
+/// The prompt every advisor of a consultation on `assessment` is sent: the question built
+/// from its fields, `extra` (`--question`) and `prior` (`--prior-opinion`, marked as an
+/// opinion). The job sends it; `--preview-prompt` prints it.
+pub fn prompt_for(
+    assessment: &crate::core::records::Assessment,
+    extra: Option<&str>,
+    prior: Option<&str>,
+) -> String {
+    use advisord_adapters::question;
+    question::build(&question::Question {
+        subject: assessment.subject.clone(),
+        materiality: assessment.materiality.as_str().to_string(),
+        hypothesis: assessment.hypothesis.clone(),
+        facts: assessment.facts.clone(),
+        assumptions: assessment.assumptions.clone(),
+        questions: assessment.questions.clone(),
+        evidence: assessment
+            .evidence
+            .iter()
+            .map(|e| {
+                (
+                    e.kind.as_str().to_string(),
+                    e.reference.clone(),
+                    e.showed.clone().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        prior_opinion: prior.map(str::to_string),
+        extra_question: extra.map(str::to_string),
+    })
+}

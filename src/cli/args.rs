@@ -100,6 +100,9 @@ pub struct Cli {
     /// Queue the consultation and print the job id at once
     #[arg(long, requires = "assessment")]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    #[arg(long, requires = "assessment", conflicts_with = "detach")]
+    pub preview_prompt: bool,
     /// The verb.
     #[command(subcommand)]
     pub verb: Option<Verb>,
@@ -139,6 +142,13 @@ pub enum Verb {
                       --evidence 'file:src/queue.rs=>one writer at a time'"
     )]
     Ask(AskArgs),
+    /// Queue a consultation for a recorded assessment and wait for it (the same as
+    /// `--assessment ID`)
+    #[command(
+        after_help = "Examples:\n  advisor-consult consult 01J... --timeout 30\n  \
+                      advisor-consult consult 01J... --detach --format json"
+    )]
+    Consult(ConsultArgs),
     /// The consultation jobs: queued, running and recently finished
     #[command(after_help = "Example:\n  advisor-consult jobs --format json")]
     Jobs,
@@ -266,6 +276,7 @@ impl Verb {
     pub fn name(&self) -> &'static str {
         match self {
             Verb::Ask(_) => "ask",
+            Verb::Consult(_) => "consult",
             Verb::Jobs => "jobs",
             Verb::Wait { .. } => "wait",
             Verb::Cancel { .. } => "cancel",
@@ -299,6 +310,42 @@ pub enum ReviewsAction {
         #[arg(long, value_name = "FILE")]
         file: PathBuf,
     },
+}
+
+/// `consult ID`: what `--assessment ID` takes.
+#[derive(Debug, Args)]
+pub struct ConsultArgs {
+    /// The assessment id
+    pub id: String,
+    /// A question for the advisors besides the assessment's own
+    #[arg(long, value_name = "TEXT")]
+    pub question: Option<String>,
+    /// The job's deadline in seconds, decimals allowed [default: 90]
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<Timeout>,
+    /// An opinion already given (marked as an opinion in the question, not a fact)
+    #[arg(long, value_name = "TEXT")]
+    pub prior_opinion: Option<String>,
+    /// Queue the consultation and print the job id at once
+    #[arg(long)]
+    pub detach: bool,
+    /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    #[arg(long, conflicts_with = "detach")]
+    pub preview_prompt: bool,
+}
+
+impl ConsultArgs {
+    /// The consultation to queue, as `--assessment ID` would give it.
+    pub fn into_request(self) -> super::jobs::ConsultVerb {
+        super::jobs::ConsultVerb {
+            assessment: self.id.into(),
+            question: self.question,
+            timeout: self.timeout,
+            prior_opinion: self.prior_opinion,
+            detach: self.detach,
+            preview_prompt: self.preview_prompt,
+        }
+    }
 }
 
 /// `ask`: the assessment's fields, then the consultation's.
@@ -347,6 +394,10 @@ pub struct AskArgs {
     /// Queue the consultation and print the job id at once
     #[arg(long)]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; record nothing (not even the
+    /// assessment), send nothing
+    #[arg(long, conflicts_with = "detach")]
+    pub preview_prompt: bool,
 }
 
 impl AskArgs {

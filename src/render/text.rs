@@ -117,6 +117,12 @@ impl Out {
         self.text.push('\n');
     }
 
+    /// One line as it is, never cut (text meant to be copied, such as a template).
+    pub fn verbatim(&mut self, line: &str) {
+        self.text.push_str(line);
+        self.text.push('\n');
+    }
+
     /// An empty line.
     pub fn blank(&mut self) {
         self.text.push('\n');

@@ -31,8 +31,20 @@ pub const ENVELOPE_FIELDS: [&str; 7] = [
     "prev",
 ];
 
+/// The longest question or prior opinion a plan keeps, in characters (the prompt is cut
+/// to a few tens of KiB anyway).
+pub const MAX_ASKED_CHARS: usize = 24 * 1024;
+/// The longest prompt a plan is given to size and hash, in characters (it is not kept).
+pub const MAX_PROMPT_CHARS: usize = 1024 * 1024;
+
 /// Fields of some kind that the writer computes.
-pub const COMPUTED_FIELDS: [&str; 3] = ["reviewed_by", "independent_review_count", "finished_at"];
+pub const COMPUTED_FIELDS: [&str; 5] = [
+    "reviewed_by",
+    "independent_review_count",
+    "finished_at",
+    "prompt_bytes",
+    "prompt_sha256",
+];
 
 /// What a field's value must look like.
 #[derive(Clone, Copy)]
@@ -152,7 +164,17 @@ const ASSESSMENT: &[Field] = &[
     opt("new_evidence", Shape::Bool),
 ];
 
-const PLAN: &[Field] = &[req("assessment", Shape::Ref(Kind::Assessment))];
+/// A plan's caller names the assessment and, when a job records it, what was asked: the
+/// question and prior opinion (kept), and the prompt sent (sized and hashed, not kept).
+const PLAN: &[Field] = &[
+    req("assessment", Shape::Ref(Kind::Assessment)),
+    opt("question", Shape::Text(MAX_ASKED_CHARS)),
+    opt("prior_opinion", Shape::Text(MAX_ASKED_CHARS)),
+    opt("prompt", Shape::Text(MAX_PROMPT_CHARS)),
+];
+
+/// The plan's fields its caller may give; every other one the policy computes.
+pub const PLAN_INPUTS: [&str; 4] = ["assessment", "question", "prior_opinion", "prompt"];
 
 const CONSULTATION: &[Field] = &[
     req("plan", Shape::Ref(Kind::Plan)),
