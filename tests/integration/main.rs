@@ -15,6 +15,7 @@ mod hardening;
 mod mcp;
 mod mesh;
 mod new_advisor;
+mod readme;
 mod real_clis;
 mod record_chain;
 mod record_fixtures;
