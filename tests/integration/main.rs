@@ -10,6 +10,7 @@ mod client;
 mod client_remote;
 mod daemon;
 mod daemon_signals;
+mod docs_standalone;
 mod golden;
 mod hardening;
 mod mcp;

@@ -85,6 +85,9 @@ fn the_test_command_installs_nextest_when_it_is_missing() {
         "the suite must run last: {calls:?}"
     );
     let install = calls.iter().position(|c| c.starts_with("install")).unwrap();
-    let run = calls.iter().position(|c| c.starts_with("nextest run")).unwrap();
+    let run = calls
+        .iter()
+        .position(|c| c.starts_with("nextest run"))
+        .unwrap();
     assert!(install < run, "install before running: {calls:?}");
 }
