@@ -8,8 +8,8 @@ mod rules;
 mod tests;
 
 pub use fields::{
-    caller_fields, COMPUTED_FIELDS, ENVELOPE_FIELDS, MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS,
-    MAX_NAME_CHARS, MAX_SUBJECT_CHARS, MAX_TEXT_CHARS,
+    caller_fields, field_docs, template, FieldDoc, COMPUTED_FIELDS, ENVELOPE_FIELDS,
+    MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_SUBJECT_CHARS, MAX_TEXT_CHARS,
 };
 
 use crate::core::chain::{self, Trust};
