@@ -48,10 +48,10 @@ struct Args {
     #[arg(long)]
     detach: bool,
     /// Exit after this many seconds with no job queued or running and no request
-    /// (decimals allowed); advisor-consult passes it to the daemon it starts itself. A
-    /// daemon started without it (by hand, by systemd) stays up [default:
-    /// $ADVISORD_IDLE_EXIT, else never]
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds, env = "ADVISORD_IDLE_EXIT")]
+    /// (decimals allowed). advisor-consult passes it to a daemon it starts itself
+    /// ($ADVISORD_IDLE_EXIT there, else 1800); without it (by hand, by systemd) the daemon
+    /// stays up
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     idle_exit: Option<Duration>,
     /// Set by `--detach` on the daemon it starts.
     #[arg(long, hide = true)]
