@@ -4,10 +4,15 @@
 //! one place ([`exit`]). The CLI owns the async runtime; Ctrl-C and printing stay here.
 
 pub mod args;
+pub mod completions;
+pub mod context;
+pub mod daemon;
+pub mod doctor;
 pub mod exit;
 pub mod jobs;
 pub mod output;
 pub mod reviews;
+pub mod schema;
 pub mod trust;
 
 pub use args::{Cli, GlobalFlags, Verb};
@@ -75,6 +80,11 @@ pub async fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
 /// Run one parsed invocation; `Ok` carries the exit status of a verb that completed.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let global = cli.global;
+    if let Some(verb) = &cli.verb {
+        if let Some(code) = without_context(verb, &global).await? {
+            return Ok(code);
+        }
+    }
     let ctx = RequestContext::from_process(&global.locations())?;
     // `consult ID` and `--assessment ID` are one verb.
     let (verb, consult) = match cli.verb {
@@ -176,13 +186,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             emit(&select_api(&global).await?.plan(request).await?, format)
         }
-        Verb::Record { file } => {
+        Verb::Record { file, template } => {
+            let Some(file) = file else {
+                return Err(Error::Usage(format!(
+                    "`record` needs `--file FILE` (or `--template {}`)",
+                    template.map_or("KIND", |k| k.as_str())
+                ))
+                .into());
+            };
             let record = read_record_input(&file)?;
+            note_where_records_go(&ctx, &global);
             let request = RecordRequest {
                 context: context(),
                 record,
             };
             emit(&select_api(&global).await?.record(request).await?, format)
+        }
+        Verb::Context => context::run(select_api(&global).await?.as_ref(), &ctx, format).await,
+        Verb::Doctor => {
+            let socket = paths::socket_path(global.socket.as_deref());
+            doctor::run(&ctx, &socket, format).await
+        }
+        Verb::Schema { .. } | Verb::Daemon { .. } | Verb::Completions { .. } | Verb::Man => {
+            // Answered by `without_context` before the context was resolved.
+            Ok(without_context(&verb, &global).await?.unwrap_or(0))
         }
         Verb::Status => {
             let request = StatusRequest { context: context() };
@@ -257,6 +284,65 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(if report.passed() { 0 } else { 1 })
         }
     }
+}
+
+/// The verbs that need no request context (no root, task or catalogue): answered before
+/// one is resolved, so they work anywhere. `None` for every other verb.
+async fn without_context(verb: &Verb, global: &GlobalFlags) -> anyhow::Result<Option<i32>> {
+    let format = global.format;
+    let socket = || paths::socket_path(global.socket.as_deref());
+    let code = match verb {
+        Verb::Schema { kind } => {
+            print_stdout(schema::schema(kind)?)?;
+            0
+        }
+        Verb::Record {
+            template: Some(kind),
+            ..
+        } => {
+            let skeleton = crate::core::writer::template(*kind);
+            let text = match format {
+                Format::Yaml => serde_yaml_ng::to_string(&skeleton)?,
+                _ => serde_json::to_string_pretty(&skeleton)?,
+            };
+            print_stdout(&text)?;
+            0
+        }
+        Verb::Completions { shell } => {
+            completions::write(&completions::completions(*shell))?;
+            0
+        }
+        Verb::Man => {
+            completions::write(&completions::man().context("cannot write the manual page")?)?;
+            0
+        }
+        Verb::Daemon { action } => match action {
+            args::DaemonAction::Status => daemon::status(&socket(), format).await?,
+            args::DaemonAction::Stop { timeout } => {
+                daemon::stop(&socket(), timeout.duration(), format).await?
+            }
+            args::DaemonAction::Logs { lines, follow } => daemon::logs(*lines, *follow).await?,
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(code))
+}
+
+/// Outside a git repository the root is the working directory, which a user may not
+/// expect: say on standard error where the record goes.
+fn note_where_records_go(ctx: &RequestContext, global: &GlobalFlags) {
+    if global.root.is_some() || global.state_dir.is_some() {
+        return;
+    }
+    if ctx.root.ancestors().any(|dir| dir.join(".git").exists()) {
+        return;
+    }
+    eprintln!(
+        "note: `{}` is not in a git repository, so records go under it, to `{}`; pass \
+         `--root DIR` (or run inside the project) to keep them with a project",
+        ctx.root.display(),
+        paths::state_dir(&ctx.root, None).display()
+    );
 }
 
 /// `mcp`: the server over the façade. Its logs go to standard error only (standard

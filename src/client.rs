@@ -205,8 +205,12 @@ impl Client {
                 call.path(),
                 self.bound_of(call).as_secs_f64()
             ),
-            "the daemon may be stuck: see its log, restart it (`kill $(cat \
-             <data-dir>/advisord.pid)`), or use `--no-daemon` for the network-free verbs",
+            &format!(
+                "the daemon may be stuck: see its log (`advisor-consult daemon logs`), stop it \
+                 (`advisor-consult --socket {} daemon stop`), or use `--no-daemon` for the \
+                 network-free verbs",
+                self.socket.display()
+            ),
         )
     }
 
@@ -508,10 +512,25 @@ pub fn daemon_executable() -> Result<PathBuf, String> {
 
 /// Start `daemon --socket SOCKET --detach` in a process group of its own (so a Ctrl-C
 /// meant for this client never reaches it) and wait until the socket answers.
+/// How long a daemon the client starts stays up with nothing to do, in seconds:
+/// `ADVISORD_IDLE_EXIT`, else [`AUTOSTART_IDLE_EXIT_S`]. A daemon started by hand or by
+/// systemd gets no `--idle-exit` and stays up.
+pub fn autostart_idle_exit() -> String {
+    std::env::var("ADVISORD_IDLE_EXIT")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| AUTOSTART_IDLE_EXIT_S.to_string())
+}
+
+/// The idle period of an autostarted daemon when `ADVISORD_IDLE_EXIT` is unset: 30 minutes.
+pub const AUTOSTART_IDLE_EXIT_S: u64 = 30 * 60;
+
 fn start_daemon(daemon: &Path, socket: &Path) -> Result<(), String> {
     let mut child = Command::new(daemon)
         .arg("--socket")
         .arg(socket)
+        .arg("--idle-exit")
+        .arg(autostart_idle_exit())
         .arg("--detach")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -68,6 +68,9 @@ pub struct Config {
     pub connections: conn::Limits,
     /// The mesh to join, if any (nothing about the mesh runs without one).
     pub mesh: Option<mesh::MeshConfig>,
+    /// Stop after this long with no job queued or running and no request (`--idle-exit`,
+    /// which the client's autostart passes); `None` stays up.
+    pub idle_exit: Option<Duration>,
 }
 
 impl Config {
@@ -82,6 +85,32 @@ impl Config {
             max_running_jobs: 64,
             connections: conn::Limits::default(),
             mesh: None,
+            idle_exit: None,
+        }
+    }
+}
+
+/// Resolves once the daemon has been idle for `after`: no job queued or running and no
+/// request answered for that long. Never resolves without a bound.
+async fn idle_exit(jobs: Arc<Jobs>, after: Option<Duration>) {
+    let Some(after) = after else {
+        return std::future::pending().await;
+    };
+    let tick = (after / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(tick).await;
+        let counts = jobs.counts();
+        let busy = [JobState::Queued, JobState::Running]
+            .iter()
+            .any(|state| counts.get(state).copied().unwrap_or(0) > 0);
+        if busy {
+            jobs.touch();
+        } else if jobs.idle_for() >= after {
+            tracing::info!(
+                idle_s = after.as_secs_f64(),
+                "idle: exiting (`--idle-exit`)"
+            );
+            return;
         }
     }
 }
@@ -256,8 +285,10 @@ pub async fn run(
         "advisord serving"
     );
 
+    let idle = idle_exit(shared.clone(), config.idle_exit);
     let server_result = tokio::select! {
         () = shutdown => None,
+        () = idle => None,
         ended = &mut server => Some(ended),
     };
     tracing::info!("shutting down: no new jobs or exchanges start");

@@ -6,6 +6,7 @@
 
 mod advisors;
 mod check;
+mod context;
 mod explain;
 pub mod job;
 pub mod outcomes;

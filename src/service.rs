@@ -166,6 +166,15 @@ pub fn check(
     let resolved = Resolved::resolve(ctx, registry)?;
     let path = path.map(|p| resolved.root.join(p));
     if let Some(path) = &path {
+        // Outside the root is a usage error, not a pass that scanned nothing.
+        if let Err(note) = check::scope_of(&resolved.root, path) {
+            if path.exists() {
+                return Err(Error::Usage(format!(
+                    "{note}; `check --path` takes a directory or file under the root (pass \
+                     `--root DIR` to check another project)"
+                )));
+            }
+        }
         if !path.exists() {
             return Err(Error::Usage(format!(
                 "`--path {}` does not exist; name a directory or file under the root `{}`",

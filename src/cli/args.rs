@@ -193,16 +193,17 @@ pub enum Verb {
         #[arg(long, value_name = "A,B", value_delimiter = ',')]
         capabilities: Vec<String>,
     },
-    /// Store one record through the writer and print it
-    #[command(
-        after_help = "Examples:\n  advisor-consult record --file assessment.json\n  \
-                      echo '{\"kind\": \"plan\", \"assessment\": \"01J...\"}' \\\n      \
-                      | advisor-consult record --file -"
-    )]
+    /// Store one record through the writer and print it (`--template KIND` prints a
+    /// skeleton to fill in instead)
+    #[command(after_help = super::schema::record_help())]
     Record {
         /// One JSON object: `kind` plus your fields; `-` reads standard input
-        #[arg(long, value_name = "FILE")]
-        file: PathBuf,
+        #[arg(long, value_name = "FILE", required_unless_present = "template")]
+        file: Option<PathBuf>,
+        /// Print a skeleton of this kind to fill in (assessment, plan, consultation,
+        /// disagreement, resolution, conclusion, validation, attempt); stores nothing
+        #[arg(long, value_name = "KIND", value_parser = super::schema::parse_kind, conflicts_with = "file")]
+        template: Option<crate::core::records::Kind>,
     },
     /// Each assessment of the task and where it stands
     #[command(after_help = "Example:\n  advisor-consult status --task feature-x")]
@@ -269,6 +270,78 @@ pub enum Verb {
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
     Trust,
+    /// The JSON Schema of a stored record of KIND (`record` for any kind), as this
+    /// binary ships it
+    #[command(
+        after_help = "Example:\n  advisor-consult schema conclusion > conclusion.schema.json"
+    )]
+    Schema {
+        /// assessment, plan, consultation, disagreement, resolution, conclusion,
+        /// validation, attempt, or record
+        kind: String,
+    },
+    /// Where the task stands, in about 40 lines, for a session picking it up: standing
+    /// conclusions and who reviewed them, unresolved disagreements, open assessments,
+    /// advisors cooling down
+    #[command(after_help = "Example:\n  advisor-consult context --format json")]
+    Context,
+    /// Is this setup ready? Each advisor (what it needs, whether it is there, the next
+    /// step), the daemon and socket, the state directory, the catalogue, the `check`
+    /// findings; exit 1 only on a real problem
+    #[command(after_help = "Example:\n  advisor-consult doctor --format json")]
+    Doctor,
+    /// The daemon serving this user's socket: its status, stop it, or read its log
+    #[command(
+        after_help = "Examples:\n  advisor-consult daemon status\n  advisor-consult daemon \
+                      stop\n  advisor-consult daemon logs -n 100 --follow"
+    )]
+    Daemon {
+        /// What to do
+        #[command(subcommand)]
+        action: DaemonAction,
+    },
+    /// A shell completion script, generated from these flags
+    #[command(
+        after_help = "Examples:\n  source <(advisor-consult completions bash)\n  \
+                      advisor-consult completions zsh > ~/.zfunc/_advisor-consult\n  \
+                      advisor-consult completions fish > \
+                      ~/.config/fish/completions/advisor-consult.fish"
+    )]
+    Completions {
+        /// bash, zsh or fish
+        #[arg(value_enum)]
+        shell: super::completions::Shell,
+    },
+    /// The manual page (roff), generated from these flags
+    #[command(
+        after_help = "Example:\n  advisor-consult man > advisor-consult.1 && man ./advisor-consult.1"
+    )]
+    Man,
+}
+
+/// What `daemon` does.
+#[derive(Debug, Subcommand)]
+pub enum DaemonAction {
+    /// Whether a daemon answers on the socket: pid, version, uptime, socket, log, jobs
+    /// (exit 4 when none runs)
+    Status,
+    /// Stop the daemon gracefully (SIGTERM: no new jobs, running exchanges get their
+    /// grace, unfinished jobs resume at the next start) and wait until it is gone
+    Stop {
+        /// How long to wait for it to be gone, in seconds (exit 5 when it is not)
+        #[arg(long, value_name = "SECS", default_value = "30")]
+        timeout: Timeout,
+    },
+    /// The end of the log a daemon started by `advisord --detach` or by advisor-consult
+    /// writes
+    Logs {
+        /// How many lines from the end
+        #[arg(short = 'n', long, value_name = "N", default_value_t = 50)]
+        lines: usize,
+        /// Keep printing what the daemon appends, until interrupted
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
 }
 
 impl Verb {
@@ -293,6 +366,12 @@ impl Verb {
             Verb::Trust => "trust",
             Verb::Mcp { .. } => "mcp",
             Verb::Reviews { .. } => "reviews",
+            Verb::Schema { .. } => "schema",
+            Verb::Context => "context",
+            Verb::Doctor => "doctor",
+            Verb::Daemon { .. } => "daemon",
+            Verb::Completions { .. } => "completions",
+            Verb::Man => "man",
         }
     }
 }

@@ -5,6 +5,7 @@
 //! view is linear in the number of records: `benches/status.rs` holds that bound.
 
 pub mod advisors;
+pub mod context;
 pub mod explain;
 pub mod status;
 pub mod tree;

@@ -46,6 +46,7 @@ fn reply(status: StatusCode, value: impl Serialize) -> Answer {
 }
 
 async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response {
+    api.touch();
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let (verb, id) = match parse_route(parts.method.as_str(), &path) {

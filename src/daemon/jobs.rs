@@ -58,6 +58,8 @@ pub struct Jobs {
     pub(crate) plan_claims: tokio::sync::Mutex<()>,
     /// The daemon's place on the mesh, when it joined one.
     pub(crate) mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
+    /// When the last request came or a job was last seen active, for `--idle-exit`.
+    last_activity: Mutex<Instant>,
 }
 
 /// How long a resumed job waits for the mesh to connect before finding its peers.
@@ -86,6 +88,7 @@ impl Jobs {
             started_ms,
             plan_claims: tokio::sync::Mutex::new(()),
             mesh,
+            last_activity: Mutex::new(Instant::now()),
         }
     }
 
@@ -242,6 +245,19 @@ impl Jobs {
     /// How many jobs are kept in each state (every state listed).
     pub fn counts(&self) -> BTreeMap<JobState, usize> {
         self.table.counts()
+    }
+
+    /// Note activity now (a request, an active job): the idle clock starts again.
+    pub fn touch(&self) {
+        *self.last_activity.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// How long since the last activity.
+    pub fn idle_for(&self) -> Duration {
+        self.last_activity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
     }
 
     /// Cancel job `id`. A queued job ends at once; a running one is asked to stop and

@@ -37,6 +37,11 @@ impl Served {
         Served { jobs }
     }
 
+    /// Note a request: the daemon is not idle (`--idle-exit`).
+    pub fn touch(&self) {
+        self.jobs.touch();
+    }
+
     /// Whether shutdown has begun (no new job is accepted).
     pub fn shutting_down(&self) -> bool {
         self.jobs.drain.is_cancelled()

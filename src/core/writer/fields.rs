@@ -596,3 +596,85 @@ fn check_usage(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
     }
     Ok(())
 }
+
+/// One caller field as `record --help` and `record --template` describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldDoc {
+    /// Its name in the JSON object.
+    pub name: &'static str,
+    /// Whether the writer refuses a record without it.
+    pub required: bool,
+    /// What its value must be, in words.
+    pub accepts: String,
+}
+
+/// The caller's fields of `kind`, in the order the writer checks them, described.
+pub fn field_docs(kind: Kind) -> Vec<FieldDoc> {
+    fields(kind)
+        .iter()
+        .map(|f| FieldDoc {
+            name: f.name,
+            required: f.required,
+            accepts: describe(f.shape),
+        })
+        .collect()
+}
+
+fn describe(shape: Shape) -> String {
+    match shape {
+        Shape::Text(max) => format!("text, at most {max} characters"),
+        Shape::Line(max) => format!("one line, at most {max} characters"),
+        Shape::Texts => "a list of strings".to_string(),
+        Shape::Capabilities => format!("a list of capabilities ({})", CAPABILITIES.join(", ")),
+        Shape::Evidence => format!(
+            "a list of {{\"kind\", \"ref\", \"showed\"}}; kind one of {}; showed at most \
+             {MAX_SHOWED_CHARS} characters",
+            evidence_kinds().join(", ")
+        ),
+        Shape::Positions => {
+            "a list of {\"source\": \"executor\" or a consultation id, \"position\"}".to_string()
+        }
+        Shape::Choice(choices) => format!("one of {}", choices().join(", ")),
+        Shape::Bool => "true or false".to_string(),
+        Shape::Fraction => "a number from 0 to 1".to_string(),
+        Shape::Count => "a whole number, 0 or more".to_string(),
+        Shape::Usage => "{\"input_tokens\": N, \"output_tokens\": N}".to_string(),
+        Shape::Ref(kind) => format!("the id of {} record of the task", a(kind)),
+        Shape::Refs(kind) => format!("a list of ids of {kind} records of the task"),
+    }
+}
+
+/// A skeleton of `kind` to fill in: `kind` and every caller field, each with a
+/// placeholder saying what goes there. Optional fields the skeleton leaves `null` may
+/// stay so (the writer reads `null` as absent); every placeholder string must be replaced.
+pub fn template(kind: Kind) -> Value {
+    let mut object = Map::new();
+    object.insert("kind".into(), kind.as_str().into());
+    for field in fields(kind) {
+        let placeholder = |text: String| -> Value {
+            if field.required {
+                Value::String(format!("<{text}>"))
+            } else {
+                Value::Null
+            }
+        };
+        let value = match field.shape {
+            Shape::Text(_) | Shape::Line(_) => placeholder(field.name.replace('_', " ")),
+            Shape::Choice(choices) => placeholder(choices().join(" | ")),
+            Shape::Ref(of) => placeholder(format!("{of} id")),
+            Shape::Texts | Shape::Capabilities | Shape::Refs(_) => Value::Array(Vec::new()),
+            Shape::Evidence => serde_json::json!([{
+                "kind": format!("<{}>", evidence_kinds().join(" | ")),
+                "ref": "<where it is: a path, a test name, a command...>",
+                "showed": "<what it showed>",
+            }]),
+            Shape::Positions => serde_json::json!([
+                {"source": "executor", "position": "<your position>"},
+                {"source": "<consultation id>", "position": "<its position>"},
+            ]),
+            Shape::Bool | Shape::Fraction | Shape::Count | Shape::Usage => Value::Null,
+        };
+        object.insert(field.name.into(), value);
+    }
+    Value::Object(object)
+}
