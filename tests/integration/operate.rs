@@ -164,3 +164,21 @@ fn a_failed_detach_says_why_on_the_terminal() {
     assert!(!stderr.contains("<data-dir>"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+#[test]
+fn hints_name_real_paths_not_placeholders() {
+    let world = World::new(&[Advisor::new("alpha", "supports", 0)]);
+    let out = world.run(&["--no-autostart", "jobs"]).expect_exit(4);
+    let socket = world.socket();
+    assert!(
+        out.stderr
+            .contains(&format!("advisord --detach --socket {}", socket.display())),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains('<'),
+        "a placeholder in: {}",
+        out.stderr
+    );
+}
