@@ -182,3 +182,35 @@ fn hints_name_real_paths_not_placeholders() {
         out.stderr
     );
 }
+
+#[test]
+fn daemon_logs_follow_prints_what_is_appended() {
+    use std::io::{BufRead, BufReader, Write};
+    let world = World::new(&[Advisor::new("alpha", "supports", 0)]);
+    std::fs::create_dir_all(world.data()).unwrap();
+    let log = world.data().join("advisord.log");
+    std::fs::write(&log, "one\ntwo\nthree\n").unwrap();
+    let mut child = world
+        .command(&["daemon", "logs", "-n", "2", "--follow"])
+        .spawn()
+        .expect("spawn daemon logs --follow");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("a line within 10 s")
+    };
+    assert_eq!(next(), "two");
+    assert_eq!(next(), "three");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(file, "four").unwrap();
+    assert_eq!(next(), "four");
+    crate::support::client::stop_child(&mut child);
+}
