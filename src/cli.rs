@@ -428,8 +428,8 @@ fn read_record_input(file: &Path) -> Result<serde_json::Value, Error> {
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::Usage(format!(
             "{name} is not JSON ({e}); `record` takes one JSON object: `kind` plus your \
-             fields, e.g. {{\"kind\": \"assessment\", \"subject\": \"...\", ...}} \
-             (see docs/records.md)"
+             fields, e.g. {{\"kind\": \"assessment\", \"subject\": \"...\", ...}}; \
+             `advisor-consult record --template assessment` prints a skeleton to fill in"
         ))
     })
 }

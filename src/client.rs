@@ -58,8 +58,13 @@ pub const REQUEST_BOUND: Duration = Duration::from_secs(10);
 pub const CANCEL_REQUEST_BOUND: Duration = Duration::from_secs(15);
 
 /// What to do when no daemon answers and none may be started.
-pub const START_HINT: &str = "start one with `advisord --detach` (or drop `--no-autostart`); \
-                              `--no-daemon` runs the network-free verbs in-process";
+pub fn start_hint(socket: &Path) -> String {
+    format!(
+        "start one with `advisord --detach --socket {}` (or drop `--no-autostart`); \
+         `--no-daemon` runs the network-free verbs in-process",
+        socket.display()
+    )
+}
 
 /// A connection-per-request client of the daemon on one socket.
 #[derive(Debug, Clone)]
@@ -109,7 +114,7 @@ impl Client {
         ownership::check_socket_path(&self.socket, me).map_err(|reason| self.not_ours(reason))?;
         let stream = UnixStream::connect(&self.socket)
             .await
-            .map_err(|e| self.unreachable(connect_reason(&e), START_HINT))?;
+            .map_err(|e| self.unreachable(connect_reason(&e), &start_hint(&self.socket)))?;
         // Checked before a byte is written: the request may carry credential values.
         ownership::check_peer(&stream, me).map_err(|reason| self.not_ours(reason))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -470,7 +475,7 @@ pub fn ensure_daemon(socket: &Path, autostart: bool) -> Result<()> {
     if !autostart {
         return Err(unreachable(
             format!("{reason}, and `--no-autostart` is set"),
-            START_HINT,
+            &start_hint(socket),
         ));
     }
     let daemon = daemon_executable().map_err(|reason| {

@@ -357,6 +357,7 @@ fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
             shared.enqueue(entry);
         } else {
             entry.emit(Event::Done {
+                at: crate::protocol::Timestamp::now(),
                 job: entry.id(),
                 result: Box::new(entry.snapshot()),
             });

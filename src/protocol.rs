@@ -947,6 +947,7 @@ mod tests {
             serde_json::json!({"advisor": "a", "record": null, "status": "pending", "failure": null})
         );
         let done = Event::Done {
+            at: crate::protocol::Timestamp::now(),
             job: "J".into(),
             result: Box::new(job),
         };

@@ -23,6 +23,9 @@ Examples:
   advisor-consult explain 01J...                  the provenance chain of a record
   advisor-consult tree --depth 2                  the task's records as a tree
   advisor-consult check                           provider independence and CI findings
+  advisor-consult context                         where the task stands, for a new session
+  advisor-consult doctor                          what each advisor needs, and the next step
+  advisor-consult daemon status                   the daemon: pid, uptime, socket, log, jobs
   advisor-consult demo                            the whole product on scripted advisors
 
 Exit status: 0 done; 1 findings (check) or a job with no completed consultation;

@@ -274,6 +274,10 @@ async fn wait(
     let mut interrupt = interrupt_signal()?;
     let deadline = timeout.map(|t| t.deadline_from(Instant::now()));
     let mut progress = Progress::new(Target::Stderr);
+    // Events are stamped from when the job was queued, not from when we joined.
+    if let Ok(found) = api.job(JobRequest { id: job.clone() }).await {
+        progress.joined(&found);
+    }
     let following = Following { api, socket, job };
     match following
         .follow(&mut progress, Some(&mut interrupt), deadline)

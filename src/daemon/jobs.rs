@@ -365,6 +365,7 @@ impl Jobs {
         }
         tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
         entry.emit(Event::Done {
+            at: crate::protocol::Timestamp::now(),
             job: job.id.clone(),
             result: Box::new(job.clone()),
         });

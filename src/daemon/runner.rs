@@ -171,12 +171,14 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
     }
     drop(claim_turn);
     entry.emit(Event::Plan {
+        at: crate::protocol::Timestamp::now(),
         job: entry.id(),
         record: Box::new(prepared.plan_record.clone()),
     });
     for (selected, recorded) in prepared.plan.selected.iter().zip(&prepared.recorded) {
         if let Some(record) = recorded {
             entry.emit(Event::Recorded {
+                at: crate::protocol::Timestamp::now(),
                 job: entry.id(),
                 advisor: selected.advisor.clone(),
                 record: Box::new(record.clone()),
@@ -465,6 +467,7 @@ async fn consult_and_record(
                     }
                 });
                 entry.emit(Event::Recorded {
+                    at: crate::protocol::Timestamp::now(),
                     job: entry.id(),
                     advisor: advisor.clone(),
                     record: Box::new(record.clone()),
@@ -575,6 +578,7 @@ impl Turn {
             ),
         };
         self.entry.emit(Event::Finished {
+            at: crate::protocol::Timestamp::now(),
             job: self.entry.id(),
             advisor: self.advisor.clone(),
             status,
@@ -695,6 +699,7 @@ async fn record_disagreement(
     .unwrap_or_else(|e| Err(format!("recording failed: {e}")))?;
     entry.update(|job| job.disagreement = Some(RecordId::from(written.id())));
     entry.emit(Event::Disagreement {
+        at: crate::protocol::Timestamp::now(),
         job: entry.id(),
         record: Box::new(written),
     });

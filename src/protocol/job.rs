@@ -178,6 +178,9 @@ pub enum Event {
     Plan {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The stored plan record (selected advisors in order, left out, local review).
         record: Box<Record>,
     },
@@ -195,6 +198,9 @@ pub enum Event {
     Finished {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The advisor that answered or failed.
         advisor: String,
         /// Completed (an answer with a conclusion) or failed.
@@ -210,6 +216,9 @@ pub enum Event {
     Recorded {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The advisor it records.
         advisor: String,
         /// The stored consultation record.
@@ -219,6 +228,9 @@ pub enum Event {
     Disagreement {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The stored disagreement record.
         record: Box<Record>,
     },
@@ -226,12 +238,27 @@ pub enum Event {
     Done {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The job as it ended (its `state` says done, cancelled or failed).
         result: Box<Job>,
     },
 }
 
 impl Event {
+    /// When the event happened, by the daemon's clock.
+    pub fn at(&self) -> Timestamp {
+        match self {
+            Event::Plan { at, .. }
+            | Event::Started { at, .. }
+            | Event::Finished { at, .. }
+            | Event::Recorded { at, .. }
+            | Event::Disagreement { at, .. }
+            | Event::Done { at, .. } => *at,
+        }
+    }
+
     /// The id of the job this event belongs to.
     pub fn job_id(&self) -> &JobId {
         match self {

@@ -13,8 +13,7 @@ impl Render for ContextView {
                 self.mode.as_str()
             )),
             None => out.line(&format!(
-                "no records in this task yet (mode {}): record an assessment with \
-                 `advisor-consult record --file` or `ask`",
+                "no records in this task yet (mode {}): start with `record` or `ask`",
                 self.mode.as_str()
             )),
         }

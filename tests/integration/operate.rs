@@ -164,3 +164,53 @@ fn a_failed_detach_says_why_on_the_terminal() {
     assert!(!stderr.contains("<data-dir>"), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+#[test]
+fn hints_name_real_paths_not_placeholders() {
+    let world = World::new(&[Advisor::new("alpha", "supports", 0)]);
+    let out = world.run(&["--no-autostart", "jobs"]).expect_exit(4);
+    let socket = world.socket();
+    assert!(
+        out.stderr
+            .contains(&format!("advisord --detach --socket {}", socket.display())),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        !out.stderr.contains('<'),
+        "a placeholder in: {}",
+        out.stderr
+    );
+}
+
+#[test]
+fn daemon_logs_follow_prints_what_is_appended() {
+    use std::io::{BufRead, BufReader, Write};
+    let world = World::new(&[Advisor::new("alpha", "supports", 0)]);
+    std::fs::create_dir_all(world.data()).unwrap();
+    let log = world.data().join("advisord.log");
+    std::fs::write(&log, "one\ntwo\nthree\n").unwrap();
+    let mut child = world
+        .command(&["daemon", "logs", "-n", "2", "--follow"])
+        .spawn()
+        .expect("spawn daemon logs --follow");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("a line within 10 s")
+    };
+    assert_eq!(next(), "two");
+    assert_eq!(next(), "three");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(file, "four").unwrap();
+    assert_eq!(next(), "four");
+    crate::support::client::stop_child(&mut child);
+}

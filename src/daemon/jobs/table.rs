@@ -351,6 +351,7 @@ mod tests {
         assert_eq!(e.events_from(5).0, vec![]);
         assert!(!e.events_from(0).1);
         e.emit(Event::Done {
+            at: crate::protocol::Timestamp::now(),
             job: "1".into(),
             result: Box::new(e.snapshot()),
         });
