@@ -17,6 +17,7 @@ mod draft;
 pub mod http;
 pub mod jobs;
 pub mod journal;
+pub mod listen;
 pub mod mesh;
 pub mod probe;
 mod runner;
@@ -68,6 +69,8 @@ pub struct Config {
     pub connections: conn::Limits,
     /// The mesh to join, if any (nothing about the mesh runs without one).
     pub mesh: Option<mesh::MeshConfig>,
+    /// The TCP listener served beside the socket (`--listen`), if any.
+    pub listen: Option<listen::TcpConfig>,
 }
 
 impl Config {
@@ -82,6 +85,7 @@ impl Config {
             max_running_jobs: 64,
             connections: conn::Limits::default(),
             mesh: None,
+            listen: None,
         }
     }
 }
@@ -240,15 +244,37 @@ pub async fn run(
     }
 
     let uid = nix::unistd::geteuid().as_raw();
-    let app = http::router(Arc::new(served::Served::new(shared.clone())));
+    let tcp = match config.listen {
+        Some(tcp) => Some(tcp_listener(tcp, &config.data_dir)?),
+        None => None,
+    };
+    let listening = tcp.as_ref().map(|(_, _, info)| info.clone());
+    let app = http::router(Arc::new(served::Served::new(shared.clone(), listening)));
     let stop_accepting = shared.drain.clone();
-    let server = conn::serve(
-        listener,
-        uid,
-        app,
+    let unix = conn::serve(
+        conn::Listener::Unix { listener, uid },
+        app.clone(),
         config.connections.clone(),
-        stop_accepting,
+        stop_accepting.clone(),
     );
+    let tcp = tcp.map(|(listener, guard, _)| {
+        let app = app.layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            listen::authorize,
+        ));
+        conn::serve(
+            conn::Listener::Tcp(listener),
+            app,
+            config.connections.clone(),
+            stop_accepting,
+        )
+    });
+    let server = async move {
+        match tcp {
+            Some(tcp) => futures::future::try_join(unix, tcp).await.map(|_| ()),
+            None => unix.await,
+        }
+    };
     let mut server = tokio::spawn(server);
     tracing::info!(
         pid = std::process::id(),
@@ -300,6 +326,38 @@ pub async fn run(
         Some(Err(e)) if e.is_panic() => Err(DaemonError::Server(e.to_string())),
         _ => Ok(()),
     }
+}
+
+/// The TCP listener made ready: the tokio listener, the guard with the token (created
+/// in `data_dir` the first time) and what `health` says about it.
+fn tcp_listener(
+    tcp: listen::TcpConfig,
+    data_dir: &Path,
+) -> Result<
+    (
+        tokio::net::TcpListener,
+        listen::Guard,
+        crate::protocol::Listening,
+    ),
+    DaemonError,
+> {
+    let fail = |context: String| move |source| DaemonError::DataDir { context, source };
+    let addr = tcp
+        .listener
+        .local_addr()
+        .map_err(fail("cannot read the TCP listener's address".into()))?;
+    let token = listen::Token::load_or_create(data_dir).map_err(fail(format!(
+        "cannot keep the token in `{}`",
+        listen::token_path(data_dir).display()
+    )))?;
+    let listener = tokio::net::TcpListener::from_std(tcp.listener)
+        .map_err(fail(format!("cannot serve on `{addr}`")))?;
+    tracing::info!(%addr, "listening on TCP (token required)");
+    let info = crate::protocol::Listening {
+        address: addr.to_string(),
+        token_file: listen::token_path(data_dir),
+    };
+    Ok((listener, listen::Guard::new(token, addr), info))
 }
 
 /// Take back the journaled jobs: finished ones are listed until pruned, unfinished ones

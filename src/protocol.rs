@@ -31,7 +31,7 @@ mod timeout;
 
 pub use context::RequestContext;
 pub use ids::{JobId, RecordId, Timestamp};
-pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState};
+pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState, Listening};
 pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
 
 use crate::check::CheckReport;
@@ -961,6 +961,7 @@ mod tests {
             uptime_s: 3,
             jobs: JobState::ALL.into_iter().map(|s| (s, 0)).collect(),
             mesh: None,
+            listening: None,
         };
         let value = serde_json::to_value(&health).unwrap();
         assert_eq!(value["jobs"]["queued"], 0);

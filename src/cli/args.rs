@@ -259,6 +259,18 @@ pub enum Verb {
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
     Trust,
+    /// The cockpit's URL (with its token) for the daemon's TCP listener, or open it
+    #[command(
+        after_help = "Examples:\n  advisord --listen 127.0.0.1:7433 --detach\n  \
+                      advisor-consult cockpit --open\n\n\
+                      The URL carries the listener's token: whoever has it can read every\n\
+                      record the daemon can, and start or cancel consultations."
+    )]
+    Cockpit {
+        /// Open the URL in the browser (with `xdg-open`)
+        #[arg(long)]
+        open: bool,
+    },
 }
 
 impl Verb {
@@ -282,6 +294,7 @@ impl Verb {
             Verb::Trust => "trust",
             Verb::Mcp { .. } => "mcp",
             Verb::Reviews { .. } => "reviews",
+            Verb::Cockpit { .. } => "cockpit",
         }
     }
 }

@@ -29,12 +29,14 @@ use std::sync::Arc;
 /// Every verb, answered by this daemon.
 pub struct Served {
     jobs: Arc<Jobs>,
+    listening: Option<crate::protocol::Listening>,
 }
 
 impl Served {
     /// The verbs over `jobs`.
-    pub(crate) fn new(jobs: Arc<Jobs>) -> Served {
-        Served { jobs }
+    /// The verbs over `jobs`; `listening` is the TCP listener, if the daemon has one.
+    pub(crate) fn new(jobs: Arc<Jobs>, listening: Option<crate::protocol::Listening>) -> Served {
+        Served { jobs, listening }
     }
 
     /// Whether shutdown has begun (no new job is accepted).
@@ -64,6 +66,7 @@ impl Api for Served {
                 uptime_s: self.jobs.started.elapsed().as_secs(),
                 jobs: self.jobs.counts(),
                 mesh: self.jobs.mesh.as_ref().map(|m| m.status()),
+                listening: self.listening.clone(),
             })
         })
     }

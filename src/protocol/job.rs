@@ -264,4 +264,17 @@ pub struct Health {
     /// The link to the mesh, when the daemon was started with one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<crate::core::views::advisors::MeshStatus>,
+    /// The TCP listener (`advisord --listen`), when the daemon serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listening: Option<Listening>,
+}
+
+/// Where a daemon's TCP listener is, and where its token is kept (the file, never the
+/// token: only the user who can read the file can open the cockpit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listening {
+    /// The address it is bound to, `ADDR:PORT`.
+    pub address: String,
+    /// The token's file in the daemon's data directory (mode `0600`).
+    pub token_file: std::path::PathBuf,
 }

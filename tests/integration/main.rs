@@ -8,6 +8,7 @@ mod support;
 mod cli;
 mod client;
 mod client_remote;
+mod cockpit;
 mod daemon;
 mod daemon_signals;
 mod golden;
