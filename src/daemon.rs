@@ -12,8 +12,10 @@
 //! then cancels the daemon's token; jobs not finished stay journaled and resume at the
 //! next start.
 
+pub mod cockpit;
 pub mod conn;
 mod draft;
+pub mod feed;
 pub mod http;
 pub mod jobs;
 pub mod journal;
@@ -71,6 +73,8 @@ pub struct Config {
     pub mesh: Option<mesh::MeshConfig>,
     /// The TCP listener served beside the socket (`--listen`), if any.
     pub listen: Option<listen::TcpConfig>,
+    /// The bounds of the event streams.
+    pub events: feed::Limits,
 }
 
 impl Config {
@@ -86,6 +90,7 @@ impl Config {
             connections: conn::Limits::default(),
             mesh: None,
             listen: None,
+            events: feed::Limits::default(),
         }
     }
 }
@@ -221,7 +226,14 @@ pub async fn run(
             Arc::new(advisord_adapters::mesh::MeshAdapter::new(link)),
         );
     }
-    let shared = Arc::new(Jobs::new(journal, registry, queue, started_ms, mesh));
+    let shared = Arc::new(Jobs::new(
+        journal,
+        registry,
+        queue,
+        started_ms,
+        mesh,
+        config.events,
+    ));
     resume(&shared, saved);
 
     let mut workers: JoinSet<&'static str> = JoinSet::new();
@@ -379,6 +391,7 @@ fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
         };
         let entry = Arc::new(JobEntry::new(job, order, &shared.token));
         if unfinished {
+            entry.attach_feed(shared.feed.clone());
             tracing::info!(job = %entry.id(), "resuming a journaled job");
             shared.table.insert(entry.clone());
             shared.enqueue(entry);

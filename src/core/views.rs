@@ -15,6 +15,34 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
+/// Which slice of a long list a paged reply holds (`offset` and `limit` on `status` and
+/// `tree`): the cockpit pages so a task of thousands of records stays light.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Page {
+    /// How many were skipped.
+    pub offset: usize,
+    /// How many at most were kept.
+    pub limit: usize,
+    /// How many there are in all.
+    pub total: usize,
+}
+
+impl Page {
+    /// Keep `offset..offset + limit` of `items`; the page kept.
+    pub fn slice<T>(items: &mut Vec<T>, offset: usize, limit: usize) -> Page {
+        let total = items.len();
+        let start = offset.min(total);
+        let end = start.saturating_add(limit).min(total);
+        items.truncate(end);
+        items.drain(..start);
+        Page {
+            offset,
+            limit,
+            total,
+        }
+    }
+}
+
 /// The longest summary or label a view carries, in characters; renderers may cut further.
 pub const SUMMARY_CHARS: usize = 72;
 
@@ -85,7 +113,7 @@ pub fn credited_review<'r>(
 }
 
 /// How the newest validation of a conclusion went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ValidationState {
     /// No validation was recorded.
@@ -108,7 +136,7 @@ impl ValidationState {
 }
 
 /// A short pointer at another record, with what it is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Link {
     /// Its kind.
     pub kind: Kind,

@@ -14,6 +14,7 @@ use crate::protocol::{
     JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
     SpendRequest, StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
 };
+use crate::protocol::{FeedRequest, PageQuery, TasksRequest, EVENT_STREAM};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -26,14 +27,20 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod sse;
+
 /// The daemon's HTTP service: everything goes through [`dispatch`].
 pub(crate) fn router(served: Arc<Served>) -> Router {
     Router::new().fallback(dispatch).with_state(served)
 }
 
-/// What a verb's mapping gets: the URI (for its query) and the body (empty when none).
+/// What a verb's mapping gets: the URI (for its query), the headers (`Accept`,
+/// `Last-Event-ID`), the connection (closed when an event subscriber falls behind) and
+/// the body (empty when none).
 struct Incoming {
     uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    conn: Option<crate::daemon::conn::ConnHandle>,
     body: Bytes,
 }
 
@@ -71,10 +78,15 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
         .extensions
         .get::<crate::daemon::conn::BodyTimeout>()
         .map_or(crate::daemon::conn::Limits::default().body, |t| t.0);
-    let incoming = match read(parts.uri, body, body_timeout).await {
+    let mut incoming = match read(parts.uri, body, body_timeout).await {
         Ok(incoming) => incoming,
         Err(e) => return e.into_response(),
     };
+    incoming.headers = parts.headers;
+    incoming.conn = parts
+        .extensions
+        .get::<crate::daemon::conn::ConnHandle>()
+        .cloned();
     tracing::debug!(method = %parts.method, %path, "request");
     answer(api.as_ref(), verb, id, incoming)
         .await
@@ -105,9 +117,32 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             reply(StatusCode::CREATED, api.record(request).await?)
         }
         VerbName::Status => {
+            let page: PageQuery = query_of(&incoming)?;
             let context = context_of(&incoming).await?;
-            reply(StatusCode::OK, api.status(StatusRequest { context }).await?)
+            let mut view = api.status(StatusRequest { context }).await?;
+            if page.offset.is_some() || page.limit.is_some() {
+                view.page(page.offset.unwrap_or(0), page.limit.unwrap_or(usize::MAX));
+            }
+            reply(StatusCode::OK, view)
         }
+        VerbName::Tasks => {
+            let context = context_of(&incoming).await?;
+            reply(StatusCode::OK, api.tasks(TasksRequest { context }).await?)
+        }
+        VerbName::Feed => feed(api, &incoming),
+        VerbName::OpenApi => Ok((
+            [(header::CONTENT_TYPE, "application/json")],
+            crate::protocol::openapi::document_text(),
+        )
+            .into_response()),
+        VerbName::Cockpit => Ok(crate::daemon::cockpit::page()),
+        VerbName::CockpitFile => crate::daemon::cockpit::file(id()?.as_str()).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                codes::NOT_FOUND,
+                "the cockpit has no such file; open `/cockpit`",
+            )
+        }),
         VerbName::Spend => {
             let context = context_of(&incoming).await?;
             reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
@@ -134,7 +169,11 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
                 depth: query.depth,
                 show_superseded: query.show_superseded.unwrap_or(false),
             };
-            reply(StatusCode::OK, api.tree(request).await?)
+            let mut view = api.tree(request).await?;
+            if query.offset.is_some() || query.limit.is_some() {
+                view.page(query.offset.unwrap_or(0), query.limit.unwrap_or(usize::MAX));
+            }
+            reply(StatusCode::OK, view)
         }
         VerbName::Check => {
             let query: CheckQuery = query_of(&incoming)?;
@@ -177,6 +216,25 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Events => {
             let query: EventsQuery = query_of(&incoming)?;
+            if wants_event_stream(&incoming.headers) {
+                // Resuming: `Last-Event-ID` is the position of the last event seen.
+                let resumed = last_event_id(&incoming.headers)
+                    .map(|last| {
+                        last.parse::<usize>().map_err(|_| {
+                            ApiError::bad_request(
+                                codes::INVALID_REQUEST,
+                                format!(
+                                    "`Last-Event-ID: {last}` is not an event id of this stream \
+                                     (a number); reconnect without it"
+                                ),
+                            )
+                        })
+                    })
+                    .transpose()?;
+                let from = resumed.or(query.from).unwrap_or(0);
+                let events = api.events(EventsRequest { id: id()?, from }).await?;
+                return Ok(sse::job_stream(events, from, api.feed().limits()));
+            }
             let request = EventsRequest {
                 id: id()?,
                 from: query.from.unwrap_or(0),
@@ -218,6 +276,68 @@ struct ExplainQuery {
 struct TreeQuery {
     depth: Option<usize>,
     show_superseded: Option<bool>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// Whether the request's `Accept` asks for server-sent events.
+fn wants_event_stream(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains(EVENT_STREAM))
+}
+
+/// The `Last-Event-ID` header, if any.
+fn last_event_id(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// `GET /api/v1/events?root=&task=`: the root's feed as server-sent events.
+fn feed(api: &Served, incoming: &Incoming) -> Answer {
+    let request: FeedRequest = match incoming.uri.query() {
+        Some(_) => axum::extract::Query::<FeedRequest>::try_from_uri(&incoming.uri)
+            .map(|q| q.0)
+            .map_err(|e| {
+                ApiError::bad_request(
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "the query is not accepted: {}; ask `/api/v1/events?root=/absolute/dir` \
+                         (and optionally `&task=NAME`)",
+                        e.body_text()
+                    ),
+                )
+            })?,
+        None => FeedRequest::default(),
+    };
+    let root = Path::new(&request.root);
+    if !root.is_absolute() {
+        return Err(ApiError::bad_request(
+            codes::INVALID_ROOT,
+            "`root` is missing or not absolute; ask `/api/v1/events?root=/absolute/dir`",
+        ));
+    }
+    let filter = crate::daemon::feed::Filter {
+        root: request.root.clone(),
+        canonical: std::fs::canonicalize(root)
+            .ok()
+            .map(|p| p.display().to_string()),
+        task: request.task,
+    };
+    let subscription = api
+        .feed()
+        .subscribe(filter, last_event_id(&incoming.headers));
+    Ok(sse::feed_stream(
+        api.feed().clone(),
+        subscription,
+        incoming.conn.clone(),
+        api.draining(),
+    ))
 }
 
 /// The query of `check`.
@@ -318,7 +438,12 @@ async fn read(
             }
         })?
         .to_bytes();
-    Ok(Incoming { uri, body })
+    Ok(Incoming {
+        uri,
+        headers: axum::http::HeaderMap::new(),
+        conn: None,
+        body,
+    })
 }
 
 /// The body parsed as `T`, or 400 naming what is wrong with it.

@@ -39,6 +39,16 @@ impl Served {
         Served { jobs, listening }
     }
 
+    /// The daemon's feed (job events, records written, advisors' status).
+    pub fn feed(&self) -> &Arc<crate::daemon::feed::Feed> {
+        &self.jobs.feed
+    }
+
+    /// Cancelled when shutdown begins (event streams end).
+    pub fn draining(&self) -> tokio_util::sync::CancellationToken {
+        self.jobs.drain.clone()
+    }
+
     /// Whether shutdown has begun (no new job is accepted).
     pub fn shutting_down(&self) -> bool {
         self.jobs.drain.is_cancelled()
@@ -110,16 +120,30 @@ impl Api for Served {
                 // A plan sweeps for mesh peers first.
                 context.mesh_peers = self.jobs.mesh_peers(true).await;
             }
-            in_root(&self.jobs.registry, context, move |r, c| {
+            let root = context.root.display().to_string();
+            let record = in_root(&self.jobs.registry, context, move |r, c| {
                 service::record(r, &c, &input)
             })
-            .await
+            .await?;
+            self.jobs
+                .feed
+                .publish(&root, &record.envelope.task, "record", &record);
+            Ok(record)
         })
     }
 
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
         Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
             service::status(r, &c)
+        }))
+    }
+
+    fn tasks(
+        &self,
+        request: crate::protocol::TasksRequest,
+    ) -> Answer<'_, crate::protocol::TaskList> {
+        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+            service::tasks(r, &c)
         }))
     }
 

@@ -60,7 +60,7 @@ impl JobState {
 }
 
 /// Where one selected advisor's exchange stands within a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExchangeStatus {
     /// Not started (waiting for its turn under `max_concurrent`, or for the job to run).
@@ -84,7 +84,7 @@ impl From<ConsultationStatus> for ExchangeStatus {
 }
 
 /// One selected advisor of a job's plan, in plan order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobConsultation {
     /// The advisor id.
     pub advisor: String,
@@ -102,7 +102,7 @@ pub struct JobConsultation {
 
 /// A consultation job: the reply to `POST`, `GET` and `DELETE` of a job, and
 /// the last event of its stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Job {
     /// The job id (a ULID).
     pub id: JobId,
@@ -163,7 +163,7 @@ impl Job {
 }
 
 /// The reply of `GET /api/v1/consultations`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobList {
     /// The jobs kept (unfinished ones and recently finished ones), oldest first.
     pub jobs: Vec<Job>,
@@ -171,7 +171,7 @@ pub struct JobList {
 
 /// One line of a job's event stream (`GET /api/v1/consultations/{id}/events`), tagged by
 /// `event`. Every event names its `job`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The plan is recorded (or was found recorded, when a job resumes).
@@ -251,7 +251,7 @@ impl Event {
 }
 
 /// The reply of `GET /api/v1/health`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Health {
     /// The daemon's version (`CARGO_PKG_VERSION`).
     pub version: String,
@@ -271,7 +271,7 @@ pub struct Health {
 
 /// Where a daemon's TCP listener is, and where its token is kept (the file, never the
 /// token: only the user who can read the file can open the cockpit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Listening {
     /// The address it is bound to, `ADDR:PORT`.
     pub address: String,

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 // mod browser;
-// mod events;
-// mod openapi;
+mod events;
+mod openapi;
 
 /// A registry with one scripted adapter per `(id, scripts)`, under `scripted-<id>`.
 pub fn scripted(advisors: Vec<(&str, Vec<Script>)>) -> (Registry, Vec<Arc<ScriptedAdapter>>) {
