@@ -313,9 +313,9 @@ pub struct TaskList {
 }
 
 /// `GET /api/v1/events?root=&task=`: follow a root (and one task, or all) as server-sent
-/// events. `Last-Event-ID` resumes after a reconnect.
+/// events. `Last-Event-ID` resumes after a reconnect. Other query parameters (the
+/// cockpit's `catalogue`, `state_dir`) are ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct FeedRequest {
     /// The project root (absolute).
     pub root: String,
@@ -954,6 +954,7 @@ mod tests {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         };
         assert!(!job.none_completed());
         job.consultations.push(JobConsultation {
@@ -988,6 +989,7 @@ mod tests {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         };
         let value = serde_json::to_value(&job).unwrap();
         let keys: Vec<&str> = value

@@ -74,6 +74,15 @@ fn url(address: &str, token: &Token, ctx: &RequestContext) -> String {
         url.push_str("&task=");
         url.push_str(&encode(task));
     }
+    // What the asker named explicitly, so the page sees the records and advisors it sees.
+    for (name, path) in [
+        ("state_dir", &ctx.state_dir),
+        ("catalogue", &ctx.catalogue_path),
+    ] {
+        if let Some(path) = path {
+            url.push_str(&format!("&{name}={}", encode(&path.display().to_string())));
+        }
+    }
     url
 }
 

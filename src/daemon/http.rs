@@ -4,7 +4,6 @@
 //! ([`Served`]) in one exhaustive match of a few lines per verb. Errors become
 //! `{"error": CODE, "message": ...}` with their HTTP status.
 
-use crate::context::daemon_context;
 use crate::daemon::served::Served;
 use crate::error::Error;
 use crate::facade::Api;
@@ -109,7 +108,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             )
         }
         VerbName::Plan => {
-            let request: PlanRequest = json_body(&incoming.body, "plan request")?;
+            let request: PlanRequest = body_with_context(&incoming, "plan request").await?;
             reply(StatusCode::OK, api.plan(request).await?)
         }
         VerbName::Record => {
@@ -197,7 +196,8 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             if api.shutting_down() {
                 return Err(Error::ShuttingDown.into());
             }
-            let request: ConsultRequest = json_body(&incoming.body, "consultation request")?;
+            let request: ConsultRequest =
+                body_with_context(&incoming, "consultation request").await?;
             reply(StatusCode::ACCEPTED, api.consult(request).await?)
         }
         VerbName::Jobs => {
@@ -358,11 +358,64 @@ struct EventsQuery {
     from: Option<usize>,
 }
 
-/// The root and task a GET without a body names (`curl` by hand).
+/// The root and task a request without a context names (`curl` by hand, the cockpit),
+/// and the catalogue and state directory when it names them.
 #[derive(Debug, Default, Deserialize)]
 struct ContextQuery {
     root: Option<String>,
     task: Option<String>,
+    catalogue: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+}
+
+/// The context of a request that carries none: the query's, on the daemon's own
+/// environment.
+async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+    let query: ContextQuery = query_of(incoming)?;
+    let root = query.root.ok_or_else(|| {
+        ApiError::bad_request(
+            codes::INVALID_REQUEST,
+            "no context: send `{\"context\": {...}}` in the body, or name the root with \
+             `?root=/absolute/dir` (and optionally `&task=NAME`)",
+        )
+    })?;
+    let flags = crate::context::Locations {
+        root: Some(PathBuf::from(root)),
+        task: query.task,
+        catalogue: query.catalogue,
+        state_dir: query.state_dir,
+    };
+    // Reads the catalogue to find the credential variables: off the async threads.
+    tokio::task::spawn_blocking(move || crate::context::daemon_context_for(&flags))
+        .await
+        .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))
+}
+
+/// A POST body as `T`; when it has no `context`, the query's (see [`query_context`]).
+async fn body_with_context<T: DeserializeOwned>(
+    incoming: &Incoming,
+    what: &str,
+) -> Result<T, ApiError> {
+    let mut value: serde_json::Value = json_body(&incoming.body, what)?;
+    if let Some(object) = value.as_object_mut() {
+        if !object.contains_key("context") && incoming.uri.query().is_some() {
+            let context = query_context(incoming).await?;
+            object.insert(
+                "context".to_string(),
+                serde_json::to_value(context).map_err(|e| ApiError::internal(e.to_string()))?,
+            );
+        }
+    }
+    serde_json::from_value(value).map_err(|e| {
+        let message = e.to_string();
+        if is_out_of_range(&message) {
+            return ApiError::bad_request(codes::INVALID_REQUEST, message);
+        }
+        ApiError::bad_request(
+            codes::INVALID_JSON,
+            format!("the body is not a valid JSON {what}: {e}"),
+        )
+    })
 }
 
 /// The query string read as `T` (every field optional), or 400 naming what is wrong.
@@ -386,19 +439,7 @@ async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
     if !incoming.body.is_empty() {
         return Ok(json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context);
     }
-    let query: ContextQuery = query_of(incoming)?;
-    let root = query.root.ok_or_else(|| {
-        ApiError::bad_request(
-            codes::INVALID_REQUEST,
-            "no context: send `{\"context\": {...}}` as the body, or name the root with \
-             `?root=/absolute/dir` (and optionally `&task=NAME`)",
-        )
-    })?;
-    let task = query.task;
-    // Reads the catalogue to find the credential variables: off the async threads.
-    tokio::task::spawn_blocking(move || daemon_context(Path::new(&root), task))
-        .await
-        .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))
+    query_context(incoming).await
 }
 
 /// Read the body under the bound (413 past it) and within `timeout` (408 after it: a

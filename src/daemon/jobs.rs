@@ -196,6 +196,7 @@ impl Jobs {
             created_at: Timestamp::now(),
             finished_at: None,
             reason: None,
+            timeout_s: Some(timeout.as_secs_f64()),
         };
         let order = JobOrder {
             context,

@@ -128,6 +128,10 @@ pub struct Job {
     /// Why it failed or was cancelled, in one sentence (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The job's deadline in seconds: each exchange must end this long after the fan-out
+    /// starts (absent in jobs journaled before it was shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
 }
 
 #[cfg(test)]
@@ -146,6 +150,7 @@ impl Job {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").expect("a time"),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         }
     }
 }

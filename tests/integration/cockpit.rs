@@ -10,7 +10,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-// mod browser;
+mod browser;
 mod events;
 mod openapi;
 
