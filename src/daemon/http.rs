@@ -61,8 +61,9 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
                 StatusCode::NOT_FOUND,
                 codes::NOT_FOUND,
                 format!(
-                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md (they all \
-                     start with `/api/v1/`)",
+                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md and in \
+                     `/api/v1/openapi.json` (they start with `/api/v1/`; the page is \
+                     `/cockpit`)",
                     parts.method
                 ),
             )

@@ -160,7 +160,8 @@ impl Guard {
         let Ok(authority) = host.parse::<axum::http::uri::Authority>() else {
             return false;
         };
-        if authority.port_u16() != Some(self.addr.port()) {
+        // A browser leaves out the default port.
+        if authority.port_u16().unwrap_or(80) != self.addr.port() {
             return false;
         }
         let name = authority.host();
@@ -359,6 +360,7 @@ mod tests {
         assert!(g.host_ok("localhost:80"));
         let g = guard("0.0.0.0:80");
         assert!(g.host_ok("192.168.1.5:80"));
+        assert!(g.host_ok("192.168.1.5"), "port 80 is implied");
         assert!(
             !g.host_ok("localhost:80"),
             "not loopback: names are refused"
