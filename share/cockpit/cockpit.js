@@ -375,11 +375,14 @@ function follow() {
 
 function loadAll() {
   const fail = (what) => (e) => say(`${what}: ${e.message}`);
-  loadStatus().catch(fail("status"));
-  loadTasks().catch(fail("tasks"));
-  loadJobs().catch(fail("jobs"));
-  loadAdvisors().catch(fail("advisors"));
-  loadTree().catch(fail("tree"));
+  // The list first, alone: on a large task every view reads the task afresh, and the
+  // others would share the daemon's cores with it.
+  loadStatus().catch(fail("status")).finally(() => {
+    loadTasks().catch(fail("tasks"));
+    loadJobs().catch(fail("jobs"));
+    loadAdvisors().catch(fail("advisors"));
+    loadTree().catch(fail("tree"));
+  });
 }
 
 function show(event) {

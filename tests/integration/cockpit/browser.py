@@ -191,17 +191,28 @@ def paint(url, runs):
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
+        # Each load is measured alone: the page's later requests (the tree reads the whole
+        # task too) end before the next navigation starts.
+        settled = "() => document.getElementById('tree-label').textContent !== ''"
         page.goto(url)  # trades the token for the cookie
+        page.wait_for_function(settled)
         clean = page.url
         for _ in range(runs):
             page.goto(clean)
             page.wait_for_function("() => performance.getEntriesByName('cockpit-list-painted').length > 0")
             figures.append(page.evaluate("() => performance.getEntriesByName('cockpit-list-painted')[0].startTime"))
+            page.wait_for_function(settled)
             rows = page.locator("tr[data-assessment]").count()
             if rows == 0:
-                fail("the list painted empty")
+                fail(f"the list painted empty: {page.locator('#live').text_content()} / {page.locator('#assessments-summary').text_content()}")
+        timings = page.evaluate("""() => {
+            const nav = performance.getEntriesByType('navigation')[0];
+            const out = {dom_content_loaded: nav.domContentLoadedEventEnd, start: performance.getEntriesByName('cockpit-start')[0].startTime};
+            for (const r of performance.getEntriesByType('resource')) out[r.name.split('?')[0].split('/').slice(-2).join('/')] = [Math.round(r.startTime), Math.round(r.duration)];
+            return out;
+        }""")
         browser.close()
-    print(json.dumps({"paint_ms": figures}))
+    print(json.dumps({"paint_ms": figures, "last_load": timings}))
 
 
 if __name__ == "__main__":

@@ -309,3 +309,30 @@ async fn a_stalled_feed_subscriber_is_dropped_with_a_last_event() {
     tcp.daemon.assessment().await;
     assert_eq!(fresh.next().await.unwrap().event, "record");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_event_stream_gets_keep_alive_comments() {
+    let (registry, _) = scripted(vec![("a", vec![])]);
+    let place = Place::new(&catalogue(&[Advisor::scripted("a")]));
+    let tcp = Listening::start_with(
+        place,
+        registry,
+        Box::new(|config| config.events.keepalive = Duration::from_millis(100)),
+    )
+    .await;
+    let mut feed = SseReader::open(&tcp, &root_path(&tcp, None), None).await;
+    let mut seen = String::new();
+    let started = std::time::Instant::now();
+    while seen.matches(": keep-alive\n\n").count() < 2 {
+        assert!(started.elapsed() < BOUND, "no keep-alive: {seen:?}");
+        let frame = tokio::time::timeout(BOUND, feed.body.frame())
+            .await
+            .expect("a frame within the bound")
+            .expect("the stream is open")
+            .expect("a frame");
+        if let Ok(data) = frame.into_data() {
+            seen.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+    assert!(seen.starts_with("retry: 2000\n"), "{seen:?}");
+}
