@@ -521,3 +521,24 @@ pub(crate) mod testing {
         }
     }
 }
+
+#[cfg(test)]
+mod page_tests {
+    use super::Page;
+
+    #[test]
+    fn a_page_is_a_slice_that_knows_the_whole() {
+        let check = |offset, limit, kept: &[u8]| {
+            let mut items = vec![1u8, 2, 3, 4, 5];
+            let page = Page::slice(&mut items, offset, limit);
+            assert_eq!(items, kept, "{offset}+{limit}");
+            assert_eq!(page.total, 5);
+        };
+        check(0, 2, &[1, 2]);
+        check(3, 10, &[4, 5]);
+        check(5, 1, &[]);
+        check(9, 1, &[]);
+        check(0, usize::MAX, &[1, 2, 3, 4, 5]);
+        check(2, 0, &[]);
+    }
+}

@@ -374,3 +374,62 @@ fn the_binary_listens_on_loopback_only_keeps_the_token_out_of_its_log_and_cockpi
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("advisord --listen"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_tree_page_server_side_and_tasks_are_listed() {
+    let tcp = quiet().await;
+    for _ in 0..3 {
+        tcp.daemon.assessment().await;
+    }
+    tcp.daemon.assessment_in("other").await;
+    let place = &tcp.daemon.place;
+    let context = format!(
+        "root={}&task=t&state_dir={}&catalogue={}",
+        place.root().display(),
+        place.state().display(),
+        place.catalogue().display()
+    );
+    let status = tcp
+        .get(&format!("/api/v1/reasoning?{context}&offset=1&limit=1"))
+        .await
+        .expect(200);
+    assert_eq!(status["assessments"].as_array().unwrap().len(), 1);
+    assert_eq!(status["assessments"][0]["sequence"], 2);
+    assert_eq!(status["page"], json!({"offset": 1, "limit": 1, "total": 3}));
+    assert_eq!(status["timeline_total"], 3);
+    assert_eq!(
+        status["records"], 3,
+        "the count is the task's, not the page's"
+    );
+    let unpaged = tcp
+        .get(&format!("/api/v1/reasoning?{context}"))
+        .await
+        .expect(200);
+    assert!(
+        unpaged.get("page").is_none(),
+        "no paging asked, none applied"
+    );
+    assert_eq!(unpaged["assessments"].as_array().unwrap().len(), 3);
+    let past = tcp
+        .get(&format!("/api/v1/reasoning?{context}&offset=10&limit=5"))
+        .await
+        .expect(200);
+    assert_eq!(past["assessments"], json!([]));
+    let tree = tcp
+        .get(&format!(
+            "/api/v1/reasoning/tree?{context}&offset=2&limit=5"
+        ))
+        .await
+        .expect(200);
+    assert_eq!(tree["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(tree["page"]["total"], 3);
+    let bad = tcp
+        .get(&format!("/api/v1/reasoning?{context}&limit=many"))
+        .await;
+    assert_eq!(bad.expect(400)["error"], "invalid_request");
+    let tasks = tcp
+        .get(&format!("/api/v1/reasoning/tasks?{context}"))
+        .await
+        .expect(200);
+    assert_eq!(tasks["tasks"], json!(["other", "t"]));
+}
