@@ -24,7 +24,19 @@ use std::path::{Component, Path, PathBuf};
 pub const PROJECT_FILE: &str = ".advisord/project.yaml";
 
 /// The rule a finding breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// A provider-independent file names an advisor, executable, provider, vendor or model.
@@ -50,7 +62,7 @@ impl Rule {
 }
 
 /// One finding: a rule broken at a file and line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// The rule broken.
     pub rule: Rule,
@@ -65,7 +77,7 @@ pub struct Finding {
 }
 
 /// What `check` found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckReport {
     /// Whether the repository declares `project.advisors-are-optional: true`.
     pub declared: bool,

@@ -4,6 +4,7 @@
 //! one place ([`exit`]). The CLI owns the async runtime; Ctrl-C and printing stay here.
 
 pub mod args;
+pub mod cockpit;
 pub mod completions;
 pub mod context;
 pub mod daemon;
@@ -238,6 +239,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Trust => trust::run(&ctx),
+        Verb::Cockpit { open } => {
+            cockpit::run(select_api(&global).await?.as_ref(), &ctx, open, format).await
+        }
         Verb::Mcp { wait_cap } => {
             let config = crate::mcp::Config {
                 wait_cap: wait_cap.map_or(crate::mcp::DEFAULT_WAIT_CAP, |t| t.duration()),

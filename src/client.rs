@@ -321,6 +321,17 @@ impl Api for Client {
         })
     }
 
+    fn tasks(
+        &self,
+        mut request: crate::protocol::TasksRequest,
+    ) -> Answer<'_, crate::protocol::TaskList> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
+    }
+
     fn spend(&self, mut request: SpendRequest) -> Answer<'_, SpendView> {
         Box::pin(async move {
             // Only a consultation carries credential values; this verb sends their names.

@@ -102,6 +102,20 @@ pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, E
     })
 }
 
+/// The tasks of the context's state directory, by name.
+pub fn tasks(
+    registry: &Registry,
+    ctx: &RequestContext,
+) -> Result<crate::protocol::TaskList, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
+    let tasks = crate::store::Store::shared(&resolved.state_dir)
+        .tasks()
+        .map_err(Error::Store)?;
+    Ok(crate::protocol::TaskList {
+        tasks: tasks.into_iter().map(|t| t.to_string()).collect(),
+    })
+}
+
 /// The provenance chain of record `id` of the task.
 pub fn explain(registry: &Registry, ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
     with_task(registry, ctx, |resolved, records, trust| {

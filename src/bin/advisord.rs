@@ -44,6 +44,15 @@ struct Args {
     /// them for `advisor-consult reviews` [default: $ADVISORD_MESH_OFFER]
     #[arg(long, value_name = "MODE", value_enum)]
     offer_reviews: Option<mesh::Offer>,
+    /// Also serve the same API and the cockpit page on TCP at `ADDR:PORT` (loopback
+    /// unless `--listen-public`); every request needs the token kept in the data directory
+    /// (`advisor-consult cockpit` prints the page's URL with it)
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+    /// Allow `--listen` on an address other than loopback (anyone who can reach it may
+    /// try the token)
+    #[arg(long, requires = "listen")]
+    listen_public: bool,
     /// Run in the background: start a detached daemon, wait until it answers, and exit
     #[arg(long)]
     detach: bool,
@@ -125,6 +134,15 @@ fn main() -> ExitCode {
     config.grace = args.grace;
     config.idle_exit = args.idle_exit;
     config.mesh = mesh;
+    if let Some(addr) = args.listen {
+        match daemon::listen::TcpConfig::bind(addr, args.listen_public) {
+            Ok(tcp) => config.listen = Some(tcp),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     match runtime.block_on(serve(&socket, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::AlreadyRunning(message)) => {
@@ -215,6 +233,12 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
                 .iter()
                 .flat_map(|offer| ["--offer-reviews", offer.as_str()]),
         )
+        .args(
+            args.listen
+                .iter()
+                .flat_map(|a| ["--listen".to_string(), a.to_string()]),
+        )
+        .args(args.listen_public.then_some("--listen-public"))
         .arg("--detached-child")
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("cannot share the log file")?)

@@ -315,6 +315,18 @@ pub enum Verb {
         #[arg(value_enum)]
         shell: super::completions::Shell,
     },
+    /// The cockpit's URL (with its token) for the daemon's TCP listener, or open it
+    #[command(
+        after_help = "Examples:\n  advisord --listen 127.0.0.1:7433 --detach\n  \
+                      advisor-consult cockpit --open\n\n\
+                      The URL carries the listener's token: whoever has it can read every\n\
+                      record the daemon can, and start or cancel consultations."
+    )]
+    Cockpit {
+        /// Open the URL in the browser (with `xdg-open`)
+        #[arg(long)]
+        open: bool,
+    },
     /// The manual page (roff), generated from these flags
     #[command(
         after_help = "Example:\n  advisor-consult man > advisor-consult.1 && man ./advisor-consult.1"
@@ -375,6 +387,7 @@ impl Verb {
             Verb::Daemon { .. } => "daemon",
             Verb::Completions { .. } => "completions",
             Verb::Man => "man",
+            Verb::Cockpit { .. } => "cockpit",
         }
     }
 }

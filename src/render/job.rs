@@ -433,6 +433,7 @@ mod tests {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         }
     }
 

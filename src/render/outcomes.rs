@@ -259,6 +259,7 @@ impl Outcomes {
             created_at: self.created_at,
             finished_at: self.finished_at,
             reason: self.reason.clone(),
+            timeout_s: None,
         }
     }
 }

@@ -8,6 +8,7 @@ mod support;
 mod cli;
 mod client;
 mod client_remote;
+mod cockpit;
 mod conventions;
 mod daemon;
 mod daemon_signals;
