@@ -7,7 +7,7 @@
 //! own. [`Resolved`] is that context checked and resolved, on whichever side runs the
 //! verb; both the in-process path and the daemon resolve through the same function.
 
-use crate::core::availability::{DisableList, Presence};
+use crate::core::availability::{DisableList, EndpointProbe, Presence};
 use crate::core::catalogue::{
     project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, SettingsValidator,
     EMBEDDED_SOURCE,
@@ -550,7 +550,9 @@ pub fn parse_cooldown(value: Option<&str>) -> Result<Option<u64>, Error> {
 }
 
 /// Which catalogue executables are on `ctx`'s `PATH` (or exist, when absolute and
-/// executable) and which credentials are set and non-empty.
+/// executable), which credentials are set and non-empty, and whether each local HTTP
+/// advisor's endpoint answers a short probe (at most 300 ms, remembered for 5 s; only
+/// when its executable and credential, if it names them, are there).
 pub fn probe_presence(catalogue: &Catalogue, ctx: &RequestContext, root: &Path) -> Presence {
     let mut presence = Presence::default();
     for advisor in &catalogue.advisors {
@@ -564,6 +566,30 @@ pub fn probe_presence(catalogue: &Catalogue, ctx: &RequestContext, root: &Path) 
                 presence.credentials.insert(credential.clone());
             }
         }
+    }
+    for advisor in &catalogue.advisors {
+        let endpoint = advisor.settings.get("endpoint").and_then(|v| v.as_str());
+        let (true, crate::core::catalogue::Transport::Http, Some(endpoint)) =
+            (advisor.local, advisor.transport, endpoint)
+        else {
+            continue;
+        };
+        let present = advisor
+            .executable
+            .as_ref()
+            .is_none_or(|e| presence.executables.contains(e))
+            && advisor
+                .credential
+                .as_ref()
+                .is_none_or(|c| presence.credentials.contains(c));
+        if !present {
+            continue;
+        }
+        let probe = match advisord_adapters::http::probe::endpoint_answers(endpoint) {
+            Ok(()) => EndpointProbe::Answers(endpoint.to_string()),
+            Err(why) => EndpointProbe::Silent(endpoint.to_string(), why),
+        };
+        presence.endpoints.insert(advisor.id.clone(), probe);
     }
     presence
 }

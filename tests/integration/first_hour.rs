@@ -483,3 +483,92 @@ fn a_plan_says_which_capabilities_no_available_advisor_offers() {
         serde_json::json!(["independent_reasoning"])
     );
 }
+
+/// A catalogue with one local HTTP advisor at `endpoint` whose executable (`sh`) is on
+/// `PATH`.
+fn local_http_catalogue(endpoint: &str) -> String {
+    format!(
+        "advisors:\n  - id: local-llm\n    title: A local model server\n    transport: http\n    \
+         adapter: ollama\n    executable: sh\n    capabilities: [independent_reasoning]\n    \
+         local: true\n    endpoint: {endpoint}\n    model: tiny\n"
+    )
+}
+
+/// The `local-llm` line of `advisors --format json` run with `catalogue`.
+fn local_llm(world: &World, catalogue: &std::path::Path, daemon: bool) -> Value {
+    let path = catalogue.to_str().expect("utf-8");
+    let mut args = vec!["advisors", "--catalogue", path, "--format", "json"];
+    if !daemon {
+        args.push("--no-daemon");
+    }
+    let view = world.run(&args).expect_exit(0).json();
+    view["advisors"]
+        .as_array()
+        .expect("advisors")
+        .iter()
+        .find(|a| a["id"] == "local-llm")
+        .cloned()
+        .expect("local-llm listed")
+}
+
+#[test]
+fn a_local_http_advisor_is_available_only_when_its_endpoint_answers() {
+    use std::io::{Read, Write};
+    let mut world = World::new(&two_quick());
+    // A loopback server that answers every request.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let up = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf);
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let down = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let up_file = world.tmp().join("up.yaml");
+    std::fs::write(&up_file, local_http_catalogue(&up)).unwrap();
+    let down_file = world.tmp().join("down.yaml");
+    std::fs::write(&down_file, local_http_catalogue(&down)).unwrap();
+
+    world.start_daemon();
+    for daemon in [false, true] {
+        let answering = local_llm(&world, &up_file, daemon);
+        assert_eq!(answering["status"], "available", "{answering}");
+        assert!(
+            answering["reason"].as_str().unwrap().contains("answers"),
+            "{answering}"
+        );
+        let silent = local_llm(&world, &down_file, daemon);
+        assert_eq!(silent["status"], "unavailable", "{silent}");
+        let reason = silent["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("`{down}` does not answer")),
+            "{reason}"
+        );
+        assert!(reason.contains("connection refused"), "{reason}");
+    }
+    // A plan does not select it, and says the capability is uncovered.
+    let path = down_file.to_str().unwrap();
+    let plan = world
+        .run(&[
+            "plan",
+            "--materiality",
+            "high",
+            "--catalogue",
+            path,
+            "--format",
+            "json",
+        ])
+        .expect_exit(0)
+        .json();
+    assert_eq!(plan["selected"], serde_json::json!([]));
+    assert_eq!(
+        plan["uncovered_capabilities"],
+        serde_json::json!(["independent_reasoning"])
+    );
+}
