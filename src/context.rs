@@ -9,8 +9,8 @@
 
 use crate::core::availability::{DisableList, EndpointProbe, Presence};
 use crate::core::catalogue::{
-    project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, SettingsValidator,
-    EMBEDDED_SOURCE,
+    project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, Layer, LayerUsed,
+    SettingsValidator, EMBEDDED_SOURCE,
 };
 use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
@@ -124,6 +124,9 @@ pub struct Locations {
 }
 /// The project's own catalogue under the root.
 pub const PROJECT_CATALOGUE: &str = ".advisord/advisors.yaml";
+
+/// The user's own catalogue, in the config directory (see [`user_catalogue_path`]).
+pub const USER_CATALOGUE: &str = "advisors.yaml";
 /// The task used when nothing else names one.
 pub const DEFAULT_TASK: &str = "default";
 
@@ -243,7 +246,7 @@ pub fn credentials_for(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> BTreeMap<String, String> {
     // Only the variables' names are read here; resolving the context judges the settings.
-    let Ok((catalogue, _)) = load_catalogue(ctx, &|_| Ok(())) else {
+    let Ok((catalogue, _, _)) = load_catalogue(ctx, &|_| Ok(())) else {
         return BTreeMap::new();
     };
     // Each advisor's credential, and the variables its settings ask to pass through
@@ -293,6 +296,9 @@ pub struct Resolved {
     pub catalogue: Catalogue,
     /// Where the catalogue came from (a path, or the embedded one), for messages.
     pub catalogue_source: String,
+    /// The catalogue files read, bottom first (the embedded one first), and how each
+    /// entered: replacing what is below it, or extending it.
+    pub catalogue_layers: Vec<LayerUsed>,
     /// The mode in force.
     pub mode: Mode,
     /// `ADVISORD_ADVISORS_DISABLE`.
@@ -322,7 +328,8 @@ impl Resolved {
         }
         let task = resolve_task(ctx.task.as_deref(), &root)?;
         refuse_symlinks(&root, &state_dir.join(task.as_str()))?;
-        let (mut catalogue, catalogue_source) = load_catalogue(ctx, &validate_settings(registry))?;
+        let (mut catalogue, catalogue_source, catalogue_layers) =
+            load_catalogue(ctx, &validate_settings(registry))?;
         for peer in &ctx.mesh_peers {
             if catalogue.get(&peer.id).is_none() {
                 catalogue.advisors.push(peer.clone());
@@ -354,6 +361,7 @@ impl Resolved {
             task,
             catalogue,
             catalogue_source,
+            catalogue_layers,
             mode,
             disable,
             cooldown_override_s,
@@ -467,7 +475,65 @@ pub fn git_branch(root: &Path) -> Option<String> {
 fn load_catalogue(
     ctx: &RequestContext,
     validate: SettingsValidator,
-) -> Result<(Catalogue, String), Error> {
+) -> Result<(Catalogue, String, Vec<LayerUsed>), Error> {
+    let files = catalogue_files(ctx)?;
+    if files.is_empty() {
+        let embedded = LayerUsed {
+            source: EMBEDDED_SOURCE.to_string(),
+            how: "replaces".to_string(),
+        };
+        return Ok((
+            Catalogue::embedded(),
+            EMBEDDED_SOURCE.to_string(),
+            vec![embedded],
+        ));
+    }
+    let layered = layer_files(&files, validate)?;
+    let source = files
+        .last()
+        .map(|(name, _)| name.clone())
+        .unwrap_or_default();
+    Ok((layered.catalogue, source, layered.layers))
+}
+
+/// The effective catalogue of `ctx` with the merged YAML it was read from and its layers
+/// (what `advisor-consult catalogue` prints).
+pub fn effective_catalogue(
+    ctx: &RequestContext,
+    registry: &Registry,
+) -> Result<crate::core::catalogue::Layered, Error> {
+    let files = catalogue_files(ctx)?;
+    layer_files(&files, &validate_settings(registry))
+}
+
+/// The embedded catalogue, then `files`, read as layers.
+fn layer_files(
+    files: &[(String, String)],
+    validate: SettingsValidator,
+) -> Result<crate::core::catalogue::Layered, Error> {
+    let mut layers = vec![Layer {
+        name: EMBEDDED_SOURCE,
+        text: crate::core::catalogue::EMBEDDED,
+    }];
+    layers.extend(files.iter().map(|(name, text)| Layer { name, text }));
+    Ok(crate::core::catalogue::layered(&layers, validate)?)
+}
+
+/// The user's own catalogue: `advisors.yaml` in the config directory
+/// (`$XDG_CONFIG_HOME/advisord`, else `~/.config/advisord`).
+pub fn user_catalogue_path() -> Option<PathBuf> {
+    crate::trust::own_config_dir().map(|dir| dir.join(USER_CATALOGUE))
+}
+
+/// The catalogue files above the embedded one, bottom first, with their text: the
+/// user's (when it exists), then the one named by `--catalogue` or `ADVISORD_CATALOGUE`, or
+/// else the project's (when it exists and is trusted as it is now).
+fn catalogue_files(ctx: &RequestContext) -> Result<Vec<(String, String)>, Error> {
+    let mut files = Vec::new();
+    if let Some(user) = user_catalogue_path().filter(|p| p.is_file()) {
+        let bytes = read_catalogue_file(&user)?;
+        files.push((user.display().to_string(), catalogue_text(&user, bytes)?));
+    }
     let (file, named) = match &ctx.catalogue_path {
         Some(path) => (Some(path.clone()), true),
         None => (
@@ -476,30 +542,42 @@ fn load_catalogue(
         ),
     };
     let Some(file) = file else {
-        return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
+        return Ok(files);
     };
-    let name = file.display().to_string();
-    let bytes = std::fs::read(&file).map_err(|e| CatalogueError {
-        source_name: name.clone(),
-        location: String::new(),
-        message: format!(
-            "cannot be read ({e}); name a readable YAML file with `--catalogue FILE` or \
-             `{ENV_CATALOGUE}`, or unset both to use the embedded catalogue"
-        ),
-    })?;
+    let bytes = read_catalogue_file(&file)?;
     if !named && !crate::trust::is_trusted(crate::trust::own_config_dir().as_deref(), &file, &bytes)
     {
-        return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
+        return Ok(files);
     }
-    let text = String::from_utf8(bytes).map_err(|_| CatalogueError {
-        source_name: name.clone(),
-        location: String::new(),
-        message: "is not UTF-8 text, so not a YAML catalogue; name the catalogue file with \
-                  `--catalogue FILE`"
-            .to_string(),
-    })?;
-    let catalogue = Catalogue::parse(&text, &name, validate)?;
-    Ok((catalogue, name))
+    files.push((file.display().to_string(), catalogue_text(&file, bytes)?));
+    Ok(files)
+}
+
+fn read_catalogue_file(file: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(file).map_err(|e| {
+        CatalogueError {
+            source_name: file.display().to_string(),
+            location: String::new(),
+            message: format!(
+                "cannot be read ({e}); name a readable YAML file with `--catalogue FILE` or \
+                 `{ENV_CATALOGUE}`, or unset both to use the embedded catalogue"
+            ),
+        }
+        .into()
+    })
+}
+
+fn catalogue_text(file: &Path, bytes: Vec<u8>) -> Result<String, Error> {
+    String::from_utf8(bytes).map_err(|_| {
+        CatalogueError {
+            source_name: file.display().to_string(),
+            location: String::new(),
+            message: "is not UTF-8 text, so not a YAML catalogue; name the catalogue file \
+                      with `--catalogue FILE`"
+                .to_string(),
+        }
+        .into()
+    })
 }
 
 /// Why the repository's own catalogue is not in force, when it exists and the user has

@@ -122,6 +122,14 @@ pub struct AdvisorsRequest {
     pub context: RequestContext,
 }
 
+/// `catalogue`: the effective catalogue of the context (its files layered), ready to copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+}
+
 /// `plan`: a plan preview (not recorded) for a materiality, confidence and capabilities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -177,6 +177,13 @@ pub enum Verb {
     /// Every advisor, its status and why; capacity per capability
     #[command(after_help = "Example:\n  advisor-consult advisors --format table")]
     Advisors,
+    /// The effective catalogue (the embedded one, then yours, then the project's), as
+    /// YAML ready to copy, with the files it came from
+    #[command(
+        after_help = "Examples:\n  advisor-consult catalogue > my-advisors.yaml\n  \
+                      advisor-consult catalogue --format json"
+    )]
+    Catalogue,
     /// A plan preview: who would be consulted for this doubt, who not, and why
     #[command(
         after_help = "Example:\n  advisor-consult plan --materiality high --capabilities \
@@ -282,6 +289,7 @@ impl Verb {
             Verb::Cancel { .. } => "cancel",
             Verb::Demo { .. } => "demo",
             Verb::Advisors => "advisors",
+            Verb::Catalogue => "catalogue",
             Verb::Plan { .. } => "plan",
             Verb::Record { .. } => "record",
             Verb::Status => "status",

@@ -572,3 +572,129 @@ fn a_local_http_advisor_is_available_only_when_its_endpoint_answers() {
         serde_json::json!(["independent_reasoning"])
     );
 }
+
+#[test]
+fn catalogue_layers_extend_and_say_where_they_came_from() {
+    let mut world = World::new(&two_quick());
+    let home = world.root().join("../home/.config/advisord");
+    std::fs::create_dir_all(&home).unwrap();
+    let user = home.join("advisors.yaml");
+    std::fs::write(
+        &user,
+        "extends: true\nadvisors:\n  - id: ollama-local\n    model: qwen-test\n    \
+         endpoint: http://127.0.0.1:9\n  - id: user-one\n    title: Mine\n    \
+         transport: process\n    adapter: process\n    executable: sh\n    \
+         capabilities: [debugging]\n",
+    )
+    .unwrap();
+    let project = world.root().join(".advisord/advisors.yaml");
+    std::fs::write(
+        &project,
+        "extends: true\nadvisors:\n  - id: user-one\n    title: Renamed by the project\n",
+    )
+    .unwrap();
+    world.trust_catalogue();
+    let user = user.canonicalize().unwrap();
+    let ids = |view: &Value, key: &str| -> Vec<String> {
+        view[key]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let view = world
+        .run(&["advisors", "--no-daemon", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    let files: Vec<(String, String)> = view["catalogue_files"]
+        .as_array()
+        .expect("catalogue_files")
+        .iter()
+        .map(|f| {
+            (
+                f["source"].as_str().unwrap().into(),
+                f["how"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(files[0].0.contains("embedded"), "{files:?}");
+    assert_eq!(
+        std::path::Path::new(&files[1].0).canonicalize().unwrap(),
+        user
+    );
+    assert_eq!(files[1].1, "extends");
+    assert!(files[2].0.ends_with(".advisord/advisors.yaml") && files[2].1 == "extends");
+    let listed = ids(&view, "advisors");
+    assert!(listed.contains(&"ollama-local".to_string()), "{listed:?}");
+    assert_eq!(listed.last().map(String::as_str), Some("user-one"));
+    let row = view["advisors"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(row["title"], "Renamed by the project");
+    world
+        .run(&["advisors", "--no-daemon"])
+        .expect_exit(0)
+        .expect_stdout("catalogue files, in order:")
+        .expect_stdout("(extends the above)");
+    // The daemon reads the same layers.
+    world.start_daemon();
+    let through = world
+        .run(&["advisors", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(through["catalogue_files"], view["catalogue_files"]);
+
+    // `catalogue`: the effective catalogue, ready to copy.
+    let effective = world
+        .run(&["catalogue", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(effective["files"], view["catalogue_files"]);
+    let ollama = effective["catalogue"]["advisors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "ollama-local")
+        .cloned()
+        .expect("ollama-local");
+    assert_eq!(ollama["model"], "qwen-test");
+    assert_eq!(ollama["endpoint"], "http://127.0.0.1:9");
+    assert!(
+        ollama["title"].is_string(),
+        "the fields not overridden stay: {ollama}"
+    );
+    let copied = world.run(&["catalogue"]).expect_exit(0);
+    let copy = world.tmp().join("copy.yaml");
+    std::fs::write(&copy, &copied.stdout).unwrap();
+    let again = world
+        .run(&[
+            "advisors",
+            "--no-daemon",
+            "--format",
+            "json",
+            "--catalogue",
+            copy.to_str().unwrap(),
+        ])
+        .expect_exit(0)
+        .json();
+    assert_eq!(
+        ids(&again, "advisors"),
+        listed,
+        "the copy is the same catalogue"
+    );
+
+    // A bad layer names its file and the field.
+    std::fs::write(
+        home.join("advisors.yaml"),
+        "extends: true\nadvisors:\n  - id: ollama-local\n    transport: pigeon\n",
+    )
+    .unwrap();
+    let failed = world
+        .run(&["advisors", "--no-daemon"])
+        .expect_exit(2)
+        .expect_stderr("advisord/advisors.yaml")
+        .expect_stderr("advisor `ollama-local`")
+        .expect_stderr("transport");
+    assert!(failed.stdout.is_empty());
+}
