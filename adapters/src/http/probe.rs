@@ -20,10 +20,13 @@ pub const PROBE_BOUND: Duration = Duration::from_millis(300);
 /// How long a probe's result is reused before the endpoint is asked again.
 pub const PROBE_TTL: Duration = Duration::from_secs(5);
 
+/// A probe's result and when it was taken.
+type Remembered = (Instant, Result<(), String>);
+
 /// `Ok(())` when `endpoint` answers within [`PROBE_BOUND`], else why not; a result less
 /// than [`PROBE_TTL`] old is reused.
 pub fn endpoint_answers(endpoint: &str) -> Result<(), String> {
-    static CACHE: OnceLock<Mutex<HashMap<String, (Instant, Result<(), String>)>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<String, Remembered>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Ok(cache) = cache.lock() {
         if let Some((at, result)) = cache.get(endpoint) {
