@@ -58,7 +58,15 @@ pub fn advisors(registry: &Registry, ctx: &RequestContext) -> Result<AdvisorsVie
     let store = Store::shared(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
     let mut view = AdvisorsView::new(env.mode, &resolved.catalogue, &env.availability);
-    view.catalogue_files = resolved.catalogue_layers.clone();
+    // Only the embedded catalogue: the view keeps its plain shape.
+    if resolved.catalogue_layers.len() > 1
+        || resolved
+            .catalogue_layers
+            .first()
+            .is_some_and(|l| l.source != crate::core::catalogue::EMBEDDED_SOURCE)
+    {
+        view.catalogue_files = resolved.catalogue_layers.clone();
+    }
     Ok(view)
 }
 

@@ -112,7 +112,7 @@ fn catalogue_files(view: &AdvisorsView) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, layer)| match (i, layer.how.as_str()) {
-            (0, _) => layer.source.clone(),
+            (0, _) => format!("{} ({})", layer.source, layer.how),
             (_, "extends") => format!("{} (extends the above)", layer.source),
             _ => format!("{} (replaces the above)", layer.source),
         })

@@ -7,8 +7,8 @@
 //! extends: true          # build on the catalogue below instead of replacing it
 //! mode: fast             # optional: replaces the mode below
 //! advisors:
-//!   - id: ollama-local   # an id already below: only the keys given change
-//!     model: qwen2.5-coder
+//!   - id: local-model    # an id already below: only the keys given change
+//!     model: another-model
 //!     endpoint: http://127.0.0.1:11500
 //!   - id: house-review   # a new id: a whole entry, added after the others
 //!     title: House reviewer
@@ -80,47 +80,54 @@ impl Layered {
 /// Read `layers` bottom first (the first one, the embedded catalogue, is never an
 /// extension). Each is judged by `validate`.
 pub fn layered(layers: &[Layer], validate: SettingsValidator) -> Result<Layered, CatalogueError> {
-    let mut merged: Option<(Yaml, Catalogue)> = None;
-    let mut used = Vec::with_capacity(layers.len());
+    let mut read = Vec::with_capacity(layers.len());
     for layer in layers {
-        let error = |field: Option<&str>, message: String| CatalogueError {
-            source_name: layer.name.to_string(),
-            location: field.map(|f| format!("field `{f}`: ")).unwrap_or_default(),
-            message,
-        };
         let yaml: Yaml = serde_yaml_ng::from_str(layer.text).unwrap_or(Yaml::Null);
         let extends = match yaml.as_mapping().and_then(|m| m.get(EXTENDS_KEY)) {
             None => false,
             Some(Yaml::Bool(b)) => *b,
             Some(_) => {
-                return Err(error(
-                    Some(EXTENDS_KEY),
-                    "must be `true` (build on the catalogue below: the embedded one, then \
-                     yours) or `false` (replace it)"
+                return Err(CatalogueError {
+                    source_name: layer.name.to_string(),
+                    location: format!("field `{EXTENDS_KEY}`: "),
+                    message: "must be `true` (build on the catalogue below: the embedded \
+                              one, then yours) or `false` (replace it)"
                         .to_string(),
-                ))
+                })
             }
         };
-        let (next_yaml, catalogue) = match (&merged, extends) {
-            (Some((below, _)), true) => {
-                let Yaml::Mapping(over) = yaml else {
-                    unreachable!("`extends` was read from a mapping")
-                };
+        read.push((layer, yaml, extends));
+    }
+    // What a whole catalogue replaces is not read at all: it starts at the last one.
+    let start = read
+        .iter()
+        .rposition(|(_, _, extends)| !extends)
+        .ok_or_else(|| {
+            let name = layers.first().map_or("", |l| l.name);
+            CatalogueError {
+                source_name: name.to_string(),
+                location: format!("field `{EXTENDS_KEY}`: "),
+                message: "there is no catalogue below this one to extend".to_string(),
+            }
+        })?;
+    let mut merged: Option<(Yaml, Catalogue)> = None;
+    let mut used = Vec::with_capacity(layers.len() - start);
+    for (layer, yaml, extends) in read.into_iter().skip(start) {
+        let error = |field: Option<&str>, message: String| CatalogueError {
+            source_name: layer.name.to_string(),
+            location: field.map(|f| format!("field `{f}`: ")).unwrap_or_default(),
+            message,
+        };
+        let (next_yaml, catalogue) = match (&merged, yaml) {
+            (Some((below, _)), Yaml::Mapping(over)) if extends => {
                 let yaml = merge(below, over, &error)?;
                 let text =
                     serde_yaml_ng::to_string(&yaml).map_err(|e| error(None, e.to_string()))?;
                 let catalogue = Catalogue::parse(&text, layer.name, validate)?;
                 (yaml, catalogue)
             }
-            (None, true) => {
-                return Err(error(
-                    Some(EXTENDS_KEY),
-                    "there is no catalogue below this one to extend".to_string(),
-                ))
-            }
-            (_, false) => {
+            (_, mut yaml) => {
                 // A whole catalogue: read as it is written, so errors point into it.
-                let mut yaml = yaml;
                 let stripped = yaml
                     .as_mapping_mut()
                     .is_some_and(|map| map.remove(EXTENDS_KEY).is_some());
@@ -224,6 +231,12 @@ mod tests {
         layered(layers, &accept_any_settings)
     }
 
+    fn read_with(above: &[Layer]) -> Result<Layered, CatalogueError> {
+        let mut layers = vec![embedded()];
+        layers.extend_from_slice(above);
+        read(&layers)
+    }
+
     #[test]
     fn the_embedded_catalogue_alone_is_itself() {
         let layered = read(&[embedded()]).unwrap();
@@ -299,8 +312,28 @@ mod tests {
             layered.catalogue.advisors[0].executable.as_deref(),
             Some("other-bin")
         );
-        let how: Vec<&str> = layered.layers.iter().map(|l| l.how.as_str()).collect();
-        assert_eq!(how, ["replaces", "replaces", "extends"]);
+        // What a whole catalogue replaced was not read.
+        let read: Vec<(&str, &str)> = layered
+            .layers
+            .iter()
+            .map(|l| (l.source.as_str(), l.how.as_str()))
+            .collect();
+        assert_eq!(
+            read,
+            [("user.yaml", "replaces"), ("project.yaml", "extends")]
+        );
+        // Nor judged: a catalogue below a whole one may be anything.
+        let layered = read_with(&[
+            Layer {
+                name: "user.yaml",
+                text: "advisors: [not, a, catalogue]",
+            },
+            Layer {
+                name: "project.yaml",
+                text: user,
+            },
+        ]);
+        assert_eq!(layered.unwrap().catalogue.advisors[0].id, "only");
     }
 
     #[test]

@@ -20,9 +20,9 @@ pub struct AdvisorsView {
     /// The daemon's link to the mesh, when it was started with one (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<MeshStatus>,
-    /// The catalogue files read, in order (the embedded one first), each with how it
-    /// entered: `replaces` what is below it, or `extends` it.
-    #[serde(default)]
+    /// The catalogue files read, in order, each with how it entered: `replaces` what is
+    /// below it, or `extends` it. Absent when only the embedded catalogue is in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub catalogue_files: Vec<crate::core::catalogue::LayerUsed>,
 }
 
