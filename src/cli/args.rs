@@ -649,6 +649,40 @@ mod tests {
     }
 
     #[test]
+    fn consult_is_the_verb_of_the_bare_form() {
+        let cli = parse(&[
+            "consult",
+            "A",
+            "--question",
+            "q",
+            "--timeout",
+            "3",
+            "--detach",
+        ])
+        .expect("parses");
+        let Some(Verb::Consult(args)) = cli.verb else {
+            panic!("not consult")
+        };
+        let request = args.into_request();
+        assert_eq!(request.assessment.as_str(), "A");
+        assert_eq!(request.question.as_deref(), Some("q"));
+        assert_eq!(request.timeout, Some(Timeout::from_secs_f64(3.0).unwrap()));
+        assert!(request.detach && !request.preview_prompt);
+        let preview = parse(&["--assessment", "A", "--preview-prompt"]).expect("parses");
+        assert!(preview.preview_prompt);
+        for bad in [
+            &["consult"][..],
+            &["consult", "A", "--detach", "--preview-prompt"][..],
+            &["--assessment", "A", "--detach", "--preview-prompt"][..],
+            &["--preview-prompt"][..],
+            &["--assessment", "A", "consult", "B"][..],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} must not parse"));
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
     fn every_verb_shows_an_example_in_its_help() {
         let command = Cli::command();
         for sub in command.get_subcommands() {
