@@ -688,6 +688,8 @@ pub mod codes {
     pub const PROTOCOL: &str = "protocol";
     /// The client's own (exit 130): Ctrl-C stopped the verb.
     pub const INTERRUPTED: &str = "interrupted";
+    /// The client's own (exit 5): `wait --timeout` ran out; the job goes on.
+    pub const WAIT_TIMED_OUT: &str = "wait_timed_out";
 }
 
 /// `reviews`: the reviews waiting in this daemon's mesh inbox.

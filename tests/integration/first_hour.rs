@@ -245,6 +245,32 @@ fn with_format_json_every_error_is_one_object_with_a_code() {
     assert!(plain.stdout.is_empty(), "{}", plain.stdout);
 }
 
+#[test]
+fn a_wait_that_runs_out_prints_the_job_with_its_code() {
+    let mut world = World::new(&[Advisor::new("slow-one", "supports", 5_000)]);
+    world.start_daemon();
+    let assessment = world.assessment();
+    let detached = world
+        .run(&["consult", &assessment, "--detach", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    let job = detached["id"].as_str().expect("a job id");
+    let waited = world
+        .run(&["wait", job, "--timeout", "0.3", "--format", "json"])
+        .expect_exit(5)
+        .json();
+    assert_eq!(waited["code"], "wait_timed_out", "{waited}");
+    assert_eq!(waited["id"], job);
+    assert!(waited["finished_at"].is_null(), "{waited}");
+    // A wait that sees the end carries no code.
+    world.run(&["cancel", job]).expect_exit(0);
+    let ended = world
+        .run(&["wait", job, "--format", "json"])
+        .expect_exit(1)
+        .json();
+    assert!(ended.get("code").is_none(), "{ended}");
+}
+
 /// The codes of a markdown table that follows `marker` in `text` (first column).
 fn documented_codes(text: &str, marker: &str) -> BTreeSet<String> {
     let start = text.find(marker).expect("the marker in docs/cli.md");
