@@ -42,8 +42,9 @@ pub struct GlobalFlags {
     /// The task [default: $ADVISORD_TASK, else the git branch, else `default`]
     #[arg(long, global = true, value_name = "NAME")]
     pub task: Option<String>,
-    /// The advisor catalogue [default: $ADVISORD_CATALOGUE, else
-    /// <root>/.advisord/advisors.yaml, else the embedded one]
+    /// The advisor catalogue, layered on the embedded one and yours
+    /// (~/.config/advisord/advisors.yaml) [default: $ADVISORD_CATALOGUE, else
+    /// <root>/.advisord/advisors.yaml when trusted]
     #[arg(long, global = true, value_name = "FILE")]
     pub catalogue: Option<PathBuf>,
     /// The daemon's socket [default: $ADVISORD_SOCKET, else
