@@ -25,8 +25,8 @@ use crate::error::Error;
 use crate::facade::{Api, Local};
 use crate::paths;
 use crate::protocol::{
-    AdvisorsRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest, RequestContext,
-    SpendRequest, StatusRequest, TreeRequest, VerifyRequest,
+    AdvisorsRequest, CatalogueRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest,
+    RequestContext, SpendRequest, StatusRequest, TreeRequest, VerifyRequest,
 };
 use crate::render::{self, Format, Render};
 use anyhow::Context as _;
@@ -173,6 +173,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Verb::Advisors => {
             let request = AdvisorsRequest { context: context() };
             emit(&select_api(&global).await?.advisors(request).await?, format)
+        }
+        Verb::Catalogue => {
+            let request = CatalogueRequest { context: context() };
+            emit(&Local.catalogue(request).await?, format)
         }
         Verb::Plan {
             materiality,

@@ -138,6 +138,14 @@ pub struct AdvisorsRequest {
     pub context: RequestContext,
 }
 
+/// `catalogue`: the effective catalogue of the context (its files layered), ready to copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+}
+
 /// `plan`: a plan preview (not recorded) for a materiality, confidence and capabilities.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -764,6 +772,8 @@ pub mod codes {
     pub const PROTOCOL: &str = "protocol";
     /// The client's own (exit 130): Ctrl-C stopped the verb.
     pub const INTERRUPTED: &str = "interrupted";
+    /// The client's own (exit 5): `wait --timeout` ran out; the job goes on.
+    pub const WAIT_TIMED_OUT: &str = "wait_timed_out";
 }
 
 /// `reviews`: the reviews waiting in this daemon's mesh inbox.

@@ -5,6 +5,7 @@
 //! text formats. No colour is ever written, so output reads the same in a pipe and a file.
 
 mod advisors;
+mod catalogue;
 mod check;
 mod context;
 mod explain;

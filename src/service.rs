@@ -57,11 +57,17 @@ pub fn advisors(registry: &Registry, ctx: &RequestContext) -> Result<AdvisorsVie
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
-    Ok(AdvisorsView::new(
-        env.mode,
-        &resolved.catalogue,
-        &env.availability,
-    ))
+    let mut view = AdvisorsView::new(env.mode, &resolved.catalogue, &env.availability);
+    // Only the embedded catalogue: the view keeps its plain shape.
+    if resolved.catalogue_layers.len() > 1
+        || resolved
+            .catalogue_layers
+            .first()
+            .is_some_and(|l| l.source != crate::core::catalogue::EMBEDDED_SOURCE)
+    {
+        view.catalogue_files = resolved.catalogue_layers.clone();
+    }
+    Ok(view)
 }
 
 /// A plan preview (not recorded) for a materiality, confidence and capabilities.
@@ -309,4 +315,12 @@ pub fn prompt_for(
         prior_opinion: prior.map(str::to_string),
         extra_question: extra.map(str::to_string),
     })
+}
+
+/// The effective catalogue of `ctx`: its files, in order, and the merged content.
+pub fn catalogue(
+    registry: &Registry,
+    ctx: &RequestContext,
+) -> Result<crate::core::catalogue::CatalogueView, Error> {
+    Ok(crate::context::effective_catalogue(ctx, registry)?.view())
 }

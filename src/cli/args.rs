@@ -45,8 +45,9 @@ pub struct GlobalFlags {
     /// The task [default: $ADVISORD_TASK, else the git branch, else `default`]
     #[arg(long, global = true, value_name = "NAME")]
     pub task: Option<String>,
-    /// The advisor catalogue [default: $ADVISORD_CATALOGUE, else
-    /// <root>/.advisord/advisors.yaml, else the embedded one]
+    /// The advisor catalogue, layered on the embedded one and yours
+    /// (~/.config/advisord/advisors.yaml) [default: $ADVISORD_CATALOGUE, else
+    /// <root>/.advisord/advisors.yaml when trusted]
     #[arg(long, global = true, value_name = "FILE")]
     pub catalogue: Option<PathBuf>,
     /// The daemon's socket [default: $ADVISORD_SOCKET, else
@@ -180,6 +181,13 @@ pub enum Verb {
     /// Every advisor, its status and why; capacity per capability
     #[command(after_help = "Example:\n  advisor-consult advisors --format table")]
     Advisors,
+    /// The effective catalogue (the embedded one, then yours, then the project's), as
+    /// YAML ready to copy, with the files it came from
+    #[command(
+        after_help = "Examples:\n  advisor-consult catalogue > my-advisors.yaml\n  \
+                      advisor-consult catalogue --format json"
+    )]
+    Catalogue,
     /// A plan preview: who would be consulted for this doubt, who not, and why
     #[command(
         after_help = "Example:\n  advisor-consult plan --materiality high --capabilities \
@@ -370,6 +378,7 @@ impl Verb {
             Verb::Cancel { .. } => "cancel",
             Verb::Demo { .. } => "demo",
             Verb::Advisors => "advisors",
+            Verb::Catalogue => "catalogue",
             Verb::Plan { .. } => "plan",
             Verb::Record { .. } => "record",
             Verb::Status => "status",
@@ -729,6 +738,40 @@ mod tests {
             &["record"][..],
             &["explain"][..],
             &["frobnicate"][..],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} must not parse"));
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn consult_is_the_verb_of_the_bare_form() {
+        let cli = parse(&[
+            "consult",
+            "A",
+            "--question",
+            "q",
+            "--timeout",
+            "3",
+            "--detach",
+        ])
+        .expect("parses");
+        let Some(Verb::Consult(args)) = cli.verb else {
+            panic!("not consult")
+        };
+        let request = args.into_request();
+        assert_eq!(request.assessment.as_str(), "A");
+        assert_eq!(request.question.as_deref(), Some("q"));
+        assert_eq!(request.timeout, Some(Timeout::from_secs_f64(3.0).unwrap()));
+        assert!(request.detach && !request.preview_prompt);
+        let preview = parse(&["--assessment", "A", "--preview-prompt"]).expect("parses");
+        assert!(preview.preview_prompt);
+        for bad in [
+            &["consult"][..],
+            &["consult", "A", "--detach", "--preview-prompt"][..],
+            &["--assessment", "A", "--detach", "--preview-prompt"][..],
+            &["--preview-prompt"][..],
+            &["--assessment", "A", "consult", "B"][..],
         ] {
             let err = parse(bad).expect_err(&format!("{bad:?} must not parse"));
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");

@@ -292,9 +292,15 @@ async fn wait(
                 timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
             );
             if matches!(format, Format::Json | Format::Yaml) {
-                // The job as it stands, with the outcomes recorded so far.
+                // The job as it stands, with the outcomes recorded so far, and the code.
                 let now = api.job(JobRequest { id: job.clone() }).await?;
-                print_stdout(&render::render(&seen.report(now), format))?;
+                let mut outcomes = seen.report(now).outcomes();
+                outcomes.code = Some(crate::protocol::codes::WAIT_TIMED_OUT.to_string());
+                let text = match format {
+                    Format::Yaml => serde_yaml_ng::to_string(&outcomes)?,
+                    _ => serde_json::to_string_pretty(&outcomes)?,
+                };
+                print_stdout(&text)?;
             }
             Ok(EXIT_WAIT_TIMED_OUT)
         }

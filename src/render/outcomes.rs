@@ -49,6 +49,10 @@ pub struct Outcomes {
     /// (`advisor-consult record --file F`) once its experiment has run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution_template: Option<serde_json::Value>,
+    /// When this is the answer of a verb that failed all the same (`wait --timeout` ran
+    /// out: `wait_timed_out`), its error code; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// The command that records a filled-in resolution template.
@@ -242,6 +246,7 @@ impl Outcomes {
                 discriminating_question: d.discriminating_question.clone(),
             }),
             resolution_template: resolution,
+            code: None,
         }
     }
 

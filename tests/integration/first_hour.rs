@@ -245,6 +245,32 @@ fn with_format_json_every_error_is_one_object_with_a_code() {
     assert!(plain.stdout.is_empty(), "{}", plain.stdout);
 }
 
+#[test]
+fn a_wait_that_runs_out_prints_the_job_with_its_code() {
+    let mut world = World::new(&[Advisor::new("slow-one", "supports", 5_000)]);
+    world.start_daemon();
+    let assessment = world.assessment();
+    let detached = world
+        .run(&["consult", &assessment, "--detach", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    let job = detached["id"].as_str().expect("a job id");
+    let waited = world
+        .run(&["wait", job, "--timeout", "0.3", "--format", "json"])
+        .expect_exit(5)
+        .json();
+    assert_eq!(waited["code"], "wait_timed_out", "{waited}");
+    assert_eq!(waited["id"], job);
+    assert!(waited["finished_at"].is_null(), "{waited}");
+    // A wait that sees the end carries no code.
+    world.run(&["cancel", job]).expect_exit(0);
+    let ended = world
+        .run(&["wait", job, "--format", "json"])
+        .expect_exit(1)
+        .json();
+    assert!(ended.get("code").is_none(), "{ended}");
+}
+
 /// The codes of a markdown table that follows `marker` in `text` (first column).
 fn documented_codes(text: &str, marker: &str) -> BTreeSet<String> {
     let start = text.find(marker).expect("the marker in docs/cli.md");
@@ -482,4 +508,219 @@ fn a_plan_says_which_capabilities_no_available_advisor_offers() {
         disabled["uncovered_capabilities"],
         serde_json::json!(["independent_reasoning"])
     );
+}
+
+/// A catalogue with one local HTTP advisor at `endpoint` whose executable (`sh`) is on
+/// `PATH`.
+fn local_http_catalogue(endpoint: &str) -> String {
+    format!(
+        "advisors:\n  - id: local-llm\n    title: A local model server\n    transport: http\n    \
+         adapter: ollama\n    executable: sh\n    capabilities: [independent_reasoning]\n    \
+         local: true\n    endpoint: {endpoint}\n    model: tiny\n"
+    )
+}
+
+/// The `local-llm` line of `advisors --format json` run with `catalogue`.
+fn local_llm(world: &World, catalogue: &std::path::Path, daemon: bool) -> Value {
+    let path = catalogue.to_str().expect("utf-8");
+    let mut args = vec!["advisors", "--catalogue", path, "--format", "json"];
+    if !daemon {
+        args.push("--no-daemon");
+    }
+    let view = world.run(&args).expect_exit(0).json();
+    view["advisors"]
+        .as_array()
+        .expect("advisors")
+        .iter()
+        .find(|a| a["id"] == "local-llm")
+        .cloned()
+        .expect("local-llm listed")
+}
+
+#[test]
+fn a_local_http_advisor_is_available_only_when_its_endpoint_answers() {
+    use std::io::{Read, Write};
+    let mut world = World::new(&two_quick());
+    // A loopback server that answers every request.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let up = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let Ok(mut socket) = socket else { return };
+            let mut buf = [0u8; 1024];
+            let _ = socket.read(&mut buf);
+            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let down = format!("http://127.0.0.1:{}", closed.local_addr().unwrap().port());
+    drop(closed);
+    let up_file = world.tmp().join("up.yaml");
+    std::fs::write(&up_file, local_http_catalogue(&up)).unwrap();
+    let down_file = world.tmp().join("down.yaml");
+    std::fs::write(&down_file, local_http_catalogue(&down)).unwrap();
+
+    world.start_daemon();
+    for daemon in [false, true] {
+        let answering = local_llm(&world, &up_file, daemon);
+        assert_eq!(answering["status"], "available", "{answering}");
+        assert!(
+            answering["reason"].as_str().unwrap().contains("answers"),
+            "{answering}"
+        );
+        let silent = local_llm(&world, &down_file, daemon);
+        assert_eq!(silent["status"], "unavailable", "{silent}");
+        let reason = silent["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("`{down}` does not answer")),
+            "{reason}"
+        );
+        assert!(reason.contains("connection refused"), "{reason}");
+    }
+    // A plan does not select it, and says the capability is uncovered.
+    let path = down_file.to_str().unwrap();
+    let plan = world
+        .run(&[
+            "plan",
+            "--materiality",
+            "high",
+            "--catalogue",
+            path,
+            "--format",
+            "json",
+        ])
+        .expect_exit(0)
+        .json();
+    assert_eq!(plan["selected"], serde_json::json!([]));
+    assert_eq!(
+        plan["uncovered_capabilities"],
+        serde_json::json!(["independent_reasoning"])
+    );
+}
+
+#[test]
+fn catalogue_layers_extend_and_say_where_they_came_from() {
+    let mut world = World::new(&two_quick());
+    let home = world.root().join("../home/.config/advisord");
+    std::fs::create_dir_all(&home).unwrap();
+    let user = home.join("advisors.yaml");
+    std::fs::write(
+        &user,
+        "extends: true\nadvisors:\n  - id: ollama-local\n    model: qwen-test\n    \
+         endpoint: http://127.0.0.1:9\n  - id: user-one\n    title: Mine\n    \
+         transport: process\n    adapter: process\n    executable: sh\n    \
+         capabilities: [debugging]\n",
+    )
+    .unwrap();
+    let project = world.root().join(".advisord/advisors.yaml");
+    std::fs::write(
+        &project,
+        "extends: true\nadvisors:\n  - id: user-one\n    title: Renamed by the project\n",
+    )
+    .unwrap();
+    world.trust_catalogue();
+    let user = user.canonicalize().unwrap();
+    let ids = |view: &Value, key: &str| -> Vec<String> {
+        view[key]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|a| a["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    let view = world
+        .run(&["advisors", "--no-daemon", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    let files: Vec<(String, String)> = view["catalogue_files"]
+        .as_array()
+        .expect("catalogue_files")
+        .iter()
+        .map(|f| {
+            (
+                f["source"].as_str().unwrap().into(),
+                f["how"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(files[0].0.contains("embedded"), "{files:?}");
+    assert_eq!(
+        std::path::Path::new(&files[1].0).canonicalize().unwrap(),
+        user
+    );
+    assert_eq!(files[1].1, "extends");
+    assert!(files[2].0.ends_with(".advisord/advisors.yaml") && files[2].1 == "extends");
+    let listed = ids(&view, "advisors");
+    assert!(listed.contains(&"ollama-local".to_string()), "{listed:?}");
+    assert_eq!(listed.last().map(String::as_str), Some("user-one"));
+    let row = view["advisors"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(row["title"], "Renamed by the project");
+    world
+        .run(&["advisors", "--no-daemon"])
+        .expect_exit(0)
+        .expect_stdout("catalogue files, in order:")
+        .expect_stdout("(extends the above)");
+    // The daemon reads the same layers.
+    world.start_daemon();
+    let through = world
+        .run(&["advisors", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(through["catalogue_files"], view["catalogue_files"]);
+
+    // `catalogue`: the effective catalogue, ready to copy.
+    let effective = world
+        .run(&["catalogue", "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(effective["files"], view["catalogue_files"]);
+    let ollama = effective["catalogue"]["advisors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "ollama-local")
+        .cloned()
+        .expect("ollama-local");
+    assert_eq!(ollama["model"], "qwen-test");
+    assert_eq!(ollama["endpoint"], "http://127.0.0.1:9");
+    assert!(
+        ollama["title"].is_string(),
+        "the fields not overridden stay: {ollama}"
+    );
+    let copied = world.run(&["catalogue"]).expect_exit(0);
+    let copy = world.tmp().join("copy.yaml");
+    std::fs::write(&copy, &copied.stdout).unwrap();
+    let again = world
+        .run(&[
+            "advisors",
+            "--no-daemon",
+            "--format",
+            "json",
+            "--catalogue",
+            copy.to_str().unwrap(),
+        ])
+        .expect_exit(0)
+        .json();
+    assert_eq!(
+        ids(&again, "advisors"),
+        listed,
+        "the copy is the same catalogue"
+    );
+
+    // A bad layer names its file and the field.
+    std::fs::write(
+        home.join("advisors.yaml"),
+        "extends: true\nadvisors:\n  - id: ollama-local\n    transport: pigeon\n",
+    )
+    .unwrap();
+    let failed = world
+        .run(&["advisors", "--no-daemon"])
+        .expect_exit(2)
+        .expect_stderr("advisord/advisors.yaml")
+        .expect_stderr("advisor `ollama-local`")
+        .expect_stderr("transport");
+    assert!(failed.stdout.is_empty());
 }

@@ -20,6 +20,10 @@ pub struct AdvisorsView {
     /// The daemon's link to the mesh, when it was started with one (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<MeshStatus>,
+    /// The catalogue files read, in order, each with how it entered: `replaces` what is
+    /// below it, or `extends` it. Absent when only the embedded catalogue is in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub catalogue_files: Vec<crate::core::catalogue::LayerUsed>,
 }
 
 /// A daemon's link to the mesh, as `health` and `advisors` show it.
@@ -130,6 +134,7 @@ impl AdvisorsView {
             advisors,
             capacity,
             mesh: None,
+            catalogue_files: Vec::new(),
         }
     }
 }
