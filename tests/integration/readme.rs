@@ -40,6 +40,15 @@ fn ci_runs_exactly_the_readmes_test_command() {
 
 /// The README's command run where `cargo nextest` does not exist yet: a stand-in `cargo`
 /// on `PATH` logs each call and knows `nextest` only once `install cargo-nextest` ran.
+/// Where the suite's installers keep their tools on this machine.
+fn tools_cache() -> std::path::PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache")
+        })
+}
+
 #[test]
 fn the_test_command_installs_nextest_when_it_is_missing() {
     use std::os::unix::fs::PermissionsExt;
@@ -70,6 +79,10 @@ fn the_test_command_installs_nextest_when_it_is_missing() {
         .env_clear()
         .env("PATH", path)
         .env("HOME", dir.path())
+        // The command also installs the third-party software the suite runs; point it at
+        // this machine's caches so those steps find their installs and only check them.
+        .env("XDG_CACHE_HOME", tools_cache())
+        .env("ADVISORD_CI_VENV", tools_cache().join("advisord-ci/venv"))
         .status()
         .expect("run the README's test command");
     assert!(status.success(), "`{command}` failed: {status}");
