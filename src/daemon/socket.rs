@@ -174,13 +174,31 @@ pub async fn bind(path: &Path) -> Result<BoundSocket, BindError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(io_err(format!("cannot inspect `{}`", path.display()))(e)),
     }
-    let listener = UnixListener::bind(path).map_err(io_err(format!(
+    // Bind under a short private name, make it 0600, then rename it into place: the path
+    // appears only once the socket listens and is private, so a client that sees it never
+    // meets a refused connection (which it would take for a stale socket) nor a moment of
+    // default permissions.
+    let staging = dir.join(format!(".advisord-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&staging);
+    let listener = UnixListener::bind(&staging).map_err(io_err(format!(
         "cannot bind the socket `{}`",
         path.display()
     )))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err(
-        format!("cannot make `{}` private (0600)", path.display()),
-    ))?;
+    let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err(format!(
+            "cannot make `{}` private (0600)",
+            path.display()
+        )))
+        .and_then(|()| {
+            std::fs::rename(&staging, path).map_err(io_err(format!(
+                "cannot put the socket in place at `{}`",
+                path.display()
+            )))
+        });
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&staging);
+        return Err(e);
+    }
     Ok(BoundSocket {
         listener,
         path: path.to_path_buf(),
