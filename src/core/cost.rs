@@ -10,7 +10,7 @@ mod budget;
 mod spend;
 
 pub use budget::{
-    day_window, offset_text, BudgetInput, BudgetLine, BudgetState, Window, TASK_RESET,
+    day_window, offset_text, spent_at, BudgetInput, BudgetLine, BudgetState, Window, TASK_RESET,
 };
 pub use spend::{spend, SpendRow, SpendView};
 
