@@ -105,7 +105,7 @@ struct CircuitIndex {
     tail: HistoryTail,
     /// The consultations budgets may count in a day window, across every task: those of
     /// the last [`RECENT_SPEND`] and later, stripped to what a cost needs.
-    recent: Vec<(time::OffsetDateTime, Record)>,
+    recent: Vec<Spent>,
     /// The highest sequence fed, per task.
     fed: HashMap<TaskName, u64>,
 }
@@ -130,12 +130,22 @@ fn spend_only(record: &Record) -> Record {
     kept
 }
 
+/// What budgets read of a consultation kept in the index, in a few words of memory: the
+/// record is made again (stripped, as [`spend_only`]) only when budgets are judged.
+struct Spent {
+    at: time::OffsetDateTime,
+    record: Box<Record>,
+}
+
 impl CircuitIndex {
     fn feed(&mut self, record: &Record, since: time::OffsetDateTime) {
         self.tail.feed(record);
         if let Some(at) = crate::core::cost::spent_at(record) {
             if at >= since {
-                self.recent.push((at, spend_only(record)));
+                self.recent.push(Spent {
+                    at,
+                    record: Box::new(spend_only(record)),
+                });
             }
         }
     }
@@ -642,13 +652,13 @@ impl Store {
         let since = now - RECENT_SPEND;
         let mut circuit = lock(&self.circuit);
         let wall = time::OffsetDateTime::now_utc() - RECENT_SPEND;
-        circuit.recent.retain(|(at, _)| *at >= wall.min(since));
+        circuit.recent.retain(|s| s.at >= wall.min(since));
         history.extend(
             circuit
                 .recent
                 .iter()
-                .filter(|(at, r)| *at >= since && r.envelope.task != task.as_str())
-                .map(|(_, r)| r.clone()),
+                .filter(|s| s.at >= since && s.record.envelope.task != task.as_str())
+                .map(|s| (*s.record).clone()),
         );
         Ok(history)
     }
