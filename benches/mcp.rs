@@ -124,7 +124,8 @@ impl Server {
         let answer = self.answer().await;
         assert_eq!(answer["id"], id);
         let result = &answer["result"];
-        assert_eq!(result["isError"], Value::Null, "{tool}: {answer}");
+        // A successful call may leave `isError` out or say `false`.
+        assert_ne!(result["isError"], Value::Bool(true), "{tool}: {answer}");
         result["structuredContent"].clone()
     }
 

@@ -220,8 +220,13 @@ pub fn plan_env<'r>(
     now: OffsetDateTime,
 ) -> Result<PlanEnv<'r>, Error> {
     let history = store.circuit_history()?;
-    // Budgets look at whole days and tasks, not only the tail the circuit needs.
-    let budget = budget_state(resolved, &store.consultations_all_tasks()?, now);
+    // Budgets look at the task and the day, not only the tail the circuit needs; with no
+    // limit in force there is nothing to judge and nothing to read.
+    let budget = if resolved.budgets.is_empty() {
+        BudgetState::default()
+    } else {
+        budget_state(resolved, &store.budget_history(&resolved.task, now)?, now)
+    };
     let availability = availability::assess(&AvailabilityInput {
         catalogue: &resolved.catalogue,
         mode: resolved.mode,

@@ -103,8 +103,52 @@ struct Slot {
 #[derive(Default)]
 struct CircuitIndex {
     tail: HistoryTail,
+    /// The consultations budgets may count in a day window, across every task: those of
+    /// the last [`RECENT_SPEND`] and later, stripped to what a cost needs.
+    recent: Vec<Spent>,
     /// The highest sequence fed, per task.
     fed: HashMap<TaskName, u64>,
+}
+
+/// How far back the index keeps consultations for budgets. A day window is the user's
+/// calendar day holding the clock, so it starts less than a day before it, whatever the
+/// user's UTC offset; the rest is margin.
+pub const RECENT_SPEND: Duration = Duration::from_secs(2 * 24 * 3600);
+
+/// A consultation stripped to what budgets read (task, advisor, usage, when).
+fn spend_only(record: &Record) -> Record {
+    let mut kept = record.clone();
+    kept.envelope.prev = None;
+    if let Body::Consultation(c) = &mut kept.body {
+        c.diagnostic = None;
+        c.conclusion = None;
+        c.assumptions = Vec::new();
+        c.risks = Vec::new();
+        c.actions = Vec::new();
+        c.falsifiers = Vec::new();
+    }
+    kept
+}
+
+/// What budgets read of a consultation kept in the index, in a few words of memory: the
+/// record is made again (stripped, as [`spend_only`]) only when budgets are judged.
+struct Spent {
+    at: time::OffsetDateTime,
+    record: Box<Record>,
+}
+
+impl CircuitIndex {
+    fn feed(&mut self, record: &Record, since: time::OffsetDateTime) {
+        self.tail.feed(record);
+        if let Some(at) = crate::core::cost::spent_at(record) {
+            if at >= since {
+                self.recent.push(Spent {
+                    at,
+                    record: Box::new(spend_only(record)),
+                });
+            }
+        }
+    }
 }
 
 /// One [`Store`] per state directory, kept for the life of a process that serves many
@@ -546,8 +590,9 @@ impl Store {
             .take_while(|r| r.envelope.sequence > fed)
             .count();
         let fresh = &records[records.len() - new..];
+        let since = time::OffsetDateTime::now_utc() - RECENT_SPEND;
         for record in fresh {
-            circuit.tail.feed(record);
+            circuit.feed(record, since);
         }
         let highest = fresh.last().map_or(fed, |r| r.envelope.sequence);
         circuit.fed.insert(task.clone(), highest.max(fed));
@@ -583,6 +628,44 @@ impl Store {
     /// A task is read whole the first time; after that only the record files past the
     /// last one fed are read, whether or not its records are still cached.
     pub fn circuit_history(&self) -> Result<Vec<Record>, StoreError> {
+        self.feed_every_task()?;
+        Ok(lock(&self.circuit).tail.records())
+    }
+
+    /// The consultations budgets count for `task` at `now`, equal for budgets to every
+    /// consultation stored: all of `task`'s (its per-task window) and, from the other
+    /// tasks, those of the days around `now` (a day window holds `now`, and the index
+    /// keeps the last [`RECENT_SPEND`] by the wall clock). Each consultation comes once.
+    pub fn budget_history(
+        &self,
+        task: &TaskName,
+        now: time::OffsetDateTime,
+    ) -> Result<Vec<Record>, StoreError> {
+        self.feed_every_task()?;
+        let mut history = self.with_records(task, |records| {
+            records
+                .iter()
+                .filter(|r| matches!(r.body, Body::Consultation(_)))
+                .map(spend_only)
+                .collect::<Vec<_>>()
+        })?;
+        let since = now - RECENT_SPEND;
+        let mut circuit = lock(&self.circuit);
+        let wall = time::OffsetDateTime::now_utc() - RECENT_SPEND;
+        circuit.recent.retain(|s| s.at >= wall.min(since));
+        history.extend(
+            circuit
+                .recent
+                .iter()
+                .filter(|s| s.at >= since && s.record.envelope.task != task.as_str())
+                .map(|s| (*s.record).clone()),
+        );
+        Ok(history)
+    }
+
+    /// Feed the index every task's records: a task never fed is read whole, the others
+    /// only past the last record file fed.
+    fn feed_every_task(&self) -> Result<(), StoreError> {
         for task in self.tasks()? {
             let fed = lock(&self.circuit).fed.get(&task).copied();
             match fed {
@@ -600,7 +683,7 @@ impl Store {
                 }
             }
         }
-        Ok(lock(&self.circuit).tail.records())
+        Ok(())
     }
 
     /// Read the records of `task` not yet in `cache`; return the temporary files seen
@@ -1145,6 +1228,56 @@ mod tests {
             serde_json::to_vec(&record).unwrap(),
         )
         .expect("written");
+    }
+
+    /// Budgets get every consultation of the task asked about and, from the other tasks,
+    /// only the recent ones (a day window never reaches further back), each once, with
+    /// new records found as availability finds them.
+    #[test]
+    fn budget_history_is_the_task_and_the_recent_days() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let now = time::OffsetDateTime::now_utc();
+        let at = |ago_h: i64| {
+            (now - time::Duration::hours(ago_h))
+                .format(&time::format_description::well_known::Rfc3339)
+                .expect("formats")
+        };
+        let put = |t: &str, sequence: u64, finished_at: String| {
+            let record: Record = serde_json::from_value(json!({
+                "id": format!("C{t}{sequence}"), "task": t, "sequence": sequence,
+                "created_at": finished_at, "schema": 1, "redacted": [],
+                "kind": "consultation", "plan": "P", "advisor": "alpha",
+                "status": "completed", "conclusion": "a long answer",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+                "finished_at": finished_at}))
+            .expect("a consultation");
+            let task_dir = dir.path().join(t);
+            fs::create_dir_all(&task_dir).expect("task dir");
+            fs::write(
+                task_dir.join(file_name(&record)),
+                serde_json::to_vec(&record).unwrap(),
+            )
+            .expect("written");
+        };
+        put("a", 1, at(24 * 30));
+        put("a", 2, at(1));
+        put("b", 1, at(24 * 5));
+        put("b", 2, at(3));
+        let store = Store::open(dir.path());
+        let ids = |history: Vec<Record>| -> Vec<String> {
+            let mut ids: Vec<String> = history.iter().map(|r| r.id().to_string()).collect();
+            ids.sort();
+            ids
+        };
+        assert_eq!(
+            ids(store.budget_history(&task("a"), now).expect("read")),
+            ["Ca1", "Ca2", "Cb2"]
+        );
+        put("b", 3, at(0));
+        let history = store.budget_history(&task("b"), now).expect("read");
+        assert!(history.iter().all(|r| matches!(&r.body,
+            Body::Consultation(c) if c.conclusion.is_none() && c.usage.is_some())));
+        assert_eq!(ids(history), ["Ca2", "Cb1", "Cb2", "Cb3"]);
     }
 
     /// Once a task was read, availability reads only the record files past the last one

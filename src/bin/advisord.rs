@@ -67,6 +67,9 @@ struct Args {
     detached_child: bool,
 }
 
+/// The most threads the daemon's blocking work may use at once.
+const MAX_BLOCKING_THREADS: usize = 16;
+
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     text.parse::<f64>()
         .ok()
@@ -107,7 +110,15 @@ fn main() -> ExitCode {
         // Colour only on a terminal: a log file, a pipe or the journal gets plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Blocking work (store reads and writes, the journal) is short and mostly waits on a
+    // task's lock: a few threads serve it as fast as hundreds. Unbounded (tokio's 512),
+    // a burst of concurrent jobs left a thread, its stack and its allocator arena behind
+    // for each, and the daemon's memory grew with every burst.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

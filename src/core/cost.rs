@@ -10,7 +10,7 @@ mod budget;
 mod spend;
 
 pub use budget::{
-    day_window, offset_text, BudgetInput, BudgetLine, BudgetState, Window, TASK_RESET,
+    day_window, offset_text, spent_at, BudgetInput, BudgetLine, BudgetState, Window, TASK_RESET,
 };
 pub use spend::{spend, SpendRow, SpendView};
 
@@ -93,11 +93,16 @@ pub fn price_status(view: &mut StatusView, catalogue: &Catalogue) {
     for assessment in &mut view.assessments {
         for line in &mut assessment.consultations {
             let cost = advisor_cost(&line.advisor, line.usage.as_ref(), catalogue);
-            spend
-                .advisors
-                .entry(line.advisor.clone())
-                .or_default()
-                .add(line.usage.as_ref(), &cost);
+            // Looked up before inserting: a task has thousands of consultations and few
+            // advisors, so the key is copied once per advisor.
+            match spend.advisors.get_mut(&line.advisor) {
+                Some(sum) => sum.add(line.usage.as_ref(), &cost),
+                None => spend
+                    .advisors
+                    .entry(line.advisor.clone())
+                    .or_default()
+                    .add(line.usage.as_ref(), &cost),
+            }
             spend.total.add(line.usage.as_ref(), &cost);
             line.cost = Some(cost);
         }
@@ -147,7 +152,16 @@ impl Cost {
 
 /// An amount as shown: four decimals (a consultation often costs less than a cent).
 pub fn money(amount: f64) -> String {
-    format!("{amount:.4}")
+    Money(amount).to_string()
+}
+
+/// An amount shown as [`money`] does, written where it is formatted.
+pub struct Money(pub f64);
+
+impl std::fmt::Display for Money {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.4}", self.0)
+    }
 }
 
 /// What several consultations cost together.

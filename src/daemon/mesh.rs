@@ -371,11 +371,17 @@ impl Mesh {
     }
 
     /// Sweep for peers: scatter a `$SRV.INFO` request to every review service and gather
-    /// the replies. A `full` sweep collects for [`FULL_SWEEP_WINDOW`] and counts misses; a
-    /// quick one (before a plan) ends once every known peer answered and the bus has been
-    /// quiet a moment. Does nothing while the bus is down (full sweeps then count misses).
+    /// the replies. Each peer that replies is known at once. A `full` sweep collects for
+    /// [`FULL_SWEEP_WINDOW`] and then counts misses; a quick one (before a plan) ends once
+    /// every known peer answered and the bus has been quiet a moment. Does nothing while the bus is down (full sweeps then count misses).
     pub async fn sweep(&self, full: bool) {
-        let _turn = self.sweep_turn.lock().await;
+        // Full sweeps take turns, so misses are counted once per sweep. A quick sweep
+        // (before a plan) never waits for the timer's sweep to end its window: it only
+        // adds and refreshes peers, which a full sweep in progress does as well.
+        let _turn = match full {
+            true => Some(self.sweep_turn.lock().await),
+            false => None,
+        };
         let found = match self.gather(full).await {
             Some(found) => found,
             None if full => Vec::new(),
@@ -420,6 +426,15 @@ impl Mesh {
             last = Instant::now();
             if let Some(peer) = roster::read_info(&message.payload, &self.runtime) {
                 if seen.insert(peer.runtime.clone()) {
+                    // A peer is known from its reply on: a new one does not wait for the
+                    // end of the window (only misses are counted there).
+                    let mut roster = self.roster_mut();
+                    let before = roster.len();
+                    roster.sweep(vec![peer.clone()], false);
+                    if roster.len() != before {
+                        tracing::info!(peers = roster.len(), "mesh peers changed");
+                    }
+                    drop(roster);
                     found.push(peer);
                 }
             }

@@ -97,7 +97,13 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
     } else {
         None
     };
-    let claimed = jobs.table.claimed_plans(&job.id);
+    // Only a resumed job looks for an unclaimed plan; the claims are every kept job's,
+    // so a fresh job does not gather them.
+    let claimed = if resumed {
+        jobs.table.claimed_plans(&job.id)
+    } else {
+        Vec::new()
+    };
     // Mesh peers enter the catalogue like any advisor; a new plan sweeps for them first.
     // A relayed review asks only this daemon's own advisors: never back into the mesh.
     if entry.order.prompt.is_none() {

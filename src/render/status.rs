@@ -3,6 +3,7 @@
 use super::text::{Out, Table};
 use super::Render;
 use crate::core::chain::ChainState;
+use crate::core::cost::{Cost, Money};
 use crate::core::records::ConsultationStatus;
 use crate::core::views::status::{
     AssessmentStatus, ConsultationLine, StatusView, TaskSpend, TokenTotals,
@@ -34,7 +35,7 @@ impl Render for StatusView {
         out.blank();
         out.line("timeline");
         for entry in &self.timeline {
-            out.line(&format!(
+            out.line_fmt(format_args!(
                 "  #{:<4} {}  {:<12}  {}",
                 entry.sequence,
                 entry.created_at,
@@ -42,7 +43,7 @@ impl Render for StatusView {
                 entry.id
             ));
             if entry.unverified {
-                out.para(8, 0, &format!("UNVERIFIED: {}", entry.summary));
+                out.para_fmt(8, 0, format_args!("UNVERIFIED: {}", entry.summary));
             } else {
                 out.para(8, 0, &entry.summary);
             }
@@ -143,8 +144,10 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
             ),
         );
     }
+    let mut line = String::new();
     for c in &a.consultations {
-        out.para(4, 4, &consultation_line(c));
+        consultation_line(&mut line, c);
+        out.para(4, 4, &line);
     }
     for d in &a.disagreements {
         let verdict = match d.resolutions.last() {
@@ -232,39 +235,57 @@ pub(super) fn chain_plain(out: &mut Out, chain: &ChainState) {
     }
 }
 
-fn consultation_line(c: &ConsultationLine) -> String {
+/// One consultation's line, written into `line` (cleared first): a task has thousands.
+fn consultation_line(line: &mut String, c: &ConsultationLine) {
+    use std::fmt::Write as _;
+    line.clear();
     let mark = if c.unverified { "UNVERIFIED " } else { "" };
-    let mut line = format!("{mark}{} (#{}) ", c.advisor, c.sequence);
+    // Writing to a `String` never fails.
+    let _ = write!(line, "{mark}{} (#{}) ", c.advisor, c.sequence);
     match c.status {
         ConsultationStatus::Completed => {
             line.push_str("completed");
             if let Some(stance) = c.stance {
-                line.push_str(&format!(", {}", stance.as_str()));
+                line.push_str(", ");
+                line.push_str(stance.as_str());
             }
         }
         ConsultationStatus::Failed => {
             line.push_str("failed");
             if let Some(failure) = c.failure {
-                line.push_str(&format!(": {}", failure.as_str()));
+                line.push_str(": ");
+                line.push_str(failure.as_str());
             }
         }
     }
     if let Some(ms) = c.duration_ms {
-        line.push_str(&format!(", {}", duration(ms)));
+        if ms < 1000 {
+            let _ = write!(line, ", {ms} ms");
+        } else {
+            let _ = write!(line, ", {:.1} s", ms as f64 / 1000.0);
+        }
     }
     if let Some(u) = c.usage {
-        line.push_str(&format!(
+        let _ = write!(
+            line,
             ", {} in / {} out tokens",
             u.input_tokens, u.output_tokens
-        ));
+        );
     }
-    if let Some(cost) = &c.cost {
-        line.push_str(&format!(", cost {}", cost.display()));
+    match &c.cost {
+        // As `Cost::display` says it, without a string of its own.
+        Some(Cost::Metered { amount, currency }) => {
+            let _ = write!(line, ", cost {} {currency}", Money(*amount));
+        }
+        Some(Cost::FlatRate) => line.push_str(", cost flat rate"),
+        Some(Cost::Unknown { reason }) => {
+            let _ = write!(line, ", cost unknown ({reason})");
+        }
+        None => {}
     }
     if let Some(d) = &c.diagnostic {
-        line.push_str(&format!(" ({d})"));
+        let _ = write!(line, " ({d})");
     }
-    line
 }
 
 fn spend_plain(out: &mut Out, spend: &TaskSpend) {

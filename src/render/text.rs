@@ -43,9 +43,21 @@ pub fn wrap_hanging(text: &str, first: usize, rest: usize) -> Vec<String> {
 
 /// Break `text` as [`wrap_hanging`] does, handing each line (with its index) to `emit`
 /// instead of collecting them: plain output of large tasks writes many lines.
-pub fn wrap_each(text: &str, first: usize, rest: usize, mut emit: impl FnMut(usize, &str)) {
+pub fn wrap_each(text: &str, first: usize, rest: usize, emit: impl FnMut(usize, &str)) {
+    wrap_into(&mut String::new(), text, first, rest, emit);
+}
+
+/// [`wrap_each`] building each line in `line` (cleared first), so a caller writing many
+/// paragraphs reuses one buffer.
+fn wrap_into(
+    line: &mut String,
+    text: &str,
+    first: usize,
+    rest: usize,
+    mut emit: impl FnMut(usize, &str),
+) {
     let (first, rest) = (first.max(1), rest.max(1));
-    let mut line = String::new();
+    line.clear();
     let mut index = 0;
     let mut len = 0;
     for mut word in text.split_whitespace() {
@@ -71,7 +83,7 @@ pub fn wrap_each(text: &str, first: usize, rest: usize, mut emit: impl FnMut(usi
                 chars = 0;
             } else if len > 0 {
                 // Start a new line; a word longer than any line is split there.
-                emit(index, &line);
+                emit(index, line);
                 index += 1;
                 line.clear();
                 len = 0;
@@ -88,7 +100,7 @@ pub fn wrap_each(text: &str, first: usize, rest: usize, mut emit: impl FnMut(usi
         }
     }
     if len > 0 || index == 0 {
-        emit(index, &line);
+        emit(index, line);
     }
 }
 
@@ -96,6 +108,10 @@ pub fn wrap_each(text: &str, first: usize, rest: usize, mut emit: impl FnMut(usi
 #[derive(Debug, Default)]
 pub struct Out {
     text: String,
+    /// Where a line is formatted or wrapped before it is cut into `text`, reused.
+    scratch: String,
+    /// The line being wrapped, reused.
+    wrapped: String,
 }
 
 impl Out {
@@ -108,6 +124,7 @@ impl Out {
     pub fn with_capacity(bytes: usize) -> Out {
         Out {
             text: String::with_capacity(bytes),
+            ..Out::default()
         }
     }
 
@@ -115,6 +132,27 @@ impl Out {
     pub fn line(&mut self, line: &str) {
         push_truncated(&mut self.text, line, WIDTH);
         self.text.push('\n');
+    }
+
+    /// One formatted line, cut to the width, without a string of its own.
+    pub fn line_fmt(&mut self, args: std::fmt::Arguments) {
+        use std::fmt::Write as _;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        // Writing to a `String` never fails.
+        let _ = scratch.write_fmt(args);
+        self.line(&scratch);
+        self.scratch = scratch;
+    }
+
+    /// A formatted paragraph as [`Out::para`], without a string of its own.
+    pub fn para_fmt(&mut self, indent: usize, hang: usize, args: std::fmt::Arguments) {
+        use std::fmt::Write as _;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let _ = scratch.write_fmt(args);
+        self.para(indent, hang, &scratch);
+        self.scratch = scratch;
     }
 
     /// One line as it is, never cut (text meant to be copied, such as a template).
@@ -133,7 +171,7 @@ impl Out {
         let first = WIDTH.saturating_sub(indent).max(20);
         let rest = WIDTH.saturating_sub(indent + hang).max(20);
         let out = &mut self.text;
-        wrap_each(text, first, rest, |i, line| {
+        wrap_into(&mut self.wrapped, text, first, rest, |i, line| {
             let pad = if i == 0 { indent } else { indent + hang };
             (0..pad).for_each(|_| out.push(' '));
             push_truncated(out, line, WIDTH.saturating_sub(pad));

@@ -102,6 +102,15 @@ fn rfc3339_utc(at: OffsetDateTime) -> String {
         .unwrap_or_else(|_| at.unix_timestamp().to_string())
 }
 
+/// When a consultation happened, as budgets place it in a day: `finished_at`, else the
+/// envelope's `created_at`; `None` for another kind of record or an unreadable time.
+pub fn spent_at(record: &Record) -> Option<OffsetDateTime> {
+    match &record.body {
+        Body::Consultation(c) => when(record, &c.finished_at),
+        _ => None,
+    }
+}
+
 /// When a consultation happened: `finished_at`, else the envelope's `created_at`.
 pub(super) fn when(record: &Record, finished_at: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(finished_at, &Rfc3339)

@@ -335,7 +335,7 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
     ordered.sort_by_key(|r| r.envelope.sequence);
     let mut pass = Pass {
         trust,
-        by_id: HashMap::with_capacity_and_hasher(ordered.len(), Default::default()),
+        by_id: HashMap::default(),
         assessments: Vec::new(),
         diverges: Vec::new(),
         tokens: TokenTotals::default(),
@@ -356,7 +356,9 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
             summary: summary(record, |id| pass.advisors.get(id).copied()),
             unverified: !verified,
         });
-        pass.by_id.insert(record.id(), record);
+        if matches!(record.body, Body::Consultation(_)) {
+            pass.by_id.insert(record.id(), record);
+        }
         pass.add(record, verified);
     }
     let mut assessments = pass.assessments;
@@ -389,7 +391,8 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
 /// What the pass of [`status`] has gathered so far, with where each line went.
 struct Pass<'r, 't> {
     trust: &'t Trust,
-    /// The records seen so far, by id.
+    /// The consultations seen so far, by id: what a conclusion's review counts (a cited
+    /// id of another kind counts for nothing either way).
     by_id: HashMap<&'r str, &'r Record>,
     assessments: Vec<AssessmentStatus>,
     /// Per assessment: a completed consultation of it diverges.
@@ -440,11 +443,16 @@ impl<'r> Pass<'r, '_> {
             }
             Body::Consultation(c) => {
                 self.advisors.insert(id, &c.advisor);
-                self.tokens
-                    .advisors
-                    .entry(c.advisor.clone())
-                    .or_default()
-                    .add(c.usage);
+                // Looked up first: the key is copied once per advisor, not per record.
+                match self.tokens.advisors.get_mut(&c.advisor) {
+                    Some(tokens) => tokens.add(c.usage),
+                    None => self
+                        .tokens
+                        .advisors
+                        .entry(c.advisor.clone())
+                        .or_default()
+                        .add(c.usage),
+                }
                 self.tokens.total.add(c.usage);
                 let Some(&at) = self.plan_at.get(c.plan.as_str()) else {
                     return;
