@@ -25,18 +25,26 @@ fn delay_ms(permille: u64) -> u64 {
     DEADLINE.as_millis() as u64 * permille / 1000
 }
 
-fn io(env: BTreeMap<String, String>) -> Io {
+/// The io of one case. The HTTP client is made beforehand and shared: making one loads
+/// the system's certificates, which on a loaded machine takes longer than the 40 ms
+/// margin of the 99.5 % case, and would count against the deadline.
+fn io(env: BTreeMap<String, String>, http: reqwest::Client) -> Io {
     Io {
         deadline: tokio::time::Instant::now() + DEADLINE,
         cancel: CancellationToken::new(),
         env: env_from_map(env),
-        http: reqwest::Client::new(),
+        http,
     }
 }
 
-async fn run(adapter: &str, spec: AdvisorSpec, env: BTreeMap<String, String>) -> (bool, u64) {
+async fn run(
+    adapter: &str,
+    spec: AdvisorSpec,
+    env: BTreeMap<String, String>,
+    http: reqwest::Client,
+) -> (bool, u64) {
     let adapter = Registry::builtin().get(adapter).expect("a builtin adapter");
-    let outcome = consult(adapter.as_ref(), &spec, PROMPT, &io(env)).await;
+    let outcome = consult(adapter.as_ref(), &spec, PROMPT, &io(env, http)).await;
     let kept = match &outcome.result {
         Ok(normalised) => {
             assert!(!normalised.conclusion.is_empty(), "{outcome:?}");
@@ -60,6 +68,7 @@ async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
         );
     }
     let server = FakeLlmServer::start(script).await;
+    let http = reqwest::Client::new();
     let mut cases = Vec::new();
     for (permille, expect) in TABLE {
         let spec = advisor(
@@ -71,7 +80,7 @@ async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
             "http",
             permille,
             expect,
-            tokio::spawn(run("ollama", spec, BTreeMap::new())),
+            tokio::spawn(run("ollama", spec, BTreeMap::new(), http.clone())),
         ));
         let delay = delay_ms(permille).to_string();
         let spec = AdvisorSpec {
@@ -87,7 +96,7 @@ async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
             "process",
             permille,
             expect,
-            tokio::spawn(run("process", spec, env)),
+            tokio::spawn(run("process", spec, env, http.clone())),
         ));
     }
     for (transport, permille, expect, case) in cases {

@@ -398,14 +398,15 @@ pub async fn run_scenario(name: &str, rig: &dyn Rig, scenario: Scenario) {
 /// adapter's resources were released. Returns the outcome.
 pub async fn check(name: &str, setup: Setup, case: Case) -> Outcome {
     let cancel = CancellationToken::new();
-    // The clock starts with the deadline: building the HTTP client below can take
-    // milliseconds on a loaded machine, and would otherwise look like an early timeout.
+    // The HTTP client is made before the clock starts: making one loads the system's
+    // certificates, which can take milliseconds on a loaded machine.
+    let http = reqwest::Client::new();
     let started = std::time::Instant::now();
     let io = Io {
         deadline: Instant::now() + case.timeout,
         cancel: cancel.clone(),
         env: env_from_map(setup.env.clone()),
-        http: reqwest::Client::new(),
+        http,
     };
     if let Some(after) = case.cancel_after {
         let cancel = cancel.clone();
