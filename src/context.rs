@@ -216,6 +216,17 @@ pub fn daemon_context(root: &Path, task: Option<String>) -> RequestContext {
     RequestContext::for_root(root.to_path_buf(), task, &|name| std::env::var(name).ok())
 }
 
+/// A context for `flags` (root, task, and the catalogue and state directory when named)
+/// built from the daemon's own environment, credentials included: what a request that
+/// carries no context of its own (the cockpit, `curl`) is judged with.
+pub fn daemon_context_for(flags: &Locations) -> RequestContext {
+    let env = |name: &str| std::env::var(name).ok();
+    let root = flags.root.clone().unwrap_or_default();
+    let mut ctx = RequestContext::from_parts(flags, &root, &env);
+    ctx.credentials = credentials_for(&ctx, &env);
+    ctx
+}
+
 /// [`Error::InvalidRoot`] unless the context's root is an absolute, existing directory: the
 /// daemon's first check of every request that names a root.
 pub fn require_root(ctx: &RequestContext) -> Result<(), Error> {
@@ -337,9 +348,12 @@ impl Resolved {
         let disable = DisableList::parse(ctx.disable.as_deref().unwrap_or(""));
         let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
         let presence = probe_presence(&catalogue, ctx, &root);
+        // The repository's project file is untrusted input (an agent consults in whatever
+        // repository it was pointed at): its limits only ever tighten the catalogue's. The
+        // environment is the user's own and replaces them.
         let budgets = catalogue
             .budgets()
-            .overridden_by(&project_budgets_of(&root)?)
+            .tightened_by(&project_budgets_of(&root)?)
             .overridden_by(&env_budgets(&ctx.budgets)?);
         let utc_offset = time::UtcOffset::from_whole_seconds(ctx.utc_offset_s.unwrap_or(0))
             .map_err(|_| {

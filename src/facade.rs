@@ -25,7 +25,7 @@ use crate::protocol::{
     AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, Event, EventsRequest,
     ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest,
     RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, SpendRequest,
-    StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
+    StatusRequest, TaskList, TasksRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -52,6 +52,8 @@ pub trait Api: Send + Sync {
     fn record(&self, request: RecordRequest) -> Answer<'_, Record>;
     /// The task's derived status.
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView>;
+    /// The tasks of the state directory.
+    fn tasks(&self, request: TasksRequest) -> Answer<'_, TaskList>;
     /// Spend per advisor, task and day, and the state of every budget.
     fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView>;
     /// The provenance chain of a record.
@@ -186,6 +188,12 @@ impl Api for Local {
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
         Box::pin(blocking(move || {
             service::status(&Registry::builtin(), &request.context)
+        }))
+    }
+
+    fn tasks(&self, request: TasksRequest) -> Answer<'_, TaskList> {
+        Box::pin(blocking(move || {
+            service::tasks(&Registry::builtin(), &request.context)
         }))
     }
 

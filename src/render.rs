@@ -6,10 +6,12 @@
 
 mod advisors;
 mod check;
+mod context;
 mod explain;
 pub mod job;
 pub mod outcomes;
 mod plan;
+pub mod preview;
 mod record;
 mod refusal;
 mod spend;

@@ -61,7 +61,7 @@ pub const COMMON_KEYS: &[&str] = &[
 pub const DEFAULT_CAPABILITY: &str = "independent_reasoning";
 
 /// How an advisor is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
     /// A local executable.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// The advisors view: `{"mode", "advisors": [...], "capacity": {CAPABILITY: N}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AdvisorsView {
     /// The mode in force.
     pub mode: Mode,
@@ -23,7 +23,7 @@ pub struct AdvisorsView {
 }
 
 /// A daemon's link to the mesh, as `health` and `advisors` show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MeshStatus {
     /// The bus's URL, without any credential.
     pub url: String,
@@ -64,7 +64,7 @@ impl MeshStatus {
 }
 
 /// One advisor with its availability.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AdvisorRow {
     /// Its id.
     pub id: String,
