@@ -121,16 +121,16 @@ pub struct FileId {
 pub const RACY_WINDOW: Duration = Duration::from_secs(2);
 
 impl FileId {
-    /// The identity of the file `meta` describes, looked at `now`; `None` when its change
+    /// The identity of the file `stat` describes, looked at `now`; `None` when its change
     /// time is too recent to vouch for its bytes ([`RACY_WINDOW`]).
-    pub fn of(meta: &fs::Metadata, now: SystemTime) -> Option<FileId> {
+    pub fn of(stat: &fs::Metadata, now: SystemTime) -> Option<FileId> {
         let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
         let id = FileId {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
-            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            dev: stat.dev(),
+            ino: stat.ino(),
+            size: stat.size(),
+            mtime_ns: ns(stat.mtime(), stat.mtime_nsec()),
+            ctime_ns: ns(stat.ctime(), stat.ctime_nsec()),
         };
         let now_ns = now
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -306,9 +306,9 @@ fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
     // while reading then shows as a changed identity next time, never the reverse.
     let read = |path: &Path| -> io::Result<(Vec<u8>, Option<FileId>)> {
         let mut file = File::open(path)?;
-        let meta = file.metadata()?;
-        let id = FileId::of(&meta, SystemTime::now());
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        let stat = file.metadata()?;
+        let id = FileId::of(&stat, SystemTime::now());
+        let mut bytes = Vec::with_capacity(stat.len() as usize);
         file.read_to_end(&mut bytes)?;
         Ok((bytes, id))
     };
@@ -539,7 +539,7 @@ impl Store {
             // `stat` relative to the open directory (a symbolic link is its own identity,
             // never the file read through it, so it is always judged by its bytes).
             let same = match (entry.metadata(), cache.files[at]) {
-                (Ok(meta), Some(kept)) => FileId::of(&meta, now) == Some(kept),
+                (Ok(stat), Some(kept)) => FileId::of(&stat, now) == Some(kept),
                 (Err(e), _) if e.kind() == io::ErrorKind::NotFound => return Ok(Checked::Stale),
                 _ => false,
             };
@@ -702,7 +702,7 @@ impl Store {
         let written = fs::metadata(dir.join(&name)).ok();
         cache
             .files
-            .push(written.and_then(|meta| FileId::of(&meta, SystemTime::now())));
+            .push(written.and_then(|stat| FileId::of(&stat, SystemTime::now())));
         cache.bytes += bytes.len();
         self.feed(task, &cache.records);
         let cached = cache.bytes;
@@ -1364,8 +1364,8 @@ mod tests {
     fn settle(path: &Path) {
         let started = Instant::now();
         let ctime = |p: &Path| {
-            let meta = fs::metadata(p).expect("stat");
-            (meta.ctime(), meta.ctime_nsec())
+            let stat = fs::metadata(p).expect("stat");
+            (stat.ctime(), stat.ctime_nsec())
         };
         let probe = path.with_file_name(".probe");
         loop {
@@ -1413,7 +1413,7 @@ mod tests {
             }
             assert_eq!(view(&store, &t).broken_at, None);
             let cached = store.with_records(&t, |r| r[1].clone()).expect("read");
-            let meta = fs::metadata(&path).expect("stat");
+            let stat = fs::metadata(&path).expect("stat");
             let text = fs::read_to_string(&path).expect("read");
             let edited = text.replace("\"second\"", "\"sEcond\"");
             assert_eq!((edited.len(), edited != text), (text.len(), true));
@@ -1422,13 +1422,13 @@ mod tests {
                 .write(true)
                 .open(&path)
                 .and_then(|f| {
-                    f.set_times(fs::FileTimes::new().set_modified(meta.modified().expect("mtime")))
+                    f.set_times(fs::FileTimes::new().set_modified(stat.modified().expect("mtime")))
                 })
                 .expect("modification time put back");
             let after = fs::metadata(&path).expect("stat");
             assert_eq!(
                 (after.ino(), after.size(), after.mtime(), after.mtime_nsec()),
-                (meta.ino(), meta.size(), meta.mtime(), meta.mtime_nsec())
+                (stat.ino(), stat.size(), stat.mtime(), stat.mtime_nsec())
             );
             let seen = view(&store, &t);
             assert!(seen.broken_at.is_some(), "settled: {settled}: {seen:?}");
