@@ -281,10 +281,12 @@ fn with_task<R>(
     f: impl FnOnce(&Resolved, &[Record], &Trust) -> Result<R, Error>,
 ) -> Result<R, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
-    // Read afresh: what the hash chain vouches for is judged on the files as they are now
-    // (a file changed after the daemon cached it must show), so views do not use the
-    // process's shared cache; writes and availability do.
-    let store = Store::open(&resolved.state_dir);
+    // What the hash chain vouches for is judged on the files as they are now (a file
+    // changed after the daemon cached it must show). The process's shared cache answers
+    // once it has checked each record file's identity (`stat`: inode, size, modification
+    // and change times) against what it read; a file that differs makes it read the task
+    // again. `verify` and `check` read every byte instead.
+    let store = Store::shared(&resolved.state_dir);
     store.with_trusted_records(&resolved.task, |records, trust| {
         f(&resolved, records, trust)
     })?

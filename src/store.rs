@@ -25,6 +25,14 @@
 //! until one is missing. Because record `n + 1` is only ever created after record `n` is
 //! in place, that finds every new record, and a write into a task of ten thousand records
 //! costs what a write into an empty one does.
+//!
+//! The views ([`Store::with_trusted_records`]) judge the files as they are now, without
+//! reading them again: the cache keeps each record file's identity as `stat` gave it when
+//! the file was read or written (device, inode, size, modification and change times; see
+//! [`FileId`]), and a view lists the task's directory and `stat`s each record file. A file
+//! whose identity is unchanged is the one the cache read; a changed one is read again and,
+//! if its bytes differ, the whole task is read afresh, as are a file gone or one that
+//! appeared below the highest sequence. `verify` never relies on this: it reads every byte.
 
 use crate::core::availability::HistoryTail;
 use crate::core::chain::{self, Entry, Trust};
@@ -36,11 +44,12 @@ use nix::fcntl::{Flock, FlockArg};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::Read as _;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The name of a task's lock file, inside the task's directory.
 pub const LOCK_FILE: &str = ".lock";
@@ -79,6 +88,9 @@ struct TaskCache {
     /// The chain's hash of each record's stored bytes, beside `records`: the newest is the
     /// `prev` of the next write, so a write never re-reads the task to hash it.
     digests: Vec<String>,
+    /// The identity of each record's file when it was read or written, beside `records`;
+    /// `None` when it cannot vouch for the bytes (see [`FileId::of`]).
+    files: Vec<Option<FileId>>,
     /// The highest sequence among the record files read.
     highest: u64,
     /// The hash chain's walk over `records` so far: a view extends it over the records
@@ -86,6 +98,45 @@ struct TaskCache {
     chain: chain::Progress,
     /// The size on disk of the records read.
     bytes: usize,
+}
+
+/// What `stat` says of a record file, enough to tell that it is still the file the cache
+/// read: any write to it, a rename over it or a change of its mode changes its change time
+/// (which, unlike the modification time, no program can set), and a file put in its place
+/// is another inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+/// How recent a change time must be for it to vouch for nothing: the file system stamps
+/// times from a clock that ticks coarsely (a few milliseconds, a second on some file
+/// systems), so a file changed again within the same tick keeps its change time. A file
+/// whose change time is this close to when it was looked at is checked by its bytes next
+/// time (as git treats a "racily clean" file).
+pub const RACY_WINDOW: Duration = Duration::from_secs(2);
+
+impl FileId {
+    /// The identity of the file `stat` describes, looked at `now`; `None` when its change
+    /// time is too recent to vouch for its bytes ([`RACY_WINDOW`]).
+    pub fn of(stat: &fs::Metadata, now: SystemTime) -> Option<FileId> {
+        let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+        let id = FileId {
+            dev: stat.dev(),
+            ino: stat.ino(),
+            size: stat.size(),
+            mtime_ns: ns(stat.mtime(), stat.mtime_nsec()),
+            ctime_ns: ns(stat.ctime(), stat.ctime_nsec()),
+        };
+        let now_ns = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i128);
+        (id.ctime_ns + RACY_WINDOW.as_nanos() as i128 <= now_ns).then_some(id)
+    }
 }
 
 /// How many bytes of records (their size on disk) a [`Store`] keeps cached across its
@@ -239,11 +290,30 @@ pub struct StoredFile {
     pub bytes: Vec<u8>,
 }
 
+/// One record file read: the record, the chain's hash of its bytes, their size and the
+/// file's identity ([`FileId`]) taken before they were read.
+struct ReadFile {
+    record: Record,
+    digest: String,
+    size: usize,
+    file: Option<FileId>,
+}
+
 /// Read and parse the record file at `path`, with the chain's hash of its bytes; `None`
 /// when there is none.
-fn read_record(path: &Path) -> Result<Option<(Record, String, usize)>, StoreError> {
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
+fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
+    // The identity is taken from the open file before its bytes are read: a change made
+    // while reading then shows as a changed identity next time, never the reverse.
+    let read = |path: &Path| -> io::Result<(Vec<u8>, Option<FileId>)> {
+        let mut file = File::open(path)?;
+        let stat = file.metadata()?;
+        let id = FileId::of(&stat, SystemTime::now());
+        let mut bytes = Vec::with_capacity(stat.len() as usize);
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, id))
+    };
+    let (bytes, file) = match read(path) {
+        Ok(read) => read,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
             return Err(StoreError::Io {
@@ -270,17 +340,31 @@ fn read_record(path: &Path) -> Result<Option<(Record, String, usize)>, StoreErro
             record.envelope.sequence
         )));
     }
-    Ok(Some((record, chain::digest(&bytes), bytes.len())))
+    Ok(Some(ReadFile {
+        digest: chain::digest(&bytes),
+        size: bytes.len(),
+        record,
+        file,
+    }))
 }
 
-/// Append `record` and its hash, keeping the cache in sequence order.
-fn push_in_order(cache: &mut TaskCache, (record, digest, size): (Record, String, usize)) {
-    cache.bytes += size;
+/// Append a record read, with its hash and identity, keeping the cache in sequence order.
+fn push_in_order(cache: &mut TaskCache, read: ReadFile) {
+    cache.bytes += read.size;
     let at = cache
         .records
-        .partition_point(|r| r.envelope.sequence <= record.envelope.sequence);
-    cache.records.insert(at, record);
-    cache.digests.insert(at, digest);
+        .partition_point(|r| r.envelope.sequence <= read.record.envelope.sequence);
+    cache.records.insert(at, read.record);
+    cache.digests.insert(at, read.digest);
+    cache.files.insert(at, read.file);
+}
+
+/// Whether the cache still holds what the files of its task hold now.
+enum Checked {
+    /// Every cached file is as it was read (new files past the highest may have been read).
+    Current,
+    /// A cached file changed, went, or a file appeared among the cached ones.
+    Stale,
 }
 
 /// The chain's view of cached records: each stored under its own sequence's name.
@@ -392,11 +476,89 @@ impl Store {
         task: &TaskName,
         f: impl FnOnce(&[Record], &Trust) -> R,
     ) -> Result<R, StoreError> {
-        let cache = self.cache(task);
-        let mut cache = lock(&cache);
+        let slot = self.cache(task);
+        let mut cache = lock(&slot);
+        if let Checked::Stale = self.check_files(task, &mut cache)? {
+            *cache = TaskCache::default();
+        }
         self.refresh(task, &mut cache)?;
         let trust = trust_of(task, &mut cache);
-        Ok(f(&cache.records, &trust))
+        let answer = f(&cache.records, &trust);
+        let bytes = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, bytes);
+        Ok(answer)
+    }
+
+    /// Compare the cached files of `task` with its directory now, by `stat` alone for a
+    /// file whose identity vouches for its bytes: a file whose identity changed is read
+    /// again and kept if its bytes are the same; new files past the highest sequence are
+    /// read into the cache. Anything else (a file changed, gone, or new below the highest)
+    /// makes the cache stale, and the caller reads the task afresh.
+    fn check_files(&self, task: &TaskName, cache: &mut TaskCache) -> Result<Checked, StoreError> {
+        if !cache.listed {
+            return Ok(Checked::Current);
+        }
+        let dir = self.task_dir(task);
+        let listing = match fs::read_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(if cache.records.is_empty() {
+                    Checked::Current
+                } else {
+                    Checked::Stale
+                });
+            }
+            other => other.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`; check that it is readable",
+                dir.display()
+            )))?,
+        };
+        let mut files = Vec::with_capacity(cache.records.len() + 1);
+        for entry in listing {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`",
+                dir.display()
+            )))?;
+            if let Some(sequence) = record_sequence(&entry.file_name()) {
+                files.push((sequence, entry));
+            }
+        }
+        files.sort_unstable_by_key(|(sequence, _)| *sequence);
+        let known = files.partition_point(|(s, _)| *s <= cache.highest);
+        let (old, new) = files.split_at(known);
+        if old.len() != cache.records.len()
+            || old
+                .iter()
+                .zip(&cache.records)
+                .any(|((s, _), r)| *s != r.envelope.sequence)
+        {
+            return Ok(Checked::Stale);
+        }
+        let now = SystemTime::now();
+        for (at, (_, entry)) in old.iter().enumerate() {
+            // `stat` relative to the open directory (a symbolic link is its own identity,
+            // never the file read through it, so it is always judged by its bytes).
+            let same = match (entry.metadata(), cache.files[at]) {
+                (Ok(stat), Some(kept)) => FileId::of(&stat, now) == Some(kept),
+                (Err(e), _) if e.kind() == io::ErrorKind::NotFound => return Ok(Checked::Stale),
+                _ => false,
+            };
+            if same {
+                continue;
+            }
+            // Touched, put back, or too recent to vouch: judge it by its bytes.
+            match read_record(&entry.path()) {
+                Ok(Some(read)) if read.digest == cache.digests[at] => cache.files[at] = read.file,
+                _ => return Ok(Checked::Stale),
+            }
+        }
+        for (sequence, _) in new {
+            if let Some(read) = read_record(&dir.join(sequence_file(*sequence)))? {
+                cache.highest = cache.highest.max(*sequence);
+                push_in_order(cache, read);
+            }
+        }
+        Ok(Checked::Current)
     }
 
     /// Every record file of `task`, read afresh from disk (not from the cache), in the
@@ -537,6 +699,10 @@ impl Store {
         cache.highest = sequence;
         cache.records.push(record.clone());
         cache.digests.push(chain::digest(&bytes));
+        let written = fs::metadata(dir.join(&name)).ok();
+        cache
+            .files
+            .push(written.and_then(|stat| FileId::of(&stat, SystemTime::now())));
         cache.bytes += bytes.len();
         self.feed(task, &cache.records);
         let cached = cache.bytes;
@@ -675,8 +841,8 @@ impl Store {
                     let dir = self.task_dir(&task);
                     let mut next = fed + 1;
                     let mut found = Vec::new();
-                    while let Some((record, _, _)) = read_record(&dir.join(sequence_file(next)))? {
-                        found.push(record);
+                    while let Some(read) = read_record(&dir.join(sequence_file(next)))? {
+                        found.push(read.record);
                         next += 1;
                     }
                     self.feed(&task, &found);
@@ -751,9 +917,16 @@ impl Store {
                 records.push(read);
             }
         }
-        records.sort_by_key(|(r, _, _)| r.envelope.sequence);
-        cache.bytes = records.iter().map(|(_, _, size)| size).sum();
-        (cache.records, cache.digests) = records.into_iter().map(|(r, d, _)| (r, d)).unzip();
+        records.sort_by_key(|read| read.record.envelope.sequence);
+        cache.bytes = records.iter().map(|read| read.size).sum();
+        cache.records = Vec::with_capacity(records.len());
+        cache.digests = Vec::with_capacity(records.len());
+        cache.files = Vec::with_capacity(records.len());
+        for read in records {
+            cache.records.push(read.record);
+            cache.digests.push(read.digest);
+            cache.files.push(read.file);
+        }
         cache.highest = highest;
         cache.listed = true;
         Ok(temps)
@@ -1183,6 +1356,140 @@ mod tests {
         let later = state(&store);
         assert_eq!((later.records, later.unverified), (4, 3));
         assert_eq!(later, state(&Store::open(dir.path())));
+    }
+
+    /// Wait (bounded) until the file system's clock has moved past `path`'s change time and
+    /// the change time is older than [`RACY_WINDOW`], so that the cache trusts its identity
+    /// and a later change gets another change time.
+    fn settle(path: &Path) {
+        let started = Instant::now();
+        let ctime = |p: &Path| {
+            let stat = fs::metadata(p).expect("stat");
+            (stat.ctime(), stat.ctime_nsec())
+        };
+        let probe = path.with_file_name(".probe");
+        loop {
+            fs::write(&probe, b"x").expect("a probe file");
+            let old = FileId::of(&fs::metadata(path).expect("stat"), SystemTime::now());
+            if old.is_some() && ctime(&probe) > ctime(path) {
+                break;
+            }
+            assert!(
+                started.elapsed() < RACY_WINDOW * 5,
+                "the change time of `{}` never settled",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        fs::remove_file(&probe).expect("probe removed");
+    }
+
+    /// The chain's state as a view of `store` sees it.
+    fn view(store: &Store, t: &TaskName) -> chain::ChainState {
+        store
+            .with_trusted_records(t, |_, trust| trust.state.clone())
+            .expect("read")
+            .expect("walked")
+    }
+
+    /// A record file edited in place after a view cached the task, to the same size and
+    /// with its modification time put back, is still seen by the next view: its change
+    /// time moved. Both while the cache still judges the file by its bytes (just written)
+    /// and once it trusts its identity.
+    #[test]
+    fn a_view_sees_a_file_edited_behind_the_cache() {
+        for settled in [false, true] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let store = Store::open(dir.path());
+            let t = task("t");
+            for subject in ["first", "second", "third"] {
+                store
+                    .write(&t, &assessment(subject), None)
+                    .expect("written");
+            }
+            let path = store.task_dir(&t).join(sequence_file(2));
+            if settled {
+                settle(&path);
+            }
+            assert_eq!(view(&store, &t).broken_at, None);
+            let cached = store.with_records(&t, |r| r[1].clone()).expect("read");
+            let stat = fs::metadata(&path).expect("stat");
+            let text = fs::read_to_string(&path).expect("read");
+            let edited = text.replace("\"second\"", "\"sEcond\"");
+            assert_eq!((edited.len(), edited != text), (text.len(), true));
+            fs::write(&path, &edited).expect("edited in place");
+            File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| {
+                    f.set_times(fs::FileTimes::new().set_modified(stat.modified().expect("mtime")))
+                })
+                .expect("modification time put back");
+            let after = fs::metadata(&path).expect("stat");
+            assert_eq!(
+                (after.ino(), after.size(), after.mtime(), after.mtime_nsec()),
+                (stat.ino(), stat.size(), stat.mtime(), stat.mtime_nsec())
+            );
+            let seen = view(&store, &t);
+            assert!(seen.broken_at.is_some(), "settled: {settled}: {seen:?}");
+            assert_eq!(
+                seen,
+                view(&Store::open(dir.path()), &t),
+                "as a fresh read finds"
+            );
+            let record = store.with_records(&t, |r| r[1].clone()).expect("read");
+            assert_ne!(record, cached, "the edited record is the one views see");
+        }
+    }
+
+    /// Whatever happens to the files behind a warm cache, a view finds what a fresh store
+    /// finds: a file removed, one put back under a new inode, a new one past the highest,
+    /// one appearing in a gap, the whole task gone.
+    #[test]
+    fn a_view_of_a_warm_cache_equals_a_fresh_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        for i in 0..4 {
+            store
+                .write(&t, &assessment(&format!("s{i}")), None)
+                .expect("written");
+        }
+        let task_dir = store.task_dir(&t);
+        let same = |store: &Store| {
+            let warm = store
+                .with_trusted_records(&t, |records, trust| (records.to_vec(), trust.state.clone()));
+            let fresh = Store::open(dir.path())
+                .with_trusted_records(&t, |records, trust| (records.to_vec(), trust.state.clone()));
+            assert_eq!(
+                format!("{warm:?}"),
+                format!("{fresh:?}"),
+                "a warm cache answers as a fresh read"
+            );
+        };
+        same(&store);
+        let held = fs::read(task_dir.join(sequence_file(2))).expect("record 2");
+        fs::remove_file(task_dir.join(sequence_file(2))).expect("removed");
+        same(&store);
+        // Put back, byte for byte, as a new file.
+        fs::write(task_dir.join(sequence_file(2)), &held).expect("put back");
+        same(&store);
+        store.write(&t, &assessment("s4"), None).expect("written");
+        same(&store);
+        // Written by another store: found past the highest.
+        Store::open(dir.path())
+            .write(&t, &assessment("s5"), None)
+            .expect("written");
+        same(&store);
+        // Record 3 moved to 9: a gap where it was, a file past the highest.
+        let three = task_dir.join(sequence_file(3));
+        fs::rename(&three, task_dir.join(sequence_file(9))).expect("moved");
+        same(&store);
+        fs::rename(task_dir.join(sequence_file(9)), &three).expect("moved back");
+        same(&store);
+        fs::remove_dir_all(&task_dir).expect("task removed");
+        same(&store);
+        assert!(store.records(&t).expect("read").is_empty());
     }
 
     #[test]

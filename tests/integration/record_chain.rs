@@ -412,3 +412,102 @@ fn records_written_before_the_chain_still_read_and_the_chain_starts_after_them()
     write_record(&f.project, 6, &six);
     json_of(&f.project, &["verify"], 1);
 }
+
+/// The first object under `value` whose `id` is `id`.
+fn find_id<'v>(value: &'v Value, id: &str) -> Option<&'v Value> {
+    match value {
+        Value::Object(map) if map.get("id").and_then(Value::as_str) == Some(id) => Some(value),
+        Value::Object(map) => map.values().find_map(|v| find_id(v, id)),
+        Value::Array(items) => items.iter().find_map(|v| find_id(v, id)),
+        _ => None,
+    }
+}
+
+/// The daemon keeps a task's records between requests and its views trust a record file
+/// whose identity (`stat`) is unchanged. A file edited in place after the daemon cached the
+/// task, to the same size and with its modification time put back, still shows in every
+/// view: its change time moved, which no program can set back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_views_see_a_file_edited_after_it_cached_the_task() {
+    use crate::support::daemon::{Daemon, TASK};
+    use advisord::store::{FileId, RACY_WINDOW};
+    use std::os::unix::fs::MetadataExt;
+    use std::time::{Duration, Instant, SystemTime};
+
+    let daemon = Daemon::start(
+        "advisors: []\n",
+        advisord_adapters::registry::Registry::builtin(),
+    )
+    .await;
+    let assessment = daemon.assessment().await;
+    let mut ids = Vec::new();
+    for tried in ["one writer", "two writers"] {
+        let attempt = daemon
+            .record(
+                json!({"kind": "attempt", "assessment": assessment, "tried": tried,
+                "failure_observed": "lock contention"}),
+            )
+            .await;
+        ids.push(id_of(&attempt));
+    }
+    let place = &daemon.place;
+    let view = |route: &'static str| {
+        let path = format!("/api/v1/reasoning{route}");
+        let (daemon, context) = (&daemon, place.context());
+        async move {
+            daemon
+                .call("GET", &path, Some(json!({ "context": context })))
+                .await
+                .expect(200)
+        }
+    };
+    let status = view("").await;
+    assert!(status["chain"].get("broken_at").is_none(), "{status}");
+
+    // Once the file's change time is old enough, the daemon vouches for it by `stat` alone.
+    let path = place.state().join(TASK).join("0000000002.json");
+    let started = Instant::now();
+    while FileId::of(&std::fs::metadata(&path).expect("stat"), SystemTime::now()).is_none() {
+        assert!(
+            started.elapsed() < RACY_WINDOW * 5,
+            "the change time never settled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = view("").await;
+    assert!(status["chain"].get("broken_at").is_none(), "{status}");
+
+    let before = std::fs::metadata(&path).expect("stat");
+    let text = std::fs::read_to_string(&path).expect("the record");
+    let edited = text.replace("\"one writer\"", "\"One writer\"");
+    assert!(edited != text && edited.len() == text.len());
+    std::fs::write(&path, &edited).expect("edited in place");
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|f| {
+            f.set_times(std::fs::FileTimes::new().set_modified(before.modified().expect("mtime")))
+        })
+        .expect("modification time put back");
+    let after = std::fs::metadata(&path).expect("stat");
+    assert_eq!(
+        (after.ino(), after.size(), after.mtime(), after.mtime_nsec()),
+        (
+            before.ino(),
+            before.size(),
+            before.mtime(),
+            before.mtime_nsec()
+        ),
+        "only the change time tells"
+    );
+
+    let status = view("").await;
+    assert!(status["chain"]["broken_at"].is_u64(), "{}", status["chain"]);
+    let last = find_id(&status["timeline"], &ids[1]).expect("the last attempt");
+    assert_eq!(last["unverified"], true, "{last}");
+    let tree = view("/tree").await;
+    let node = find_id(&tree["nodes"], &ids[1]).expect("the last attempt in the tree");
+    assert_eq!(node["unverified"], true, "{node}");
+    let verify = view("/verify").await;
+    assert_ne!(verify["tasks"][0]["findings"], json!([]), "{verify}");
+}
