@@ -8,7 +8,9 @@
 //! (`store::file_name`) rather than through `Store::write`, whose durable writes
 //! `benches/writer.rs` measures.
 //!
-//! In memory, the CPU's caches are evicted between the warm call and the timed one, for
+//! In memory, the store has read the task once (files older than its racy window, as a
+//! daemon's are), so the timed view checks each file's identity and derives; the CPU's
+//! caches are evicted between the warm call and the timed one, for
 //! both sizes: otherwise the small task is timed from the cache and the large one from
 //! memory, and the ratio measures the cache size rather than the work per record.
 //!
@@ -56,14 +58,19 @@ fn main() {
         return;
     }
     let mut failed = false;
-    let memory = sample_pairs(21, |n| format!("memory:{n}"));
-    failed |= report("in memory", &memory);
-
     let dir = tempfile::tempdir().expect("a temporary state directory");
     for n in [SMALL, LARGE] {
         write_task(dir.path(), &format!("t{n}"), &task(n));
     }
     let state = dir.path().display().to_string();
+    // A daemon's cache vouches for a file by its identity only once the file's change time
+    // is older than the store's racy window (before that it checks the bytes again, since
+    // a second edit within one clock tick would leave the identity unchanged). A daemon's
+    // tasks are past it; freshly written ones are not: let the window pass once.
+    std::thread::sleep(store::RACY_WINDOW + Duration::from_millis(100));
+    let memory = sample_pairs(21, |n| format!("memory:{n}:{state}"));
+    failed |= report("in memory", &memory);
+
     let disk = sample_pairs(11, |n| format!("disk:{n}:{state}"));
     failed |= report("from disk", &disk);
 
@@ -139,9 +146,7 @@ fn take_sample(sample: &str) -> (Duration, Duration) {
     };
     if parts[0] == "memory" {
         // What the daemon holds: a store that has read the task once already.
-        let dir = tempfile::tempdir().expect("a temporary state directory");
-        write_task(dir.path(), name.as_str(), &task(n));
-        let store = Store::open(dir.path());
+        let store = Store::open(Path::new(parts[2]));
         derive(&store);
         // The warm call leaves a small task's records in the CPU's caches and a large
         // one's mostly out: evict both, so the ratio compares the work per record and not
