@@ -24,7 +24,19 @@ use std::path::{Component, Path, PathBuf};
 pub const PROJECT_FILE: &str = ".advisord/project.yaml";
 
 /// The rule a finding breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// A provider-independent file names an advisor, executable, provider, vendor or model.
@@ -50,7 +62,7 @@ impl Rule {
 }
 
 /// One finding: a rule broken at a file and line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// The rule broken.
     pub rule: Rule,
@@ -65,7 +77,7 @@ pub struct Finding {
 }
 
 /// What `check` found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CheckReport {
     /// Whether the repository declares `project.advisors-are-optional: true`.
     pub declared: bool,
@@ -214,7 +226,9 @@ pub fn run(root: &Path, catalogue: &Catalogue, path: Option<&Path>) -> CheckRepo
 }
 
 /// `--path` as a path relative to the root, or a note saying why nothing was scanned.
-fn scope_of(root: &Path, path: &Path) -> Result<PathBuf, String> {
+/// The part of the root `--path` names, relative to it; why not when it is outside the
+/// root or missing.
+pub fn scope_of(root: &Path, path: &Path) -> Result<PathBuf, String> {
     let rel = if path.is_absolute() {
         match path.strip_prefix(root) {
             Ok(rel) => rel.to_path_buf(),
@@ -435,13 +449,16 @@ fn scan(root: &Path, rel: &Path, terms: &Terms, rule: Rule, report: &mut CheckRe
     for (number, line) in text.lines().enumerate() {
         let lower = line.to_ascii_lowercase();
         for (term, what) in terms {
-            if contains_word(&lower, term) {
+            if let Some(at) = find_word(&lower, term) {
+                // Quote it as the file spells it (`OPENAI_API_KEY`, not its lower case):
+                // ASCII lower-casing keeps every byte where it was.
+                let spelled = line.get(at..at + term.len()).unwrap_or(term);
                 report.findings.push(Finding {
                     rule,
                     file: file.clone(),
                     line: number + 1,
-                    word: term.clone(),
-                    message: message(term, what),
+                    word: spelled.to_string(),
+                    message: message(spelled, what),
                 });
             }
         }
@@ -464,8 +481,13 @@ fn credential_message(term: &str, what: &str) -> String {
 
 /// Whether `haystack` contains `word` with no letter, digit or `_` on either side.
 pub fn contains_word(haystack: &str, word: &str) -> bool {
+    find_word(haystack, word).is_some()
+}
+
+/// Where `haystack` first contains `word` as a whole word (byte offset).
+pub fn find_word(haystack: &str, word: &str) -> Option<usize> {
     if word.is_empty() {
-        return false;
+        return None;
     }
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut from = 0;
@@ -475,12 +497,12 @@ pub fn contains_word(haystack: &str, word: &str) -> bool {
         let before = haystack[..start].chars().next_back();
         let after = haystack[end..].chars().next();
         if !before.is_some_and(is_word) && !after.is_some_and(is_word) {
-            return true;
+            return Some(start);
         }
         // Step one character so overlapping occurrences are still tried.
         from = start + haystack[start..].chars().next().map_or(1, char::len_utf8);
     }
-    false
+    None
 }
 
 /// A relative path with `/` separators.
@@ -573,8 +595,9 @@ mod tests {
         assert_eq!(
             found(&report),
             [
-                (pi, "core/a.rs".into(), 2, "acmecorp".into()),
-                (pi, "core/a.rs".into(), 3, "acme-2.5".into()),
+                // Quoted as the file spells them.
+                (pi, "core/a.rs".into(), 2, "AcmeCorp".into()),
+                (pi, "core/a.rs".into(), 3, "ACME-2.5".into()),
                 (pi, "core/a.rs".into(), 3, "acmelabs".into()),
                 (pi, "core/deep/b.rs".into(), 1, "acmebot".into()),
                 (pi, "core/deep/b.rs".into(), 2, "wile-api".into()),
@@ -605,12 +628,12 @@ mod tests {
         assert_eq!(
             found(&report),
             [
-                (ci, ".ci/run".into(), 2, "wile_api_key".into()),
+                (ci, ".ci/run".into(), 2, "WILE_API_KEY".into()),
                 (
                     ci,
                     ".github/workflows/ci.yml".into(),
                     2,
-                    "wile_api_key".into()
+                    "WILE_API_KEY".into()
                 ),
                 (ci, "Jenkinsfile".into(), 1, "wile_api_key".into()),
             ]

@@ -4,10 +4,16 @@
 //! one place ([`exit`]). The CLI owns the async runtime; Ctrl-C and printing stay here.
 
 pub mod args;
+pub mod cockpit;
+pub mod completions;
+pub mod context;
+pub mod daemon;
+pub mod doctor;
 pub mod exit;
 pub mod jobs;
 pub mod output;
 pub mod reviews;
+pub mod schema;
 pub mod trust;
 
 pub use args::{Cli, GlobalFlags, Verb};
@@ -19,8 +25,8 @@ use crate::error::Error;
 use crate::facade::{Api, Local};
 use crate::paths;
 use crate::protocol::{
-    AdvisorsRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest, RequestContext,
-    SpendRequest, StatusRequest, TreeRequest, VerifyRequest,
+    AdvisorsRequest, CatalogueRequest, CheckRequest, ExplainRequest, PlanRequest, RecordRequest,
+    RequestContext, SpendRequest, StatusRequest, TreeRequest, VerifyRequest,
 };
 use crate::render::{self, Format, Render};
 use anyhow::Context as _;
@@ -37,13 +43,10 @@ pub fn main() -> ExitCode {
     if let Some(code) = jobs::hidden_entry(&args) {
         return exit_code(code);
     }
-    let cli = match Cli::parse_args(args) {
+    let cli = match Cli::parse_args(args.clone()) {
         Ok(cli) => cli,
-        Err(e) => {
-            // Help and version exit 0; every other parse error is usage (2).
-            let _ = e.print();
-            return exit_code(e.exit_code());
-        }
+        // Help and version exit 0; every other parse error is usage (2).
+        Err(e) => return exit_code(exit::report_parse_error(&e, &args)),
     };
     let format = cli.global.format;
     // The CLI owns its runtime; everything below it is async.
@@ -78,23 +81,37 @@ pub async fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
 /// Run one parsed invocation; `Ok` carries the exit status of a verb that completed.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let global = cli.global;
+    if let Some(verb) = &cli.verb {
+        if let Some(code) = without_context(verb, &global).await? {
+            return Ok(code);
+        }
+    }
     let ctx = RequestContext::from_process(&global.locations())?;
-    let Some(verb) = cli.verb else {
-        let Some(assessment) = cli.assessment else {
-            return Err(Error::Usage(
-                "name a verb or `--assessment ID`; `advisor-consult --help` lists them".into(),
-            )
-            .into());
-        };
-        let request = ConsultVerb {
-            assessment: assessment.into(),
-            question: cli.question,
-            timeout: cli.timeout,
-            prior_opinion: cli.prior_opinion,
-            detach: cli.detach,
-        };
+    // `consult ID` and `--assessment ID` are one verb.
+    let (verb, consult) = match cli.verb {
+        Some(Verb::Consult(args)) => (None, Some(args.into_request())),
+        Some(verb) => (Some(verb), None),
+        None => {
+            let consult = cli.assessment.map(|assessment| ConsultVerb {
+                assessment: assessment.into(),
+                question: cli.question,
+                timeout: cli.timeout,
+                prior_opinion: cli.prior_opinion,
+                detach: cli.detach,
+                preview_prompt: cli.preview_prompt,
+            });
+            (None, consult)
+        }
+    };
+    if let Some(request) = consult {
         trust::warn_untrusted(&ctx);
         return job_verb(&JobVerb::Consult(request), &global, &ctx).await;
+    }
+    let Some(verb) = verb else {
+        return Err(Error::Usage(
+            "name a verb or `--assessment ID`; `advisor-consult --help` lists them".into(),
+        )
+        .into());
     };
     let format = global.format;
     let context = || ctx.clone();
@@ -102,6 +119,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         trust::warn_untrusted(&ctx);
     }
     match verb {
+        Verb::Ask(ask) if ask.preview_prompt => {
+            let api = select_api(&global).await?;
+            let mut fields = ask.assessment_json();
+            if let Some(object) = fields.as_object_mut() {
+                object.remove("kind");
+            }
+            let fields: crate::core::records::Assessment = serde_json::from_value(fields)
+                .context("the assessment given to `ask` does not read as one")?;
+            let preview = jobs::PreviewPrompt {
+                assessment: None,
+                fields: &fields,
+                question: ask.question.as_deref(),
+                prior_opinion: ask.prior_opinion.as_deref(),
+            };
+            preview.print(api.as_ref(), &ctx, format).await
+        }
         Verb::Ask(ask) => {
             let api = select_api(&global).await?;
             let record = ask.assessment_json();
@@ -120,9 +153,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 timeout: ask.timeout,
                 prior_opinion: ask.prior_opinion,
                 detach: ask.detach,
+                preview_prompt: false,
             };
             jobs::run_job_verb(&JobVerb::Consult(request), api.as_ref(), &global, &ctx).await
         }
+        Verb::Consult(_) => unreachable!("`consult` was handed to the job verbs above"),
         Verb::Jobs => job_verb(&JobVerb::Jobs, &global, &ctx).await,
         Verb::Wait { job, timeout } => {
             let verb = JobVerb::Wait {
@@ -139,6 +174,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let request = AdvisorsRequest { context: context() };
             emit(&select_api(&global).await?.advisors(request).await?, format)
         }
+        Verb::Catalogue => {
+            let request = CatalogueRequest { context: context() };
+            emit(&Local.catalogue(request).await?, format)
+        }
         Verb::Plan {
             materiality,
             confidence,
@@ -152,13 +191,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             emit(&select_api(&global).await?.plan(request).await?, format)
         }
-        Verb::Record { file } => {
+        Verb::Record { file, template } => {
+            let Some(file) = file else {
+                return Err(Error::Usage(format!(
+                    "`record` needs `--file FILE` (or `--template {}`)",
+                    template.map_or("KIND", |k| k.as_str())
+                ))
+                .into());
+            };
             let record = read_record_input(&file)?;
+            note_where_records_go(&ctx, &global);
             let request = RecordRequest {
                 context: context(),
                 record,
             };
             emit(&select_api(&global).await?.record(request).await?, format)
+        }
+        Verb::Context => context::run(select_api(&global).await?.as_ref(), &ctx, format).await,
+        Verb::Doctor => {
+            let socket = paths::socket_path(global.socket.as_deref());
+            doctor::run(&ctx, &socket, format).await
+        }
+        Verb::Schema { .. } | Verb::Daemon { .. } | Verb::Completions { .. } | Verb::Man => {
+            // Answered by `without_context` before the context was resolved.
+            Ok(without_context(&verb, &global).await?.unwrap_or(0))
         }
         Verb::Status => {
             let request = StatusRequest { context: context() };
@@ -187,6 +243,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Trust => trust::run(&ctx),
+        Verb::Cockpit { open } => {
+            cockpit::run(select_api(&global).await?.as_ref(), &ctx, open, format).await
+        }
         Verb::Mcp { wait_cap } => {
             let config = crate::mcp::Config {
                 wait_cap: wait_cap.map_or(crate::mcp::DEFAULT_WAIT_CAP, |t| t.duration()),
@@ -233,6 +292,65 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(if report.passed() { 0 } else { 1 })
         }
     }
+}
+
+/// The verbs that need no request context (no root, task or catalogue): answered before
+/// one is resolved, so they work anywhere. `None` for every other verb.
+async fn without_context(verb: &Verb, global: &GlobalFlags) -> anyhow::Result<Option<i32>> {
+    let format = global.format;
+    let socket = || paths::socket_path(global.socket.as_deref());
+    let code = match verb {
+        Verb::Schema { kind } => {
+            print_stdout(schema::schema(kind)?)?;
+            0
+        }
+        Verb::Record {
+            template: Some(kind),
+            ..
+        } => {
+            let skeleton = crate::core::writer::template(*kind);
+            let text = match format {
+                Format::Yaml => serde_yaml_ng::to_string(&skeleton)?,
+                _ => serde_json::to_string_pretty(&skeleton)?,
+            };
+            print_stdout(&text)?;
+            0
+        }
+        Verb::Completions { shell } => {
+            completions::write(&completions::completions(*shell))?;
+            0
+        }
+        Verb::Man => {
+            completions::write(&completions::man().context("cannot write the manual page")?)?;
+            0
+        }
+        Verb::Daemon { action } => match action {
+            args::DaemonAction::Status => daemon::status(&socket(), format).await?,
+            args::DaemonAction::Stop { timeout } => {
+                daemon::stop(&socket(), timeout.duration(), format).await?
+            }
+            args::DaemonAction::Logs { lines, follow } => daemon::logs(*lines, *follow).await?,
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(code))
+}
+
+/// Outside a git repository the root is the working directory, which a user may not
+/// expect: say on standard error where the record goes.
+fn note_where_records_go(ctx: &RequestContext, global: &GlobalFlags) {
+    if global.root.is_some() || global.state_dir.is_some() {
+        return;
+    }
+    if ctx.root.ancestors().any(|dir| dir.join(".git").exists()) {
+        return;
+    }
+    eprintln!(
+        "note: `{}` is not in a git repository, so records go under it, to `{}`; pass \
+         `--root DIR` (or run inside the project) to keep them with a project",
+        ctx.root.display(),
+        paths::state_dir(&ctx.root, None).display()
+    );
 }
 
 /// `mcp`: the server over the façade. Its logs go to standard error only (standard
@@ -318,8 +436,8 @@ fn read_record_input(file: &Path) -> Result<serde_json::Value, Error> {
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::Usage(format!(
             "{name} is not JSON ({e}); `record` takes one JSON object: `kind` plus your \
-             fields, e.g. {{\"kind\": \"assessment\", \"subject\": \"...\", ...}} \
-             (see docs/records.md)"
+             fields, e.g. {{\"kind\": \"assessment\", \"subject\": \"...\", ...}}; \
+             `advisor-consult record --template assessment` prints a skeleton to fill in"
         ))
     })
 }

@@ -58,8 +58,13 @@ pub const REQUEST_BOUND: Duration = Duration::from_secs(10);
 pub const CANCEL_REQUEST_BOUND: Duration = Duration::from_secs(15);
 
 /// What to do when no daemon answers and none may be started.
-pub const START_HINT: &str = "start one with `advisord --detach` (or drop `--no-autostart`); \
-                              `--no-daemon` runs the network-free verbs in-process";
+pub fn start_hint(socket: &Path) -> String {
+    format!(
+        "start one with `advisord --detach --socket {}` (or drop `--no-autostart`); \
+         `--no-daemon` runs the network-free verbs in-process",
+        socket.display()
+    )
+}
 
 /// A connection-per-request client of the daemon on one socket.
 #[derive(Debug, Clone)]
@@ -109,7 +114,7 @@ impl Client {
         ownership::check_socket_path(&self.socket, me).map_err(|reason| self.not_ours(reason))?;
         let stream = UnixStream::connect(&self.socket)
             .await
-            .map_err(|e| self.unreachable(connect_reason(&e), START_HINT))?;
+            .map_err(|e| self.unreachable(connect_reason(&e), &start_hint(&self.socket)))?;
         // Checked before a byte is written: the request may carry credential values.
         ownership::check_peer(&stream, me).map_err(|reason| self.not_ours(reason))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -205,8 +210,12 @@ impl Client {
                 call.path(),
                 self.bound_of(call).as_secs_f64()
             ),
-            "the daemon may be stuck: see its log, restart it (`kill $(cat \
-             <data-dir>/advisord.pid)`), or use `--no-daemon` for the network-free verbs",
+            &format!(
+                "the daemon may be stuck: see its log (`advisor-consult daemon logs`), stop it \
+                 (`advisor-consult --socket {} daemon stop`), or use `--no-daemon` for the \
+                 network-free verbs",
+                self.socket.display()
+            ),
         )
     }
 
@@ -305,6 +314,17 @@ impl Api for Client {
     }
 
     fn tree(&self, mut request: TreeRequest) -> Answer<'_, TreeView> {
+        Box::pin(async move {
+            // Only a consultation carries credential values; this verb sends their names.
+            request.context = request.context.presence_only();
+            self.call(&request).await
+        })
+    }
+
+    fn tasks(
+        &self,
+        mut request: crate::protocol::TasksRequest,
+    ) -> Answer<'_, crate::protocol::TaskList> {
         Box::pin(async move {
             // Only a consultation carries credential values; this verb sends their names.
             request.context = request.context.presence_only();
@@ -466,7 +486,7 @@ pub fn ensure_daemon(socket: &Path, autostart: bool) -> Result<()> {
     if !autostart {
         return Err(unreachable(
             format!("{reason}, and `--no-autostart` is set"),
-            START_HINT,
+            &start_hint(socket),
         ));
     }
     let daemon = daemon_executable().map_err(|reason| {
@@ -508,10 +528,25 @@ pub fn daemon_executable() -> Result<PathBuf, String> {
 
 /// Start `daemon --socket SOCKET --detach` in a process group of its own (so a Ctrl-C
 /// meant for this client never reaches it) and wait until the socket answers.
+/// How long a daemon the client starts stays up with nothing to do, in seconds:
+/// `ADVISORD_IDLE_EXIT`, else [`AUTOSTART_IDLE_EXIT_S`]. A daemon started by hand or by
+/// systemd gets no `--idle-exit` and stays up.
+pub fn autostart_idle_exit() -> String {
+    std::env::var("ADVISORD_IDLE_EXIT")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| AUTOSTART_IDLE_EXIT_S.to_string())
+}
+
+/// The idle period of an autostarted daemon when `ADVISORD_IDLE_EXIT` is unset: 30 minutes.
+pub const AUTOSTART_IDLE_EXIT_S: u64 = 30 * 60;
+
 fn start_daemon(daemon: &Path, socket: &Path) -> Result<(), String> {
     let mut child = Command::new(daemon)
         .arg("--socket")
         .arg(socket)
+        .arg("--idle-exit")
+        .arg(autostart_idle_exit())
         .arg("--detach")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -7,10 +7,10 @@
 //! own. [`Resolved`] is that context checked and resolved, on whichever side runs the
 //! verb; both the in-process path and the daemon resolve through the same function.
 
-use crate::core::availability::{DisableList, Presence};
+use crate::core::availability::{DisableList, EndpointProbe, Presence};
 use crate::core::catalogue::{
-    project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, SettingsValidator,
-    EMBEDDED_SOURCE,
+    project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, Layer, LayerUsed,
+    SettingsValidator, EMBEDDED_SOURCE,
 };
 use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
@@ -124,6 +124,9 @@ pub struct Locations {
 }
 /// The project's own catalogue under the root.
 pub const PROJECT_CATALOGUE: &str = ".advisord/advisors.yaml";
+
+/// The user's own catalogue, in the config directory (see [`user_catalogue_path`]).
+pub const USER_CATALOGUE: &str = "advisors.yaml";
 /// The task used when nothing else names one.
 pub const DEFAULT_TASK: &str = "default";
 
@@ -216,6 +219,17 @@ pub fn daemon_context(root: &Path, task: Option<String>) -> RequestContext {
     RequestContext::for_root(root.to_path_buf(), task, &|name| std::env::var(name).ok())
 }
 
+/// A context for `flags` (root, task, and the catalogue and state directory when named)
+/// built from the daemon's own environment, credentials included: what a request that
+/// carries no context of its own (the cockpit, `curl`) is judged with.
+pub fn daemon_context_for(flags: &Locations) -> RequestContext {
+    let env = |name: &str| std::env::var(name).ok();
+    let root = flags.root.clone().unwrap_or_default();
+    let mut ctx = RequestContext::from_parts(flags, &root, &env);
+    ctx.credentials = credentials_for(&ctx, &env);
+    ctx
+}
+
 /// [`Error::InvalidRoot`] unless the context's root is an absolute, existing directory: the
 /// daemon's first check of every request that names a root.
 pub fn require_root(ctx: &RequestContext) -> Result<(), Error> {
@@ -243,7 +257,7 @@ pub fn credentials_for(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> BTreeMap<String, String> {
     // Only the variables' names are read here; resolving the context judges the settings.
-    let Ok((catalogue, _)) = load_catalogue(ctx, &|_| Ok(())) else {
+    let Ok((catalogue, _, _)) = load_catalogue(ctx, &|_| Ok(())) else {
         return BTreeMap::new();
     };
     // Each advisor's credential, and the variables its settings ask to pass through
@@ -293,6 +307,9 @@ pub struct Resolved {
     pub catalogue: Catalogue,
     /// Where the catalogue came from (a path, or the embedded one), for messages.
     pub catalogue_source: String,
+    /// The catalogue files read, bottom first (the embedded one first), and how each
+    /// entered: replacing what is below it, or extending it.
+    pub catalogue_layers: Vec<LayerUsed>,
     /// The mode in force.
     pub mode: Mode,
     /// `ADVISORD_ADVISORS_DISABLE`.
@@ -322,7 +339,8 @@ impl Resolved {
         }
         let task = resolve_task(ctx.task.as_deref(), &root)?;
         refuse_symlinks(&root, &state_dir.join(task.as_str()))?;
-        let (mut catalogue, catalogue_source) = load_catalogue(ctx, &validate_settings(registry))?;
+        let (mut catalogue, catalogue_source, catalogue_layers) =
+            load_catalogue(ctx, &validate_settings(registry))?;
         for peer in &ctx.mesh_peers {
             if catalogue.get(&peer.id).is_none() {
                 catalogue.advisors.push(peer.clone());
@@ -337,9 +355,12 @@ impl Resolved {
         let disable = DisableList::parse(ctx.disable.as_deref().unwrap_or(""));
         let cooldown_override_s = parse_cooldown(ctx.cooldown_s.as_deref())?;
         let presence = probe_presence(&catalogue, ctx, &root);
+        // The repository's project file is untrusted input (an agent consults in whatever
+        // repository it was pointed at): its limits only ever tighten the catalogue's. The
+        // environment is the user's own and replaces them.
         let budgets = catalogue
             .budgets()
-            .overridden_by(&project_budgets_of(&root)?)
+            .tightened_by(&project_budgets_of(&root)?)
             .overridden_by(&env_budgets(&ctx.budgets)?);
         let utc_offset = time::UtcOffset::from_whole_seconds(ctx.utc_offset_s.unwrap_or(0))
             .map_err(|_| {
@@ -354,6 +375,7 @@ impl Resolved {
             task,
             catalogue,
             catalogue_source,
+            catalogue_layers,
             mode,
             disable,
             cooldown_override_s,
@@ -467,7 +489,65 @@ pub fn git_branch(root: &Path) -> Option<String> {
 fn load_catalogue(
     ctx: &RequestContext,
     validate: SettingsValidator,
-) -> Result<(Catalogue, String), Error> {
+) -> Result<(Catalogue, String, Vec<LayerUsed>), Error> {
+    let files = catalogue_files(ctx)?;
+    if files.is_empty() {
+        let embedded = LayerUsed {
+            source: EMBEDDED_SOURCE.to_string(),
+            how: "replaces".to_string(),
+        };
+        return Ok((
+            Catalogue::embedded(),
+            EMBEDDED_SOURCE.to_string(),
+            vec![embedded],
+        ));
+    }
+    let layered = layer_files(&files, validate)?;
+    let source = files
+        .last()
+        .map(|(name, _)| name.clone())
+        .unwrap_or_default();
+    Ok((layered.catalogue, source, layered.layers))
+}
+
+/// The effective catalogue of `ctx` with the merged YAML it was read from and its layers
+/// (what `advisor-consult catalogue` prints).
+pub fn effective_catalogue(
+    ctx: &RequestContext,
+    registry: &Registry,
+) -> Result<crate::core::catalogue::Layered, Error> {
+    let files = catalogue_files(ctx)?;
+    layer_files(&files, &validate_settings(registry))
+}
+
+/// The embedded catalogue, then `files`, read as layers.
+fn layer_files(
+    files: &[(String, String)],
+    validate: SettingsValidator,
+) -> Result<crate::core::catalogue::Layered, Error> {
+    let mut layers = vec![Layer {
+        name: EMBEDDED_SOURCE,
+        text: crate::core::catalogue::EMBEDDED,
+    }];
+    layers.extend(files.iter().map(|(name, text)| Layer { name, text }));
+    Ok(crate::core::catalogue::layered(&layers, validate)?)
+}
+
+/// The user's own catalogue: `advisors.yaml` in the config directory
+/// (`$XDG_CONFIG_HOME/advisord`, else `~/.config/advisord`).
+pub fn user_catalogue_path() -> Option<PathBuf> {
+    crate::trust::own_config_dir().map(|dir| dir.join(USER_CATALOGUE))
+}
+
+/// The catalogue files above the embedded one, bottom first, with their text: the
+/// user's (when it exists), then the one named by `--catalogue` or `ADVISORD_CATALOGUE`, or
+/// else the project's (when it exists and is trusted as it is now).
+fn catalogue_files(ctx: &RequestContext) -> Result<Vec<(String, String)>, Error> {
+    let mut files = Vec::new();
+    if let Some(user) = user_catalogue_path().filter(|p| p.is_file()) {
+        let bytes = read_catalogue_file(&user)?;
+        files.push((user.display().to_string(), catalogue_text(&user, bytes)?));
+    }
     let (file, named) = match &ctx.catalogue_path {
         Some(path) => (Some(path.clone()), true),
         None => (
@@ -476,30 +556,42 @@ fn load_catalogue(
         ),
     };
     let Some(file) = file else {
-        return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
+        return Ok(files);
     };
-    let name = file.display().to_string();
-    let bytes = std::fs::read(&file).map_err(|e| CatalogueError {
-        source_name: name.clone(),
-        location: String::new(),
-        message: format!(
-            "cannot be read ({e}); name a readable YAML file with `--catalogue FILE` or \
-             `{ENV_CATALOGUE}`, or unset both to use the embedded catalogue"
-        ),
-    })?;
+    let bytes = read_catalogue_file(&file)?;
     if !named && !crate::trust::is_trusted(crate::trust::own_config_dir().as_deref(), &file, &bytes)
     {
-        return Ok((Catalogue::embedded(), EMBEDDED_SOURCE.to_string()));
+        return Ok(files);
     }
-    let text = String::from_utf8(bytes).map_err(|_| CatalogueError {
-        source_name: name.clone(),
-        location: String::new(),
-        message: "is not UTF-8 text, so not a YAML catalogue; name the catalogue file with \
-                  `--catalogue FILE`"
-            .to_string(),
-    })?;
-    let catalogue = Catalogue::parse(&text, &name, validate)?;
-    Ok((catalogue, name))
+    files.push((file.display().to_string(), catalogue_text(&file, bytes)?));
+    Ok(files)
+}
+
+fn read_catalogue_file(file: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(file).map_err(|e| {
+        CatalogueError {
+            source_name: file.display().to_string(),
+            location: String::new(),
+            message: format!(
+                "cannot be read ({e}); name a readable YAML file with `--catalogue FILE` or \
+                 `{ENV_CATALOGUE}`, or unset both to use the embedded catalogue"
+            ),
+        }
+        .into()
+    })
+}
+
+fn catalogue_text(file: &Path, bytes: Vec<u8>) -> Result<String, Error> {
+    String::from_utf8(bytes).map_err(|_| {
+        CatalogueError {
+            source_name: file.display().to_string(),
+            location: String::new(),
+            message: "is not UTF-8 text, so not a YAML catalogue; name the catalogue file \
+                      with `--catalogue FILE`"
+                .to_string(),
+        }
+        .into()
+    })
 }
 
 /// Why the repository's own catalogue is not in force, when it exists and the user has
@@ -550,7 +642,9 @@ pub fn parse_cooldown(value: Option<&str>) -> Result<Option<u64>, Error> {
 }
 
 /// Which catalogue executables are on `ctx`'s `PATH` (or exist, when absolute and
-/// executable) and which credentials are set and non-empty.
+/// executable), which credentials are set and non-empty, and whether each local HTTP
+/// advisor's endpoint answers a short probe (at most 300 ms, remembered for 5 s; only
+/// when its executable and credential, if it names them, are there).
 pub fn probe_presence(catalogue: &Catalogue, ctx: &RequestContext, root: &Path) -> Presence {
     let mut presence = Presence::default();
     for advisor in &catalogue.advisors {
@@ -564,6 +658,30 @@ pub fn probe_presence(catalogue: &Catalogue, ctx: &RequestContext, root: &Path) 
                 presence.credentials.insert(credential.clone());
             }
         }
+    }
+    for advisor in &catalogue.advisors {
+        let endpoint = advisor.settings.get("endpoint").and_then(|v| v.as_str());
+        let (true, crate::core::catalogue::Transport::Http, Some(endpoint)) =
+            (advisor.local, advisor.transport, endpoint)
+        else {
+            continue;
+        };
+        let present = advisor
+            .executable
+            .as_ref()
+            .is_none_or(|e| presence.executables.contains(e))
+            && advisor
+                .credential
+                .as_ref()
+                .is_none_or(|c| presence.credentials.contains(c));
+        if !present {
+            continue;
+        }
+        let probe = match advisord_adapters::http::probe::endpoint_answers(endpoint) {
+            Ok(()) => EndpointProbe::Answers(endpoint.to_string()),
+            Err(why) => EndpointProbe::Silent(endpoint.to_string(), why),
+        };
+        presence.endpoints.insert(advisor.id.clone(), probe);
     }
     presence
 }

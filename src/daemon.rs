@@ -12,11 +12,14 @@
 //! then cancels the daemon's token; jobs not finished stay journaled and resume at the
 //! next start.
 
+pub mod cockpit;
 pub mod conn;
 mod draft;
+pub mod feed;
 pub mod http;
 pub mod jobs;
 pub mod journal;
+pub mod listen;
 pub mod mesh;
 pub mod probe;
 mod runner;
@@ -68,6 +71,13 @@ pub struct Config {
     pub connections: conn::Limits,
     /// The mesh to join, if any (nothing about the mesh runs without one).
     pub mesh: Option<mesh::MeshConfig>,
+    /// Stop after this long with no job queued or running and no request (`--idle-exit`,
+    /// which the client's autostart passes); `None` stays up.
+    pub idle_exit: Option<Duration>,
+    /// The TCP listener served beside the socket (`--listen`), if any.
+    pub listen: Option<listen::TcpConfig>,
+    /// The bounds of the event streams.
+    pub events: feed::Limits,
 }
 
 impl Config {
@@ -82,6 +92,34 @@ impl Config {
             max_running_jobs: 64,
             connections: conn::Limits::default(),
             mesh: None,
+            idle_exit: None,
+            listen: None,
+            events: feed::Limits::default(),
+        }
+    }
+}
+
+/// Resolves once the daemon has been idle for `after`: no job queued or running and no
+/// request answered for that long. Never resolves without a bound.
+async fn idle_exit(jobs: Arc<Jobs>, after: Option<Duration>) {
+    let Some(after) = after else {
+        return std::future::pending().await;
+    };
+    let tick = (after / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(tick).await;
+        let counts = jobs.counts();
+        let busy = [JobState::Queued, JobState::Running]
+            .iter()
+            .any(|state| counts.get(state).copied().unwrap_or(0) > 0);
+        if busy {
+            jobs.touch();
+        } else if jobs.idle_for() >= after {
+            tracing::info!(
+                idle_s = after.as_secs_f64(),
+                "idle: exiting (`--idle-exit`)"
+            );
+            return;
         }
     }
 }
@@ -217,7 +255,14 @@ pub async fn run(
             Arc::new(advisord_adapters::mesh::MeshAdapter::new(link)),
         );
     }
-    let shared = Arc::new(Jobs::new(journal, registry, queue, started_ms, mesh));
+    let shared = Arc::new(Jobs::new(
+        journal,
+        registry,
+        queue,
+        started_ms,
+        mesh,
+        config.events,
+    ));
     resume(&shared, saved);
 
     let mut workers: JoinSet<&'static str> = JoinSet::new();
@@ -240,15 +285,37 @@ pub async fn run(
     }
 
     let uid = nix::unistd::geteuid().as_raw();
-    let app = http::router(Arc::new(served::Served::new(shared.clone())));
+    let tcp = match config.listen {
+        Some(tcp) => Some(tcp_listener(tcp, &config.data_dir)?),
+        None => None,
+    };
+    let listening = tcp.as_ref().map(|(_, _, info)| info.clone());
+    let app = http::router(Arc::new(served::Served::new(shared.clone(), listening)));
     let stop_accepting = shared.drain.clone();
-    let server = conn::serve(
-        listener,
-        uid,
-        app,
+    let unix = conn::serve(
+        conn::Listener::Unix { listener, uid },
+        app.clone(),
         config.connections.clone(),
-        stop_accepting,
+        stop_accepting.clone(),
     );
+    let tcp = tcp.map(|(listener, guard, _)| {
+        let app = app.layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            listen::authorize,
+        ));
+        conn::serve(
+            conn::Listener::Tcp(listener),
+            app,
+            config.connections.clone(),
+            stop_accepting,
+        )
+    });
+    let server = async move {
+        match tcp {
+            Some(tcp) => futures::future::try_join(unix, tcp).await.map(|_| ()),
+            None => unix.await,
+        }
+    };
     let mut server = tokio::spawn(server);
     tracing::info!(
         pid = std::process::id(),
@@ -256,8 +323,10 @@ pub async fn run(
         "advisord serving"
     );
 
+    let idle = idle_exit(shared.clone(), config.idle_exit);
     let server_result = tokio::select! {
         () = shutdown => None,
+        () = idle => None,
         ended = &mut server => Some(ended),
     };
     tracing::info!("shutting down: no new jobs or exchanges start");
@@ -302,6 +371,38 @@ pub async fn run(
     }
 }
 
+/// The TCP listener made ready: the tokio listener, the guard with the token (created
+/// in `data_dir` the first time) and what `health` says about it.
+fn tcp_listener(
+    tcp: listen::TcpConfig,
+    data_dir: &Path,
+) -> Result<
+    (
+        tokio::net::TcpListener,
+        listen::Guard,
+        crate::protocol::Listening,
+    ),
+    DaemonError,
+> {
+    let fail = |context: String| move |source| DaemonError::DataDir { context, source };
+    let addr = tcp
+        .listener
+        .local_addr()
+        .map_err(fail("cannot read the TCP listener's address".into()))?;
+    let token = listen::Token::load_or_create(data_dir).map_err(fail(format!(
+        "cannot keep the token in `{}`",
+        listen::token_path(data_dir).display()
+    )))?;
+    let listener = tokio::net::TcpListener::from_std(tcp.listener)
+        .map_err(fail(format!("cannot serve on `{addr}`")))?;
+    tracing::info!(%addr, "listening on TCP (token required)");
+    let info = crate::protocol::Listening {
+        address: addr.to_string(),
+        token_file: listen::token_path(data_dir),
+    };
+    Ok((listener, listen::Guard::new(token, addr), info))
+}
+
 /// Take back the journaled jobs: finished ones are listed until pruned, unfinished ones
 /// are queued again (in the order they were accepted).
 fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
@@ -321,11 +422,13 @@ fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
         };
         let entry = Arc::new(JobEntry::new(job, order, &shared.token));
         if unfinished {
+            entry.attach_feed(shared.feed.clone());
             tracing::info!(job = %entry.id(), "resuming a journaled job");
             shared.table.insert(entry.clone());
             shared.enqueue(entry);
         } else {
             entry.emit(Event::Done {
+                at: crate::protocol::Timestamp::now(),
                 job: entry.id(),
                 result: Box::new(entry.snapshot()),
             });

@@ -13,6 +13,7 @@
 //! the implementation at run time.
 
 use crate::check::CheckReport;
+use crate::core::catalogue::CatalogueView;
 use crate::core::chain::VerifyReport;
 use crate::core::cost::SpendView;
 use crate::core::records::{Plan, Record};
@@ -22,10 +23,11 @@ use crate::core::views::status::StatusView;
 use crate::core::views::tree::TreeView;
 use crate::error::{Error, Result};
 use crate::protocol::{
-    AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, Event, EventsRequest,
-    ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest,
-    RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, SpendRequest,
-    StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
+    AdvisorsRequest, CancelRequest, CatalogueRequest, CheckRequest, ConsultRequest, Event,
+    EventsRequest, ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest,
+    PlanRequest, RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest,
+    SpendRequest, StatusRequest, TaskList, TasksRequest, TreeRequest, VerifyRequest, WaitRequest,
+    Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -52,6 +54,8 @@ pub trait Api: Send + Sync {
     fn record(&self, request: RecordRequest) -> Answer<'_, Record>;
     /// The task's derived status.
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView>;
+    /// The tasks of the state directory.
+    fn tasks(&self, request: TasksRequest) -> Answer<'_, TaskList>;
     /// Spend per advisor, task and day, and the state of every budget.
     fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView>;
     /// The provenance chain of a record.
@@ -72,6 +76,15 @@ pub trait Api: Send + Sync {
     fn cancel(&self, request: CancelRequest) -> Answer<'_, Job>;
     /// A job's events from a position on, past then live.
     fn events(&self, request: EventsRequest) -> Answer<'_, EventStream>;
+
+    /// The effective catalogue: the asker's catalogue files layered on the embedded one.
+    /// They are the asker's own files (their config directory, their project), so every
+    /// implementation reads them in this process.
+    fn catalogue(&self, request: CatalogueRequest) -> Answer<'_, CatalogueView> {
+        Box::pin(blocking(move || {
+            service::catalogue(&Registry::builtin(), &request.context)
+        }))
+    }
 
     /// The reviews waiting in the daemon's mesh inbox. Only a daemon keeps one.
     fn reviews(&self, request: ReviewsRequest) -> Answer<'_, ReviewList> {
@@ -186,6 +199,12 @@ impl Api for Local {
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
         Box::pin(blocking(move || {
             service::status(&Registry::builtin(), &request.context)
+        }))
+    }
+
+    fn tasks(&self, request: TasksRequest) -> Answer<'_, TaskList> {
+        Box::pin(blocking(move || {
+            service::tasks(&Registry::builtin(), &request.context)
         }))
     }
 

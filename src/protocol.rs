@@ -27,11 +27,12 @@
 mod context;
 mod ids;
 mod job;
+pub mod openapi;
 mod timeout;
 
 pub use context::RequestContext;
 pub use ids::{JobId, RecordId, Timestamp};
-pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState};
+pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState, Listening};
 pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
 
 use crate::check::CheckReport;
@@ -54,6 +55,10 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The content type of a job's event stream: one JSON [`Event`] per line.
 pub const NDJSON: &str = "application/x-ndjson";
+
+/// The content type of server-sent events (a job's events, or a root's feed, when the
+/// request's `Accept` names it).
+pub const EVENT_STREAM: &str = "text/event-stream";
 
 // ---------------------------------------------------------------------------------------
 // The verbs
@@ -96,6 +101,17 @@ pub enum VerbName {
     Reviews,
     /// [`ReviewAnswerRequest`] → the [`ReviewAnswered`], sent to the asker.
     ReviewAnswer,
+    /// [`TasksRequest`] → the [`TaskList`] of the context's state directory.
+    Tasks,
+    /// [`FeedRequest`] → server-sent events of a root (and task): job events, records
+    /// written, advisors' status. Served by the daemon only (no façade verb).
+    Feed,
+    /// The OpenAPI 3.1 document of every route (the daemon only).
+    OpenApi,
+    /// The cockpit page (the daemon only; on TCP behind the token).
+    Cockpit,
+    /// One of the cockpit page's embedded files, by name (`{id}`).
+    CockpitFile,
 }
 
 /// A request of one verb: it names its response type and how HTTP carries it. Its JSON
@@ -118,6 +134,14 @@ pub struct HealthRequest {}
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AdvisorsRequest {
+    /// The asking process's context.
+    pub context: RequestContext,
+}
+
+/// `catalogue`: the effective catalogue of the context (its files layered), ready to copy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogueRequest {
     /// The asking process's context.
     pub context: RequestContext,
 }
@@ -281,6 +305,45 @@ pub struct WaitRequest {
     pub bound: Option<Timeout>,
 }
 
+/// `tasks`: the tasks of the context's state directory (what the cockpit lists).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TasksRequest {
+    /// The asking process's context (its state directory is listed).
+    pub context: RequestContext,
+}
+
+/// The reply of `GET /api/v1/reasoning/tasks`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TaskList {
+    /// The tasks, by name.
+    pub tasks: Vec<String>,
+}
+
+/// `GET /api/v1/events?root=&task=`: follow a root (and one task, or all) as server-sent
+/// events. `Last-Event-ID` resumes after a reconnect. Other query parameters (the
+/// cockpit's `catalogue`, `state_dir`) are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FeedRequest {
+    /// The project root (absolute).
+    pub root: String,
+    /// Only this task (default: every task of the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+}
+
+/// The paging of a long list (`offset` and `limit` query parameters of `status` and
+/// `tree`): which slice of the assessments (and of the timeline) a reply holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PageQuery {
+    /// How many to skip (default 0).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// How many at most (default: all).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
 /// What a wait ended with.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Waited {
@@ -291,7 +354,7 @@ pub enum Waited {
 }
 
 /// The context as a GET route's body.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextBody {
     /// The asking process's context.
@@ -443,6 +506,10 @@ verb!(CancelRequest, Job, Cancel, |r| HttpCall::new(
     VerbName::Cancel
 )
 .with_id(&r.id));
+verb!(TasksRequest, TaskList, Tasks, |r| HttpCall::new(
+    VerbName::Tasks
+)
+.with_context(&r.context));
 verb!(ReviewsRequest, ReviewList, Reviews, |_r| HttpCall::new(
     VerbName::Reviews
 ));
@@ -552,6 +619,31 @@ pub const ROUTES: &[Route] = &[
         path: "/api/v1/reviews",
     },
     Route {
+        verb: VerbName::Tasks,
+        method: "GET",
+        path: "/api/v1/reasoning/tasks",
+    },
+    Route {
+        verb: VerbName::Feed,
+        method: "GET",
+        path: "/api/v1/events",
+    },
+    Route {
+        verb: VerbName::OpenApi,
+        method: "GET",
+        path: "/api/v1/openapi.json",
+    },
+    Route {
+        verb: VerbName::Cockpit,
+        method: "GET",
+        path: "/cockpit",
+    },
+    Route {
+        verb: VerbName::CockpitFile,
+        method: "GET",
+        path: "/cockpit/{id}",
+    },
+    Route {
         verb: VerbName::ReviewAnswer,
         method: "POST",
         path: "/api/v1/reviews/{id}/answer",
@@ -620,7 +712,7 @@ fn matches<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
 
 /// The body of every error reply: `{"error": CODE, "message": ...}`, plus `reason` for a
 /// writer refusal (`error` is then `refused` and `reason` the refusal's reason code).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// A snake_case code (see [`codes`]).
     pub error: String,
@@ -666,6 +758,22 @@ pub mod codes {
     pub const INVALID_ANSWER: &str = "invalid_answer";
     /// 503: the mesh is not connected, so the answer cannot be sent now.
     pub const MESH_DOWN: &str = "mesh_down";
+    /// 400: the request or the command line is wrong (a flag, a variable, a path).
+    pub const USAGE: &str = "usage";
+    /// 400: the catalogue could not be read or is not valid.
+    pub const INVALID_CATALOGUE: &str = "invalid_catalogue";
+    /// 500: the state directory could not be read or written.
+    pub const STORE_FAILED: &str = "store_failed";
+    /// The client's own (exit 4): no daemon answers on the socket and none could be started.
+    pub const UNREACHABLE: &str = "unreachable";
+    /// The client's own (exit 4): the socket or the process serving it is not the user's.
+    pub const NOT_OURS: &str = "not_ours";
+    /// The client's own (exit 1): the daemon's reply could not be read.
+    pub const PROTOCOL: &str = "protocol";
+    /// The client's own (exit 130): Ctrl-C stopped the verb.
+    pub const INTERRUPTED: &str = "interrupted";
+    /// The client's own (exit 5): `wait --timeout` ran out; the job goes on.
+    pub const WAIT_TIMED_OUT: &str = "wait_timed_out";
 }
 
 /// `reviews`: the reviews waiting in this daemon's mesh inbox.
@@ -684,7 +792,7 @@ pub struct ReviewAnswerRequest {
 }
 
 /// One review waiting in a mesh inbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReviewItem {
     /// The review's id (what `reviews answer` names).
     pub id: String,
@@ -701,7 +809,7 @@ pub struct ReviewItem {
 }
 
 /// `GET /api/v1/reviews`: the reviews waiting, oldest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReviewList {
     /// The reviews.
     pub reviews: Vec<ReviewItem>,
@@ -709,7 +817,7 @@ pub struct ReviewList {
 
 /// `POST /api/v1/reviews/{id}/answer`: the answer, as an advisor would give it (the JSON
 /// object the question asks for, or prose).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewAnswer {
     /// The answer text.
@@ -717,7 +825,7 @@ pub struct ReviewAnswer {
 }
 
 /// The reply to a review answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReviewAnswered {
     /// The review answered.
     pub id: String,
@@ -870,6 +978,7 @@ mod tests {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         };
         assert!(!job.none_completed());
         job.consultations.push(JobConsultation {
@@ -904,6 +1013,7 @@ mod tests {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         };
         let value = serde_json::to_value(&job).unwrap();
         let keys: Vec<&str> = value
@@ -933,6 +1043,7 @@ mod tests {
             serde_json::json!({"advisor": "a", "record": null, "status": "pending", "failure": null})
         );
         let done = Event::Done {
+            at: crate::protocol::Timestamp::now(),
             job: "J".into(),
             result: Box::new(job),
         };
@@ -961,6 +1072,7 @@ mod tests {
             uptime_s: 3,
             jobs: JobState::ALL.into_iter().map(|s| (s, 0)).collect(),
             mesh: None,
+            listening: None,
         };
         let value = serde_json::to_value(&health).unwrap();
         assert_eq!(value["jobs"]["queued"], 0);

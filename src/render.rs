@@ -5,11 +5,14 @@
 //! text formats. No colour is ever written, so output reads the same in a pipe and a file.
 
 mod advisors;
+mod catalogue;
 mod check;
+mod context;
 mod explain;
 pub mod job;
 pub mod outcomes;
 mod plan;
+pub mod preview;
 mod record;
 mod refusal;
 mod spend;

@@ -57,11 +57,17 @@ pub fn advisors(registry: &Registry, ctx: &RequestContext) -> Result<AdvisorsVie
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
-    Ok(AdvisorsView::new(
-        env.mode,
-        &resolved.catalogue,
-        &env.availability,
-    ))
+    let mut view = AdvisorsView::new(env.mode, &resolved.catalogue, &env.availability);
+    // Only the embedded catalogue: the view keeps its plain shape.
+    if resolved.catalogue_layers.len() > 1
+        || resolved
+            .catalogue_layers
+            .first()
+            .is_some_and(|l| l.source != crate::core::catalogue::EMBEDDED_SOURCE)
+    {
+        view.catalogue_files = resolved.catalogue_layers.clone();
+    }
+    Ok(view)
 }
 
 /// A plan preview (not recorded) for a materiality, confidence and capabilities.
@@ -99,6 +105,20 @@ pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, E
         let mut view = status::status(records, trust);
         cost::price_status(&mut view, &resolved.catalogue);
         Ok(view)
+    })
+}
+
+/// The tasks of the context's state directory, by name.
+pub fn tasks(
+    registry: &Registry,
+    ctx: &RequestContext,
+) -> Result<crate::protocol::TaskList, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
+    let tasks = crate::store::Store::shared(&resolved.state_dir)
+        .tasks()
+        .map_err(Error::Store)?;
+    Ok(crate::protocol::TaskList {
+        tasks: tasks.into_iter().map(|t| t.to_string()).collect(),
     })
 }
 
@@ -166,6 +186,15 @@ pub fn check(
     let resolved = Resolved::resolve(ctx, registry)?;
     let path = path.map(|p| resolved.root.join(p));
     if let Some(path) = &path {
+        // Outside the root is a usage error, not a pass that scanned nothing.
+        if let Err(note) = check::scope_of(&resolved.root, path) {
+            if path.exists() {
+                return Err(Error::Usage(format!(
+                    "{note}; `check --path` takes a directory or file under the root (pass \
+                     `--root DIR` to check another project)"
+                )));
+            }
+        }
         if !path.exists() {
             return Err(Error::Usage(format!(
                 "`--path {}` does not exist; name a directory or file under the root `{}`",
@@ -259,4 +288,44 @@ fn with_task<R>(
     store.with_trusted_records(&resolved.task, |records, trust| {
         f(&resolved, records, trust)
     })?
+}
+
+/// The prompt every advisor of a consultation on `assessment` is sent: the question built
+/// from its fields, `extra` (`--question`) and `prior` (`--prior-opinion`, marked as an
+/// opinion). The job sends it; `--preview-prompt` prints it.
+pub fn prompt_for(
+    assessment: &crate::core::records::Assessment,
+    extra: Option<&str>,
+    prior: Option<&str>,
+) -> String {
+    use advisord_adapters::question;
+    question::build(&question::Question {
+        subject: assessment.subject.clone(),
+        materiality: assessment.materiality.as_str().to_string(),
+        hypothesis: assessment.hypothesis.clone(),
+        facts: assessment.facts.clone(),
+        assumptions: assessment.assumptions.clone(),
+        questions: assessment.questions.clone(),
+        evidence: assessment
+            .evidence
+            .iter()
+            .map(|e| {
+                (
+                    e.kind.as_str().to_string(),
+                    e.reference.clone(),
+                    e.showed.clone().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        prior_opinion: prior.map(str::to_string),
+        extra_question: extra.map(str::to_string),
+    })
+}
+
+/// The effective catalogue of `ctx`: its files, in order, and the merged content.
+pub fn catalogue(
+    registry: &Registry,
+    ctx: &RequestContext,
+) -> Result<crate::core::catalogue::CatalogueView, Error> {
+    Ok(crate::context::effective_catalogue(ctx, registry)?.view())
 }

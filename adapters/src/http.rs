@@ -11,6 +11,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod ollama;
 pub mod openai;
+pub mod probe;
 
 use crate::contract::{Adapter, AdvisorSpec, Answer, Failure, FailureKind, Io, Usage};
 use futures::future::BoxFuture;

@@ -44,9 +44,24 @@ struct Args {
     /// them for `advisor-consult reviews` [default: $ADVISORD_MESH_OFFER]
     #[arg(long, value_name = "MODE", value_enum)]
     offer_reviews: Option<mesh::Offer>,
+    /// Also serve the same API and the cockpit page on TCP at `ADDR:PORT` (loopback
+    /// unless `--listen-public`); every request needs the token kept in the data directory
+    /// (`advisor-consult cockpit` prints the page's URL with it)
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
+    /// Allow `--listen` on an address other than loopback (anyone who can reach it may
+    /// try the token)
+    #[arg(long, requires = "listen")]
+    listen_public: bool,
     /// Run in the background: start a detached daemon, wait until it answers, and exit
     #[arg(long)]
     detach: bool,
+    /// Exit after this many seconds with no job queued or running and no request
+    /// (decimals allowed). advisor-consult passes it to a daemon it starts itself
+    /// ($ADVISORD_IDLE_EXIT there, else 1800); without it (by hand, by systemd) the daemon
+    /// stays up
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    idle_exit: Option<Duration>,
     /// Set by `--detach` on the daemon it starts.
     #[arg(long, hide = true)]
     detached_child: bool,
@@ -92,6 +107,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: a log file, a pipe or the journal gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // Blocking work (store reads and writes, the journal) is short and mostly waits on a
     // task's lock: a few threads serve it as fast as hundreds. Unbounded (tokio's 512),
@@ -126,7 +143,17 @@ fn main() -> ExitCode {
         "connection cap"
     );
     config.grace = args.grace;
+    config.idle_exit = args.idle_exit;
     config.mesh = mesh;
+    if let Some(addr) = args.listen {
+        match daemon::listen::TcpConfig::bind(addr, args.listen_public) {
+            Ok(tcp) => config.listen = Some(tcp),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     match runtime.block_on(serve(&socket, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::AlreadyRunning(message)) => {
@@ -196,8 +223,15 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
         .append(true)
         .open(&log_path)
         .with_context(|| format!("cannot open the log `{}`", log_path.display()))?;
+    // What the child writes from here on is what it says about this start.
+    let log_start = log.metadata().map_or(0, |m| m.len());
     let exe = std::env::current_exe().context("cannot find this executable to start it again")?;
     let mut child = Command::new(exe)
+        .args(
+            args.idle_exit
+                .iter()
+                .flat_map(|secs| ["--idle-exit".to_string(), secs.as_secs_f64().to_string()]),
+        )
         .arg("--socket")
         .arg(socket)
         .arg("--data-dir")
@@ -210,6 +244,12 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
                 .iter()
                 .flat_map(|offer| ["--offer-reviews", offer.as_str()]),
         )
+        .args(
+            args.listen
+                .iter()
+                .flat_map(|a| ["--listen".to_string(), a.to_string()]),
+        )
+        .args(args.listen_public.then_some("--listen-public"))
         .arg("--detached-child")
         .stdin(Stdio::null())
         .stdout(log.try_clone().context("cannot share the log file")?)
@@ -227,10 +267,21 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
             .context("cannot watch the detached daemon")?
         {
             let code = status.code().unwrap_or(1);
-            eprintln!(
-                "error: the detached daemon exited with status {code}; see `{}`",
-                log_path.display()
-            );
+            let said = child_said(&log_path, log_start);
+            if said.is_empty() {
+                eprintln!(
+                    "error: the detached daemon exited with status {code} without a word; see `{}`",
+                    log_path.display()
+                );
+            } else {
+                // Its own words first: they say why (a socket in use, a data directory
+                // that cannot be written...).
+                eprintln!("{said}");
+                eprintln!(
+                    "error: the detached daemon exited with status {code} (its log: `{}`)",
+                    log_path.display()
+                );
+            }
             return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
         }
         let health = runtime.block_on(daemon::probe::health(socket, Duration::from_millis(500)));
@@ -253,4 +304,20 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
         DETACH_WAIT.as_secs(),
         log_path.display()
     )
+}
+
+/// What the detached child wrote to its log since `from` (the end of the log when it was
+/// started), without its timestamps' noise: at most the last 20 lines.
+fn child_said(log: &Path, from: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut text = String::new();
+    let read = std::fs::File::open(log).and_then(|mut f| {
+        f.seek(SeekFrom::Start(from))?;
+        f.take(64 * 1024).read_to_string(&mut text)
+    });
+    if read.is_err() {
+        return String::new();
+    }
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
 }

@@ -23,6 +23,9 @@ Examples:
   advisor-consult explain 01J...                  the provenance chain of a record
   advisor-consult tree --depth 2                  the task's records as a tree
   advisor-consult check                           provider independence and CI findings
+  advisor-consult context                         where the task stands, for a new session
+  advisor-consult doctor                          what each advisor needs, and the next step
+  advisor-consult daemon status                   the daemon: pid, uptime, socket, log, jobs
   advisor-consult demo                            the whole product on scripted advisors
 
 Exit status: 0 done; 1 findings (check) or a job with no completed consultation;
@@ -42,8 +45,9 @@ pub struct GlobalFlags {
     /// The task [default: $ADVISORD_TASK, else the git branch, else `default`]
     #[arg(long, global = true, value_name = "NAME")]
     pub task: Option<String>,
-    /// The advisor catalogue [default: $ADVISORD_CATALOGUE, else
-    /// <root>/.advisord/advisors.yaml, else the embedded one]
+    /// The advisor catalogue, layered on the embedded one and yours
+    /// (~/.config/advisord/advisors.yaml) [default: $ADVISORD_CATALOGUE, else
+    /// <root>/.advisord/advisors.yaml when trusted]
     #[arg(long, global = true, value_name = "FILE")]
     pub catalogue: Option<PathBuf>,
     /// The daemon's socket [default: $ADVISORD_SOCKET, else
@@ -100,6 +104,9 @@ pub struct Cli {
     /// Queue the consultation and print the job id at once
     #[arg(long, requires = "assessment")]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    #[arg(long, requires = "assessment", conflicts_with = "detach")]
+    pub preview_prompt: bool,
     /// The verb.
     #[command(subcommand)]
     pub verb: Option<Verb>,
@@ -139,6 +146,13 @@ pub enum Verb {
                       --evidence 'file:src/queue.rs=>one writer at a time'"
     )]
     Ask(AskArgs),
+    /// Queue a consultation for a recorded assessment and wait for it (the same as
+    /// `--assessment ID`)
+    #[command(
+        after_help = "Examples:\n  advisor-consult consult 01J... --timeout 30\n  \
+                      advisor-consult consult 01J... --detach --format json"
+    )]
+    Consult(ConsultArgs),
     /// The consultation jobs: queued, running and recently finished
     #[command(after_help = "Example:\n  advisor-consult jobs --format json")]
     Jobs,
@@ -167,6 +181,13 @@ pub enum Verb {
     /// Every advisor, its status and why; capacity per capability
     #[command(after_help = "Example:\n  advisor-consult advisors --format table")]
     Advisors,
+    /// The effective catalogue (the embedded one, then yours, then the project's), as
+    /// YAML ready to copy, with the files it came from
+    #[command(
+        after_help = "Examples:\n  advisor-consult catalogue > my-advisors.yaml\n  \
+                      advisor-consult catalogue --format json"
+    )]
+    Catalogue,
     /// A plan preview: who would be consulted for this doubt, who not, and why
     #[command(
         after_help = "Example:\n  advisor-consult plan --materiality high --capabilities \
@@ -183,16 +204,17 @@ pub enum Verb {
         #[arg(long, value_name = "A,B", value_delimiter = ',')]
         capabilities: Vec<String>,
     },
-    /// Store one record through the writer and print it
-    #[command(
-        after_help = "Examples:\n  advisor-consult record --file assessment.json\n  \
-                      echo '{\"kind\": \"plan\", \"assessment\": \"01J...\"}' \\\n      \
-                      | advisor-consult record --file -"
-    )]
+    /// Store one record through the writer and print it (`--template KIND` prints a
+    /// skeleton to fill in instead)
+    #[command(after_help = super::schema::record_help())]
     Record {
         /// One JSON object: `kind` plus your fields; `-` reads standard input
-        #[arg(long, value_name = "FILE")]
-        file: PathBuf,
+        #[arg(long, value_name = "FILE", required_unless_present = "template")]
+        file: Option<PathBuf>,
+        /// Print a skeleton of this kind to fill in (assessment, plan, consultation,
+        /// disagreement, resolution, conclusion, validation, attempt); stores nothing
+        #[arg(long, value_name = "KIND", value_parser = super::schema::parse_kind, conflicts_with = "file")]
+        template: Option<crate::core::records::Kind>,
     },
     /// Each assessment of the task and where it stands
     #[command(after_help = "Example:\n  advisor-consult status --task feature-x")]
@@ -259,6 +281,90 @@ pub enum Verb {
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
     Trust,
+    /// The JSON Schema of a stored record of KIND (`record` for any kind), as this
+    /// binary ships it
+    #[command(
+        after_help = "Example:\n  advisor-consult schema conclusion > conclusion.schema.json"
+    )]
+    Schema {
+        /// assessment, plan, consultation, disagreement, resolution, conclusion,
+        /// validation, attempt, or record
+        kind: String,
+    },
+    /// Where the task stands, in about 40 lines, for a session picking it up: standing
+    /// conclusions and who reviewed them, unresolved disagreements, open assessments,
+    /// advisors cooling down
+    #[command(after_help = "Example:\n  advisor-consult context --format json")]
+    Context,
+    /// Is this setup ready? Each advisor (what it needs, whether it is there, the next
+    /// step), the daemon and socket, the state directory, the catalogue, the `check`
+    /// findings; exit 1 only on a real problem
+    #[command(after_help = "Example:\n  advisor-consult doctor --format json")]
+    Doctor,
+    /// The daemon serving this user's socket: its status, stop it, or read its log
+    #[command(
+        after_help = "Examples:\n  advisor-consult daemon status\n  advisor-consult daemon \
+                      stop\n  advisor-consult daemon logs -n 100 --follow"
+    )]
+    Daemon {
+        /// What to do
+        #[command(subcommand)]
+        action: DaemonAction,
+    },
+    /// A shell completion script, generated from these flags
+    #[command(
+        after_help = "Examples:\n  source <(advisor-consult completions bash)\n  \
+                      advisor-consult completions zsh > ~/.zfunc/_advisor-consult\n  \
+                      advisor-consult completions fish > \
+                      ~/.config/fish/completions/advisor-consult.fish"
+    )]
+    Completions {
+        /// bash, zsh or fish
+        #[arg(value_enum)]
+        shell: super::completions::Shell,
+    },
+    /// The cockpit's URL (with its token) for the daemon's TCP listener, or open it
+    #[command(
+        after_help = "Examples:\n  advisord --listen 127.0.0.1:7433 --detach\n  \
+                      advisor-consult cockpit --open\n\n\
+                      The URL carries the listener's token: whoever has it can read every\n\
+                      record the daemon can, and start or cancel consultations."
+    )]
+    Cockpit {
+        /// Open the URL in the browser (with `xdg-open`)
+        #[arg(long)]
+        open: bool,
+    },
+    /// The manual page (roff), generated from these flags
+    #[command(
+        after_help = "Example:\n  advisor-consult man > advisor-consult.1 && man ./advisor-consult.1"
+    )]
+    Man,
+}
+
+/// What `daemon` does.
+#[derive(Debug, Subcommand)]
+pub enum DaemonAction {
+    /// Whether a daemon answers on the socket: pid, version, uptime, socket, log, jobs
+    /// (exit 4 when none runs)
+    Status,
+    /// Stop the daemon gracefully (SIGTERM: no new jobs, running exchanges get their
+    /// grace, unfinished jobs resume at the next start) and wait until it is gone
+    Stop {
+        /// How long to wait for it to be gone, in seconds (exit 5 when it is not)
+        #[arg(long, value_name = "SECS", default_value = "30")]
+        timeout: Timeout,
+    },
+    /// The end of the log a daemon started by `advisord --detach` or by advisor-consult
+    /// writes
+    Logs {
+        /// How many lines from the end
+        #[arg(short = 'n', long, value_name = "N", default_value_t = 50)]
+        lines: usize,
+        /// Keep printing what the daemon appends, until interrupted
+        #[arg(long, short = 'f')]
+        follow: bool,
+    },
 }
 
 impl Verb {
@@ -266,11 +372,13 @@ impl Verb {
     pub fn name(&self) -> &'static str {
         match self {
             Verb::Ask(_) => "ask",
+            Verb::Consult(_) => "consult",
             Verb::Jobs => "jobs",
             Verb::Wait { .. } => "wait",
             Verb::Cancel { .. } => "cancel",
             Verb::Demo { .. } => "demo",
             Verb::Advisors => "advisors",
+            Verb::Catalogue => "catalogue",
             Verb::Plan { .. } => "plan",
             Verb::Record { .. } => "record",
             Verb::Status => "status",
@@ -282,6 +390,13 @@ impl Verb {
             Verb::Trust => "trust",
             Verb::Mcp { .. } => "mcp",
             Verb::Reviews { .. } => "reviews",
+            Verb::Schema { .. } => "schema",
+            Verb::Context => "context",
+            Verb::Doctor => "doctor",
+            Verb::Daemon { .. } => "daemon",
+            Verb::Completions { .. } => "completions",
+            Verb::Man => "man",
+            Verb::Cockpit { .. } => "cockpit",
         }
     }
 }
@@ -299,6 +414,42 @@ pub enum ReviewsAction {
         #[arg(long, value_name = "FILE")]
         file: PathBuf,
     },
+}
+
+/// `consult ID`: what `--assessment ID` takes.
+#[derive(Debug, Args)]
+pub struct ConsultArgs {
+    /// The assessment id
+    pub id: String,
+    /// A question for the advisors besides the assessment's own
+    #[arg(long, value_name = "TEXT")]
+    pub question: Option<String>,
+    /// The job's deadline in seconds, decimals allowed [default: 90]
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<Timeout>,
+    /// An opinion already given (marked as an opinion in the question, not a fact)
+    #[arg(long, value_name = "TEXT")]
+    pub prior_opinion: Option<String>,
+    /// Queue the consultation and print the job id at once
+    #[arg(long)]
+    pub detach: bool,
+    /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    #[arg(long, conflicts_with = "detach")]
+    pub preview_prompt: bool,
+}
+
+impl ConsultArgs {
+    /// The consultation to queue, as `--assessment ID` would give it.
+    pub fn into_request(self) -> super::jobs::ConsultVerb {
+        super::jobs::ConsultVerb {
+            assessment: self.id.into(),
+            question: self.question,
+            timeout: self.timeout,
+            prior_opinion: self.prior_opinion,
+            detach: self.detach,
+            preview_prompt: self.preview_prompt,
+        }
+    }
 }
 
 /// `ask`: the assessment's fields, then the consultation's.
@@ -347,6 +498,10 @@ pub struct AskArgs {
     /// Queue the consultation and print the job id at once
     #[arg(long)]
     pub detach: bool,
+    /// Print the exact prompt the advisors would receive; record nothing (not even the
+    /// assessment), send nothing
+    #[arg(long, conflicts_with = "detach")]
+    pub preview_prompt: bool,
 }
 
 impl AskArgs {
@@ -583,6 +738,40 @@ mod tests {
             &["record"][..],
             &["explain"][..],
             &["frobnicate"][..],
+        ] {
+            let err = parse(bad).expect_err(&format!("{bad:?} must not parse"));
+            assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn consult_is_the_verb_of_the_bare_form() {
+        let cli = parse(&[
+            "consult",
+            "A",
+            "--question",
+            "q",
+            "--timeout",
+            "3",
+            "--detach",
+        ])
+        .expect("parses");
+        let Some(Verb::Consult(args)) = cli.verb else {
+            panic!("not consult")
+        };
+        let request = args.into_request();
+        assert_eq!(request.assessment.as_str(), "A");
+        assert_eq!(request.question.as_deref(), Some("q"));
+        assert_eq!(request.timeout, Some(Timeout::from_secs_f64(3.0).unwrap()));
+        assert!(request.detach && !request.preview_prompt);
+        let preview = parse(&["--assessment", "A", "--preview-prompt"]).expect("parses");
+        assert!(preview.preview_prompt);
+        for bad in [
+            &["consult"][..],
+            &["consult", "A", "--detach", "--preview-prompt"][..],
+            &["--assessment", "A", "--detach", "--preview-prompt"][..],
+            &["--preview-prompt"][..],
+            &["--assessment", "A", "consult", "B"][..],
         ] {
             let err = parse(bad).expect_err(&format!("{bad:?} must not parse"));
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");

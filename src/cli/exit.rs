@@ -4,11 +4,15 @@
 //! - A refusal (exit 3) is the verb's answer: printed on standard output, as
 //!   `{"refused": true, "reason", "message"}` in `json` and `yaml`, else as one sentence.
 //! - Any other error is printed on standard error as `error: ...` with its cause chain;
-//!   with `--format json|yaml` its `{"error": CODE, "message"}` also goes to standard
-//!   output, so a program reading the typed shape always gets one.
+//!   with `--format json|yaml` its `{"error": CODE, "code": CODE, "message"}` also goes to
+//!   standard output, so a program reading the typed shape always gets one object with a
+//!   `code`: a usage error clap found (exit 2), no daemon (exit 4) and Ctrl-C (exit 130)
+//!   included. Every code is one of `crate::protocol::codes`. A refusal keeps its fixed
+//!   shape: its `reason` is its code.
 
 use super::output::print_stdout;
 use crate::error::Error;
+use crate::protocol::codes;
 use crate::render::Format;
 
 /// Print `err` as the user should see it and return the exit status.
@@ -18,14 +22,65 @@ pub fn report(err: &anyhow::Error, format: Format) -> i32 {
         let _ = print_stdout(&refusal_text(reason, message, format));
         return 3;
     }
-    eprintln!("error: {}", chain_text(err));
-    // A verb's own failure has a typed shape; not reaching the daemon is not the verb's.
-    let typed = service.filter(|e| !matches!(e, Error::Unreachable { .. } | Error::Protocol(_)));
-    if let (Some(service), Format::Json | Format::Yaml) = (typed, format) {
-        let object = serde_json::json!({"error": service.code(), "message": service.message()});
-        let _ = print_stdout(&structured(&object, format));
+    let text = chain_text(err);
+    eprintln!("error: {text}");
+    if matches!(format, Format::Json | Format::Yaml) {
+        // An error no verb typed (standard output closed, no runtime) is still one object.
+        let (code, message) = match service {
+            Some(service) => (service.code().to_string(), service.message()),
+            None => (codes::INTERNAL.to_string(), text),
+        };
+        let _ = print_stdout(&error_text(&code, &message, format));
     }
     exit_code(err)
+}
+
+/// How an error that is not a refusal is printed on standard output in `json` and `yaml`:
+/// `{"error": CODE, "code": CODE, "message"}` (`error` is kept for the programs that read
+/// it before `code` existed).
+pub fn error_text(code: &str, message: &str, format: Format) -> String {
+    structured(
+        &serde_json::json!({"error": code, "code": code, "message": message}),
+        format,
+    )
+}
+
+/// A usage error clap found, as `report` prints other errors: `args` are the raw
+/// arguments, read for `--format` since parsing failed. Help and `--version` are not
+/// errors and are printed as clap prints them. Returns the exit status.
+pub fn report_parse_error(err: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
+    let _ = err.print();
+    let code = err.exit_code();
+    if code == 0 {
+        return 0;
+    }
+    if let Some(format) = format_in(args).filter(|f| matches!(f, Format::Json | Format::Yaml)) {
+        let rendered = err.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        let message = format!("{message}; `advisor-consult --help` lists the verbs and flags");
+        let _ = print_stdout(&error_text(codes::USAGE, &message, format));
+    }
+    code
+}
+
+/// The `--format` the raw arguments ask for, if any reads as one (the last one wins, as
+/// with clap).
+fn format_in(args: &[std::ffi::OsString]) -> Option<Format> {
+    use clap::ValueEnum as _;
+    let args: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    let mut found = None;
+    for (i, arg) in args.iter().enumerate() {
+        let value = match arg.strip_prefix("--format") {
+            Some("") => args.get(i + 1).copied(),
+            Some(rest) => rest.strip_prefix('='),
+            None => None,
+        };
+        if let Some(format) = value.and_then(|v| Format::from_str(v, false).ok()) {
+            found = Some(format);
+        }
+    }
+    found
 }
 
 /// `err` and its causes joined by `: `, leaving out a cause whose text the message
@@ -76,6 +131,21 @@ fn structured(value: &serde_json::Value, format: Format) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_format_is_found_in_arguments_that_did_not_parse() {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            format_in(&args(&["x", "--format", "json", "--bogus"])),
+            Some(Format::Json)
+        );
+        assert_eq!(
+            format_in(&args(&["x", "--bogus", "--format=yaml"])),
+            Some(Format::Yaml)
+        );
+        assert_eq!(format_in(&args(&["x", "--format", "nope"])), None);
+        assert_eq!(format_in(&args(&["x", "status"])), None);
+    }
     use crate::core::writer::{ReasonCode, Refusal};
 
     fn check(err: anyhow::Error, expected_exit: i32) {

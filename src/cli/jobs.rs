@@ -17,15 +17,18 @@ pub use demo::{hidden_entry, DEMO_ADVISOR_ARG};
 
 use super::args::GlobalFlags;
 use super::output::print_stdout;
+use crate::core::records::Assessment;
 use crate::error::Error;
 use crate::facade::{needs_daemon, Api};
 use crate::paths;
 use crate::protocol::{
-    CancelRequest, ConsultRequest, EventsRequest, JobId, JobRequest, JobState, JobsRequest,
-    RecordId, RequestContext, Timeout,
+    CancelRequest, ConsultRequest, EventsRequest, ExplainRequest, JobId, JobRequest, JobState,
+    JobsRequest, PlanRequest, RecordId, RequestContext, Timeout,
 };
 use crate::render::job::{JobListView, JobReport, JobView, Seen};
+use crate::render::preview::PromptPreview;
 use crate::render::{self, Format};
+use crate::service;
 use futures::StreamExt;
 use progress::{Progress, Target};
 use std::path::Path;
@@ -85,6 +88,8 @@ pub struct ConsultVerb {
     pub prior_opinion: Option<String>,
     /// Print the job id at once instead of waiting.
     pub detach: bool,
+    /// Print the prompt the advisors would receive instead of consulting them.
+    pub preview_prompt: bool,
 }
 
 /// The exit status of an interrupted verb.
@@ -138,6 +143,31 @@ async fn consult(
     request: &ConsultVerb,
     format: Format,
 ) -> anyhow::Result<i32> {
+    if request.preview_prompt {
+        let explained = api
+            .explain(ExplainRequest {
+                context: ctx.clone(),
+                id: request.assessment.clone(),
+            })
+            .await?;
+        let assessment = explained
+            .assessment
+            .filter(|a| a.id == request.assessment.as_str())
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "`{}` is not an assessment; name the assessment to consult on \
+                     (`advisor-consult status` lists them)",
+                    request.assessment
+                ))
+            })?;
+        let preview = PreviewPrompt {
+            assessment: Some(request.assessment.to_string()),
+            fields: &assessment.fields,
+            question: request.question.as_deref(),
+            prior_opinion: request.prior_opinion.as_deref(),
+        };
+        return preview.print(api, ctx, format).await;
+    }
     let mut interrupt = interrupt_signal()?;
     let job = api
         .consult(ConsultRequest {
@@ -149,7 +179,7 @@ async fn consult(
         })
         .await?;
     if request.detach {
-        print_stdout(&detached_text(&job.id, format))?;
+        print_stdout(&detached_text(&job.id, &job.assessment, format))?;
         return Ok(0);
     }
     let mut progress = Progress::new(Target::Stderr);
@@ -168,8 +198,48 @@ async fn consult(
         Followed::Interrupted => {
             progress.finish();
             cancel_after_interrupt(api, &job.id, &mut interrupt).await;
-            Ok(EXIT_INTERRUPTED)
+            interrupted(
+                &format!("interrupted: job `{}` was cancelled", job.id),
+                format,
+            )
         }
+    }
+}
+
+/// `--preview-prompt`: the prompt a consultation on an assessment would send, and who a
+/// plan would select now to receive it. Nothing is sent and nothing is recorded.
+pub struct PreviewPrompt<'a> {
+    /// The assessment's id, when it is recorded (`ask` previews one it did not record).
+    pub assessment: Option<String>,
+    /// Its fields.
+    pub fields: &'a Assessment,
+    /// `--question`.
+    pub question: Option<&'a str>,
+    /// `--prior-opinion`.
+    pub prior_opinion: Option<&'a str>,
+}
+
+impl PreviewPrompt<'_> {
+    /// Print the preview in `format`; exit status 0.
+    pub async fn print(
+        &self,
+        api: &dyn Api,
+        ctx: &RequestContext,
+        format: Format,
+    ) -> anyhow::Result<i32> {
+        let plan = api
+            .plan(PlanRequest {
+                context: ctx.clone(),
+                materiality: self.fields.materiality,
+                confidence: self.fields.confidence,
+                capabilities: self.fields.capabilities.clone(),
+            })
+            .await?;
+        let prompt = service::prompt_for(self.fields, self.question, self.prior_opinion);
+        let advisors = plan.selected.into_iter().map(|s| s.advisor).collect();
+        let preview = PromptPreview::new(self.assessment.clone(), advisors, prompt);
+        print_stdout(&render::render(&preview, format))?;
+        Ok(0)
     }
 }
 
@@ -204,6 +274,10 @@ async fn wait(
     let mut interrupt = interrupt_signal()?;
     let deadline = timeout.map(|t| t.deadline_from(Instant::now()));
     let mut progress = Progress::new(Target::Stderr);
+    // Events are stamped from when the job was queued, not from when we joined.
+    if let Ok(found) = api.job(JobRequest { id: job.clone() }).await {
+        progress.joined(&found);
+    }
     let following = Following { api, socket, job };
     match following
         .follow(&mut progress, Some(&mut interrupt), deadline)
@@ -218,9 +292,15 @@ async fn wait(
                 timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
             );
             if matches!(format, Format::Json | Format::Yaml) {
-                // The job as it stands, with the outcomes recorded so far.
+                // The job as it stands, with the outcomes recorded so far, and the code.
                 let now = api.job(JobRequest { id: job.clone() }).await?;
-                print_stdout(&render::render(&seen.report(now), format))?;
+                let mut outcomes = seen.report(now).outcomes();
+                outcomes.code = Some(crate::protocol::codes::WAIT_TIMED_OUT.to_string());
+                let text = match format {
+                    Format::Yaml => serde_yaml_ng::to_string(&outcomes)?,
+                    _ => serde_json::to_string_pretty(&outcomes)?,
+                };
+                print_stdout(&text)?;
             }
             Ok(EXIT_WAIT_TIMED_OUT)
         }
@@ -230,7 +310,11 @@ async fn wait(
                 "interrupted: stopped waiting; job {job} goes on (`advisor-consult cancel \
                  {job}` stops it)"
             );
-            Ok(EXIT_INTERRUPTED)
+            let message = format!(
+                "interrupted: stopped waiting; job `{job}` goes on (`advisor-consult cancel \
+                 {job}` stops it)"
+            );
+            interrupted(&message, format)
         }
     }
 }
@@ -282,13 +366,26 @@ fn finish(report: &JobReport, format: Format) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// What `--detach` prints: the id alone, or `{"id": ...}`.
-fn detached_text(id: &JobId, format: Format) -> String {
+/// Ctrl-C ended the verb: exit 130, with the error object on standard output in `json`
+/// and `yaml` (the message is already on standard error).
+fn interrupted(message: &str, format: Format) -> anyhow::Result<i32> {
+    if matches!(format, Format::Json | Format::Yaml) {
+        let text = super::exit::error_text(crate::protocol::codes::INTERRUPTED, message, format);
+        print_stdout(&text)?;
+    }
+    Ok(EXIT_INTERRUPTED)
+}
+
+/// What `--detach` prints: the job id alone, or `{"id": JOB, "assessment": ID}` (the
+/// assessment consulted on, so that `ask --detach` gives both ids it made).
+fn detached_text(id: &JobId, assessment: &RecordId, format: Format) -> String {
     match format {
         Format::Plain | Format::Table => id.to_string(),
-        Format::Json => serde_json::to_string_pretty(&serde_json::json!({ "id": id }))
-            .unwrap_or_else(|_| id.to_string()),
-        Format::Yaml => format!("id: {id}"),
+        Format::Json => {
+            serde_json::to_string_pretty(&serde_json::json!({ "id": id, "assessment": assessment }))
+                .unwrap_or_else(|_| id.to_string())
+        }
+        Format::Yaml => format!("id: {id}\nassessment: {assessment}"),
     }
 }
 
@@ -395,13 +492,14 @@ mod tests {
     #[test]
     fn detached_prints_the_id_alone_or_an_object() {
         let id = JobId::from("01J");
-        assert_eq!(detached_text(&id, Format::Plain), "01J");
-        assert_eq!(detached_text(&id, Format::Table), "01J");
+        let assessment = RecordId::from("01A");
+        assert_eq!(detached_text(&id, &assessment, Format::Plain), "01J");
+        assert_eq!(detached_text(&id, &assessment, Format::Table), "01J");
         let json: serde_json::Value =
-            serde_json::from_str(&detached_text(&id, Format::Json)).unwrap();
-        assert_eq!(json, serde_json::json!({"id": "01J"}));
+            serde_json::from_str(&detached_text(&id, &assessment, Format::Json)).unwrap();
+        assert_eq!(json, serde_json::json!({"id": "01J", "assessment": "01A"}));
         let yaml: serde_json::Value =
-            serde_yaml_ng::from_str(&detached_text(&id, Format::Yaml)).unwrap();
+            serde_yaml_ng::from_str(&detached_text(&id, &assessment, Format::Yaml)).unwrap();
         assert_eq!(yaml, json);
     }
 

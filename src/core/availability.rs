@@ -3,14 +3,27 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// What the edge observed about the machine: which executables are on `PATH` and which
-/// credential variables are set and non-empty. Values are never held here.
+/// What the edge observed about the machine: which executables are on `PATH`, which
+/// credential variables are set and non-empty, and whether each local HTTP advisor's
+/// endpoint answered a short probe. Values are never held here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Presence {
     /// Executables (as named in the catalogue) that were found.
     pub executables: BTreeSet<String>,
     /// Credential variable names that are set and non-empty.
     pub credentials: BTreeSet<String>,
+    /// By advisor id: what the probe of its endpoint found. Only a local HTTP advisor is
+    /// probed; an advisor absent here is judged without it.
+    pub endpoints: BTreeMap<String, EndpointProbe>,
+}
+
+/// What probing an advisor's endpoint found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointProbe {
+    /// It answered (this URL).
+    Answers(String),
+    /// It did not: the URL, and why (refused, no answer in time, not HTTP).
+    Silent(String, String),
 }
 
 /// `ADVISORD_ADVISORS_DISABLE`: nobody, some advisors by id, or all.
@@ -381,6 +394,15 @@ fn assess_one(
             return verdict(Status::NotConfigured, format!("`{variable}` is not set"));
         }
     }
+    if let Some(EndpointProbe::Silent(url, why)) = input.presence.endpoints.get(&advisor.id) {
+        return verdict(
+            Status::Unavailable,
+            format!(
+                "its endpoint `{url}` does not answer ({why}); start its server, or set \
+                 `endpoint` in the catalogue to where it listens"
+            ),
+        );
+    }
     if let Some(newest) = outcomes.len().checked_sub(1) {
         if let Some(trip) = trip_at(outcomes, newest) {
             let cooldown = trip.cooldown_s(input.cooldown_override_s);
@@ -406,6 +428,9 @@ fn assess_one(
     }
     if let Some(variable) = &advisor.credential {
         presence.push(format!("`{variable}` is set"));
+    }
+    if let Some(EndpointProbe::Answers(url)) = input.presence.endpoints.get(&advisor.id) {
+        presence.push(format!("its endpoint `{url}` answers"));
     }
     let mut reason = if presence.is_empty() {
         "it needs no executable and no credential".to_string()
@@ -954,7 +979,17 @@ pub(crate) mod tests {
         let everything = Presence {
             executables: ["tool-bin", "/opt/local-bin"].map(String::from).into(),
             credentials: ["TOOL_TOKEN".to_string()].into(),
+            endpoints: BTreeMap::new(),
         };
+        let probed = |probe: EndpointProbe| Presence {
+            endpoints: [("local".to_string(), probe)].into(),
+            ..everything.clone()
+        };
+        let answers = probed(EndpointProbe::Answers("http://127.0.0.1:9".into()));
+        let silent = probed(EndpointProbe::Silent(
+            "http://127.0.0.1:9".into(),
+            "connection refused".into(),
+        ));
         let no_token = Presence {
             credentials: BTreeSet::new(),
             ..everything.clone()
@@ -1045,6 +1080,42 @@ pub(crate) mod tests {
                 (Unavailable, "`tool-bin` is not on PATH"),
                 (Unavailable, "`/opt/local-bin` does not exist"),
             ],
+        );
+        check(
+            "a local endpoint that answers",
+            std,
+            "",
+            &answers,
+            &[],
+            [
+                (Available, "on PATH"),
+                (
+                    Available,
+                    "`/opt/local-bin` is on PATH and its endpoint `http://127.0.0.1:9` answers",
+                ),
+            ],
+        );
+        check(
+            "the executable on PATH is not enough when the endpoint is silent",
+            std,
+            "",
+            &silent,
+            &[],
+            [
+                (Available, "on PATH"),
+                (
+                    Unavailable,
+                    "its endpoint `http://127.0.0.1:9` does not answer (connection refused)",
+                ),
+            ],
+        );
+        check(
+            "a silent endpoint does not hide the mode",
+            Mode::Ci,
+            "",
+            &silent,
+            &[],
+            [(Disabled, "mode `ci`"), (Disabled, "mode `ci`")],
         );
         check(
             "missing credential",

@@ -10,6 +10,7 @@
 
 mod entry;
 mod error;
+pub mod layers;
 mod parse;
 mod price;
 mod suggest;
@@ -18,6 +19,7 @@ mod tests;
 mod yaml;
 
 pub use error::CatalogueError;
+pub use layers::{layered, CatalogueView, Layer, LayerUsed, Layered};
 pub use price::{project_budgets, Budgets, Limits, Price, Pricing};
 pub use suggest::{did_you_mean, edit_distance};
 
@@ -61,7 +63,7 @@ pub const COMMON_KEYS: &[&str] = &[
 pub const DEFAULT_CAPABILITY: &str = "independent_reasoning";
 
 /// How an advisor is reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
     /// A local executable.

@@ -55,7 +55,7 @@ pub struct Entry<'r> {
 }
 
 /// What is wrong with a record file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Problem {
     /// The file does not parse as a record.
@@ -102,7 +102,7 @@ impl Problem {
 }
 
 /// One thing wrong with one record file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// The file's name.
     pub file: String,
@@ -118,7 +118,7 @@ pub struct Finding {
 }
 
 /// The newest record of a task and its hash: what a team keeps to notice a rewritten chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Head {
     /// Its sequence.
     pub sequence: u64,
@@ -127,7 +127,7 @@ pub struct Head {
 }
 
 /// The state of one task's chain.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChainState {
     /// How many record files were walked.
     pub records: usize,
@@ -585,7 +585,7 @@ pub struct File<'a> {
 }
 
 /// What `verify` found in one task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskReport {
     /// The task.
     pub task: String,
@@ -599,7 +599,7 @@ pub struct TaskReport {
 }
 
 /// What `advisor-consult verify` found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerifyReport {
     /// Each task walked, sorted by name.
     pub tasks: Vec<TaskReport>,

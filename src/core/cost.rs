@@ -22,7 +22,7 @@ use crate::core::views::tree::{TreeNode, TreeView};
 use serde::{Deserialize, Serialize};
 
 /// What one consultation cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "basis", rename_all = "snake_case")]
 pub enum Cost {
     /// Usage times the price in force.
@@ -165,7 +165,7 @@ impl std::fmt::Display for Money {
 }
 
 /// What several consultations cost together.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Spend {
     /// Consultations counted.
     pub consultations: u64,

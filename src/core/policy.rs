@@ -243,6 +243,7 @@ fn plan(assessment_id: &str, doubt: Doubt, reuse: Option<String>, env: &PlanEnv)
     } else {
         Vec::new()
     };
+    let uncovered_capabilities = uncovered(&capabilities, env);
     Plan {
         assessment: assessment_id.to_string(),
         mode: env.mode,
@@ -253,7 +254,32 @@ fn plan(assessment_id: &str, doubt: Doubt, reuse: Option<String>, env: &PlanEnv)
         availability: env.availability.clone(),
         reuse,
         local_review,
+        uncovered_capabilities,
+        question: None,
+        prior_opinion: None,
+        prompt_bytes: None,
+        prompt_sha256: None,
     }
+}
+
+/// The requested capabilities no available advisor offers, in request order.
+fn uncovered(requested: &[String], env: &PlanEnv) -> Vec<String> {
+    let available: BTreeSet<&str> = env
+        .availability
+        .iter()
+        .filter(|a| a.status == Status::Available)
+        .map(|a| a.advisor.as_str())
+        .collect();
+    requested
+        .iter()
+        .filter(|capability| {
+            !env.catalogue
+                .advisors
+                .iter()
+                .any(|a| available.contains(a.id.as_str()) && a.capabilities.contains(capability))
+        })
+        .cloned()
+        .collect()
 }
 
 /// Greedy selection: each next advisor covers the most requested capabilities not yet
@@ -587,6 +613,45 @@ mod tests {
     const IR: &str = "independent_reasoning";
     const CR: &str = "code_review";
     const AR: &str = "architecture";
+
+    #[test]
+    fn a_capability_no_available_advisor_offers_is_uncovered() {
+        let advisors: &[(&str, &str, &[&str])] = &[("a", "x", &[CR]), ("b", "y", &[CR, AR])];
+        let check = |available: &[&str], requested: &[&str], want: &[&str], mode| {
+            let plan = check_selection(
+                "uncovered",
+                advisors,
+                available,
+                requested,
+                (mode, High),
+                &[],
+            );
+            assert_eq!(
+                plan.uncovered_capabilities,
+                own(want),
+                "{available:?} {requested:?}"
+            );
+        };
+        // Budget 0 in `ci`: nobody is selected, yet only what nobody offers is uncovered.
+        check(&["a", "b"], &[CR, AR], &[], Mode::Ci);
+        check(&["a"], &[CR, AR], &[AR], Mode::Ci);
+        check(
+            &["a"],
+            &[AR, "security_review", CR],
+            &[AR, "security_review"],
+            Mode::Ci,
+        );
+        check(&[], &[CR], &[CR], Mode::Ci);
+        let plan = check_selection(
+            "selected",
+            advisors,
+            &["a"],
+            &[CR, AR],
+            (Mode::Standard, High),
+            &["a"],
+        );
+        assert_eq!(plan.uncovered_capabilities, own(&[AR]));
+    }
 
     #[test]
     fn selection_tie_breaks() {

@@ -484,6 +484,23 @@ pub struct Plan {
     /// The structured local review to perform when nobody is selected for material doubt.
     #[serde(default)]
     pub local_review: Vec<String>,
+    /// The requested capabilities that no available advisor offers, in request order: no
+    /// selection, whatever the budget, could have covered them.
+    #[serde(default)]
+    pub uncovered_capabilities: Vec<String>,
+    /// The question asked besides the assessment's own (`--question`), as the job gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The opinion already given (`--prior-opinion`), as the job gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_opinion: Option<String>,
+    /// The size in bytes of the prompt every selected advisor was sent (absent when
+    /// nobody was selected, or the plan was not recorded by a job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_bytes: Option<u64>,
+    /// The SHA-256 of that prompt, lowercase hex; the prompt itself is not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_sha256: Option<String>,
 }
 
 /// Whether an exchange produced an answer.

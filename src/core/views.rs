@@ -5,6 +5,7 @@
 //! view is linear in the number of records: `benches/status.rs` holds that bound.
 
 pub mod advisors;
+pub mod context;
 pub mod explain;
 pub mod status;
 pub mod tree;
@@ -14,6 +15,34 @@ use crate::core::records::{Body, Conclusion, ConsultationStatus, Kind, Record};
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+
+/// Which slice of a long list a paged reply holds (`offset` and `limit` on `status` and
+/// `tree`): the cockpit pages so a task of thousands of records stays light.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Page {
+    /// How many were skipped.
+    pub offset: usize,
+    /// How many at most were kept.
+    pub limit: usize,
+    /// How many there are in all.
+    pub total: usize,
+}
+
+impl Page {
+    /// Keep `offset..offset + limit` of `items`; the page kept.
+    pub fn slice<T>(items: &mut Vec<T>, offset: usize, limit: usize) -> Page {
+        let total = items.len();
+        let start = offset.min(total);
+        let end = start.saturating_add(limit).min(total);
+        items.truncate(end);
+        items.drain(..start);
+        Page {
+            offset,
+            limit,
+            total,
+        }
+    }
+}
 
 /// The longest summary or label a view carries, in characters; renderers may cut further.
 pub const SUMMARY_CHARS: usize = 72;
@@ -85,7 +114,7 @@ pub fn credited_review<'r>(
 }
 
 /// How the newest validation of a conclusion went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ValidationState {
     /// No validation was recorded.
@@ -108,7 +137,7 @@ impl ValidationState {
 }
 
 /// A short pointer at another record, with what it is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Link {
     /// Its kind.
     pub kind: Kind,
@@ -491,5 +520,26 @@ pub(crate) mod testing {
                 json!({"conclusion": conclusion, "check": "c", "passed": passed}),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::Page;
+
+    #[test]
+    fn a_page_is_a_slice_that_knows_the_whole() {
+        let check = |offset, limit, kept: &[u8]| {
+            let mut items = vec![1u8, 2, 3, 4, 5];
+            let page = Page::slice(&mut items, offset, limit);
+            assert_eq!(items, kept, "{offset}+{limit}");
+            assert_eq!(page.total, 5);
+        };
+        check(0, 2, &[1, 2]);
+        check(3, 10, &[4, 5]);
+        check(5, 1, &[]);
+        check(9, 1, &[]);
+        check(0, usize::MAX, &[1, 2, 3, 4, 5]);
+        check(2, 0, &[]);
     }
 }

@@ -8,8 +8,9 @@ mod rules;
 mod tests;
 
 pub use fields::{
-    caller_fields, COMPUTED_FIELDS, ENVELOPE_FIELDS, MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS,
-    MAX_NAME_CHARS, MAX_SUBJECT_CHARS, MAX_TEXT_CHARS,
+    caller_fields, field_docs, template, FieldDoc, COMPUTED_FIELDS, ENVELOPE_FIELDS,
+    MAX_ASKED_CHARS, MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_PROMPT_CHARS,
+    MAX_SUBJECT_CHARS, MAX_TEXT_CHARS, PLAN_INPUTS,
 };
 
 use crate::core::chain::{self, Trust};
@@ -239,7 +240,9 @@ fn refuse_computed(object: &Map<String, Value>) -> Result<(), Refusal> {
     }
 }
 
-/// A plan is computed here: the caller names the assessment and nothing else.
+/// A plan is computed here: the caller names the assessment and, when a job records it,
+/// what was asked (`question`, `prior_opinion`, kept; `prompt`, kept only as its size and
+/// SHA-256 when somebody was selected to receive it).
 fn admit_plan(
     task: &rules::Task,
     mut object: Map<String, Value>,
@@ -248,20 +251,35 @@ fn admit_plan(
     let mut extra: Vec<&str> = object
         .keys()
         .map(String::as_str)
-        .filter(|k| *k != "assessment")
+        .filter(|k| !PLAN_INPUTS.contains(k))
         .collect();
     extra.sort_unstable();
     if !extra.is_empty() {
         return Err(refuse(
             ReasonCode::PlanIsComputed,
             format!(
-                "a plan is computed by the policy, so only `kind` and `assessment` may be given; \
-                 remove {}",
+                "a plan is computed by the policy, so only `kind`, `assessment` and what was \
+                 asked ({}) may be given; remove {}",
+                fields::listed(&PLAN_INPUTS[1..]),
                 fields::listed(&extra)
             ),
         ));
     }
     fields::check_fields(Kind::Plan, &mut object)?;
+    // The prompt is hashed as it was sent, then dropped; what is kept is scrubbed.
+    let prompt = match object.remove("prompt") {
+        Some(Value::String(prompt)) => Some(prompt),
+        _ => None,
+    };
+    let mut shapes = BTreeSet::new();
+    let mut asked = |name: &str| match object.remove(name) {
+        Some(mut value @ Value::String(_)) => {
+            scrub_value(&mut value, env.secrets, &mut shapes);
+            value.as_str().map(str::to_string)
+        }
+        _ => None,
+    };
+    let (question, prior_opinion) = (asked("question"), asked("prior_opinion"));
     let id = object
         .get("assessment")
         .and_then(Value::as_str)
@@ -291,8 +309,15 @@ fn admit_plan(
     };
     let mut plan = policy::compute_plan(id, assessment, records, plan_env);
     plan.assessment = id.to_string();
+    plan.question = question;
+    plan.prior_opinion = prior_opinion;
+    if let Some(prompt) = prompt.filter(|_| !plan.selected.is_empty()) {
+        plan.prompt_bytes = Some(prompt.len() as u64);
+        let digest = chain::digest(prompt.as_bytes());
+        plan.prompt_sha256 = Some(digest.trim_start_matches("sha256:").to_string());
+    }
     Ok(Record {
-        envelope: envelope(env, BTreeSet::new()),
+        envelope: envelope(env, shapes),
         body: Body::Plan(plan),
     })
 }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::net::UnixListener;
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
@@ -254,11 +254,36 @@ impl HttpBody for Tracked {
     }
 }
 
-/// Serve `app` on `listener` until `stop` is cancelled, under `limits`, to peers of
-/// `uid` only. Connections open at `stop` finish their request in flight, then close.
+/// Where connections come from: the unix socket (peers of one uid only) or the TCP
+/// listener (whose requests its own layer authenticates: `super::listen`).
+pub enum Listener {
+    /// The unix socket, and the only uid whose peers are served.
+    Unix {
+        /// The bound socket.
+        listener: UnixListener,
+        /// The daemon's uid.
+        uid: u32,
+    },
+    /// The TCP listener (`advisord --listen`).
+    Tcp(TcpListener),
+}
+
+/// An accepted connection of either kind.
+enum Accepted {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+/// A connection as a request sees it, in its extensions: closing it drops the peer at
+/// once (a server-sent-events subscriber that fell behind).
+#[derive(Debug, Clone)]
+pub struct ConnHandle(pub CancellationToken);
+
+/// Serve `app` on `listener` until `stop` is cancelled, under `limits` (on the unix
+/// socket, to peers of its uid only). Connections open at `stop` finish their request in
+/// flight, then close.
 pub async fn serve(
-    listener: UnixListener,
-    uid: u32,
+    listener: Listener,
     app: Router,
     limits: Limits,
     stop: CancellationToken,
@@ -289,10 +314,10 @@ pub async fn serve(
     loop {
         let accepted = tokio::select! {
             () = stop.cancelled() => break,
-            accepted = listener.accept() => accepted,
+            accepted = accept(&listener) => accepted,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok(stream) => stream,
             Err(e) => {
                 if let Some(suppressed) = accept_errors.due() {
                     tracing::warn!(error = %e, not_logged_since = suppressed, open = conns.len(), "accept failed; shedding the oldest idle connection");
@@ -306,9 +331,16 @@ pub async fn serve(
                 continue;
             }
         };
-        match stream.peer_cred() {
-            Ok(cred) if cred.uid() == uid => {}
-            other => {
+        let peer = match (&stream, &listener) {
+            (Accepted::Unix(stream), Listener::Unix { uid, .. }) => {
+                Some((stream.peer_cred(), *uid))
+            }
+            _ => None, // TCP: authenticated per request by the listener's layer
+        };
+        match peer {
+            None => {}
+            Some((Ok(cred), uid)) if cred.uid() == uid => {}
+            Some((other, _)) => {
                 if let Some(suppressed) = refused.due() {
                     match other {
                         Ok(cred) => tracing::warn!(
@@ -331,33 +363,12 @@ pub async fn serve(
             (app.clone(), conns.clone(), builder.clone(), stop.clone());
         let body_timeout = limits.body;
         tasks.spawn(async move {
-            let service = tower::service_fn({
-                let conn = conn.clone();
-                move |mut request: hyper::Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(BodyTimeout(body_timeout));
-                    let busy = Busy::new(conn.clone());
-                    let app = app.clone();
-                    async move {
-                        let response = app
-                            .oneshot(request.map(axum::body::Body::new))
-                            .await
-                            .unwrap_or_else(|never: Infallible| match never {});
-                        Ok::<_, Infallible>(
-                            response
-                                .map(|inner| axum::body::Body::new(Tracked { inner, _busy: busy })),
-                        )
-                    }
+            match stream {
+                Accepted::Unix(stream) => {
+                    serve_connection(stream, app, conn.clone(), builder, body_timeout, stop).await
                 }
-            });
-            let connection =
-                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-            tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = conn.shed.cancelled() => {} // dropped: closed at once
-                () = stop.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.as_mut().await;
+                Accepted::Tcp(stream) => {
+                    serve_connection(stream, app, conn.clone(), builder, body_timeout, stop).await
                 }
             }
             conns.remove(id);
@@ -367,4 +378,61 @@ pub async fn serve(
     tasks.close();
     tasks.wait().await;
     Ok(())
+}
+
+/// The next connection of `listener`.
+async fn accept(listener: &Listener) -> io::Result<Accepted> {
+    match listener {
+        Listener::Unix { listener, .. } => listener.accept().await.map(|(s, _)| Accepted::Unix(s)),
+        Listener::Tcp(listener) => {
+            let (stream, _) = listener.accept().await?;
+            // Small request/response exchanges and event streams: send at once.
+            let _ = stream.set_nodelay(true);
+            Ok(Accepted::Tcp(stream))
+        }
+    }
+}
+
+/// Serve one connection's requests until it closes, is shed, or the daemon stops.
+async fn serve_connection<S>(
+    stream: S,
+    app: Router,
+    conn: Arc<Conn>,
+    builder: Arc<hyper::server::conn::http1::Builder>,
+    body_timeout: Duration,
+    stop: CancellationToken,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = tower::service_fn({
+        let conn = conn.clone();
+        move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(BodyTimeout(body_timeout));
+            request
+                .extensions_mut()
+                .insert(ConnHandle(conn.shed.clone()));
+            let busy = Busy::new(conn.clone());
+            let app = app.clone();
+            async move {
+                let response = app
+                    .oneshot(request.map(axum::body::Body::new))
+                    .await
+                    .unwrap_or_else(|never: Infallible| match never {});
+                Ok::<_, Infallible>(
+                    response.map(|inner| axum::body::Body::new(Tracked { inner, _busy: busy })),
+                )
+            }
+        }
+    });
+    let connection =
+        builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
+    tokio::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => {}
+        () = conn.shed.cancelled() => {} // dropped: closed at once
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.as_mut().await;
+        }
+    }
 }

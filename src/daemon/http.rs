@@ -4,7 +4,6 @@
 //! ([`Served`]) in one exhaustive match of a few lines per verb. Errors become
 //! `{"error": CODE, "message": ...}` with their HTTP status.
 
-use crate::context::daemon_context;
 use crate::daemon::served::Served;
 use crate::error::Error;
 use crate::facade::Api;
@@ -14,6 +13,7 @@ use crate::protocol::{
     JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
     SpendRequest, StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
 };
+use crate::protocol::{FeedRequest, PageQuery, TasksRequest, EVENT_STREAM};
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -26,14 +26,20 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod sse;
+
 /// The daemon's HTTP service: everything goes through [`dispatch`].
 pub(crate) fn router(served: Arc<Served>) -> Router {
     Router::new().fallback(dispatch).with_state(served)
 }
 
-/// What a verb's mapping gets: the URI (for its query) and the body (empty when none).
+/// What a verb's mapping gets: the URI (for its query), the headers (`Accept`,
+/// `Last-Event-ID`), the connection (closed when an event subscriber falls behind) and
+/// the body (empty when none).
 struct Incoming {
     uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    conn: Option<crate::daemon::conn::ConnHandle>,
     body: Bytes,
 }
 
@@ -46,6 +52,7 @@ fn reply(status: StatusCode, value: impl Serialize) -> Answer {
 }
 
 async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response {
+    api.touch();
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let (verb, id) = match parse_route(parts.method.as_str(), &path) {
@@ -55,8 +62,9 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
                 StatusCode::NOT_FOUND,
                 codes::NOT_FOUND,
                 format!(
-                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md (they all \
-                     start with `/api/v1/`)",
+                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md and in \
+                     `/api/v1/openapi.json` (they start with `/api/v1/`; the page is \
+                     `/cockpit`)",
                     parts.method
                 ),
             )
@@ -71,10 +79,15 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
         .extensions
         .get::<crate::daemon::conn::BodyTimeout>()
         .map_or(crate::daemon::conn::Limits::default().body, |t| t.0);
-    let incoming = match read(parts.uri, body, body_timeout).await {
+    let mut incoming = match read(parts.uri, body, body_timeout).await {
         Ok(incoming) => incoming,
         Err(e) => return e.into_response(),
     };
+    incoming.headers = parts.headers;
+    incoming.conn = parts
+        .extensions
+        .get::<crate::daemon::conn::ConnHandle>()
+        .cloned();
     tracing::debug!(method = %parts.method, %path, "request");
     answer(api.as_ref(), verb, id, incoming)
         .await
@@ -97,7 +110,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             )
         }
         VerbName::Plan => {
-            let request: PlanRequest = json_body(&incoming.body, "plan request")?;
+            let request: PlanRequest = body_with_context(&incoming, "plan request").await?;
             reply(StatusCode::OK, api.plan(request).await?)
         }
         VerbName::Record => {
@@ -105,9 +118,32 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             reply(StatusCode::CREATED, api.record(request).await?)
         }
         VerbName::Status => {
+            let page: PageQuery = query_of(&incoming)?;
             let context = context_of(&incoming).await?;
-            reply(StatusCode::OK, api.status(StatusRequest { context }).await?)
+            let mut view = api.status(StatusRequest { context }).await?;
+            if page.offset.is_some() || page.limit.is_some() {
+                view.page(page.offset.unwrap_or(0), page.limit.unwrap_or(usize::MAX));
+            }
+            reply(StatusCode::OK, view)
         }
+        VerbName::Tasks => {
+            let context = context_of(&incoming).await?;
+            reply(StatusCode::OK, api.tasks(TasksRequest { context }).await?)
+        }
+        VerbName::Feed => feed(api, &incoming),
+        VerbName::OpenApi => Ok((
+            [(header::CONTENT_TYPE, "application/json")],
+            crate::protocol::openapi::document_text(),
+        )
+            .into_response()),
+        VerbName::Cockpit => Ok(crate::daemon::cockpit::page()),
+        VerbName::CockpitFile => crate::daemon::cockpit::file(id()?.as_str()).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                codes::NOT_FOUND,
+                "the cockpit has no such file; open `/cockpit`",
+            )
+        }),
         VerbName::Spend => {
             let context = context_of(&incoming).await?;
             reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
@@ -134,7 +170,11 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
                 depth: query.depth,
                 show_superseded: query.show_superseded.unwrap_or(false),
             };
-            reply(StatusCode::OK, api.tree(request).await?)
+            let mut view = api.tree(request).await?;
+            if query.offset.is_some() || query.limit.is_some() {
+                view.page(query.offset.unwrap_or(0), query.limit.unwrap_or(usize::MAX));
+            }
+            reply(StatusCode::OK, view)
         }
         VerbName::Check => {
             let query: CheckQuery = query_of(&incoming)?;
@@ -158,7 +198,8 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             if api.shutting_down() {
                 return Err(Error::ShuttingDown.into());
             }
-            let request: ConsultRequest = json_body(&incoming.body, "consultation request")?;
+            let request: ConsultRequest =
+                body_with_context(&incoming, "consultation request").await?;
             reply(StatusCode::ACCEPTED, api.consult(request).await?)
         }
         VerbName::Jobs => {
@@ -177,6 +218,25 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Events => {
             let query: EventsQuery = query_of(&incoming)?;
+            if wants_event_stream(&incoming.headers) {
+                // Resuming: `Last-Event-ID` is the position of the last event seen.
+                let resumed = last_event_id(&incoming.headers)
+                    .map(|last| {
+                        last.parse::<usize>().map_err(|_| {
+                            ApiError::bad_request(
+                                codes::INVALID_REQUEST,
+                                format!(
+                                    "`Last-Event-ID: {last}` is not an event id of this stream \
+                                     (a number); reconnect without it"
+                                ),
+                            )
+                        })
+                    })
+                    .transpose()?;
+                let from = resumed.or(query.from).unwrap_or(0);
+                let events = api.events(EventsRequest { id: id()?, from }).await?;
+                return Ok(sse::job_stream(events, from, api.feed().limits()));
+            }
             let request = EventsRequest {
                 id: id()?,
                 from: query.from.unwrap_or(0),
@@ -218,6 +278,68 @@ struct ExplainQuery {
 struct TreeQuery {
     depth: Option<usize>,
     show_superseded: Option<bool>,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// Whether the request's `Accept` asks for server-sent events.
+fn wants_event_stream(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains(EVENT_STREAM))
+}
+
+/// The `Last-Event-ID` header, if any.
+fn last_event_id(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// `GET /api/v1/events?root=&task=`: the root's feed as server-sent events.
+fn feed(api: &Served, incoming: &Incoming) -> Answer {
+    let request: FeedRequest = match incoming.uri.query() {
+        Some(_) => axum::extract::Query::<FeedRequest>::try_from_uri(&incoming.uri)
+            .map(|q| q.0)
+            .map_err(|e| {
+                ApiError::bad_request(
+                    codes::INVALID_REQUEST,
+                    format!(
+                        "the query is not accepted: {}; ask `/api/v1/events?root=/absolute/dir` \
+                         (and optionally `&task=NAME`)",
+                        e.body_text()
+                    ),
+                )
+            })?,
+        None => FeedRequest::default(),
+    };
+    let root = Path::new(&request.root);
+    if !root.is_absolute() {
+        return Err(ApiError::bad_request(
+            codes::INVALID_ROOT,
+            "`root` is missing or not absolute; ask `/api/v1/events?root=/absolute/dir`",
+        ));
+    }
+    let filter = crate::daemon::feed::Filter {
+        root: request.root.clone(),
+        canonical: std::fs::canonicalize(root)
+            .ok()
+            .map(|p| p.display().to_string()),
+        task: request.task,
+    };
+    let subscription = api
+        .feed()
+        .subscribe(filter, last_event_id(&incoming.headers));
+    Ok(sse::feed_stream(
+        api.feed().clone(),
+        subscription,
+        incoming.conn.clone(),
+        api.draining(),
+    ))
 }
 
 /// The query of `check`.
@@ -238,11 +360,64 @@ struct EventsQuery {
     from: Option<usize>,
 }
 
-/// The root and task a GET without a body names (`curl` by hand).
+/// The root and task a request without a context names (`curl` by hand, the cockpit),
+/// and the catalogue and state directory when it names them.
 #[derive(Debug, Default, Deserialize)]
 struct ContextQuery {
     root: Option<String>,
     task: Option<String>,
+    catalogue: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+}
+
+/// The context of a request that carries none: the query's, on the daemon's own
+/// environment.
+async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+    let query: ContextQuery = query_of(incoming)?;
+    let root = query.root.ok_or_else(|| {
+        ApiError::bad_request(
+            codes::INVALID_REQUEST,
+            "no context: send `{\"context\": {...}}` in the body, or name the root with \
+             `?root=/absolute/dir` (and optionally `&task=NAME`)",
+        )
+    })?;
+    let flags = crate::context::Locations {
+        root: Some(PathBuf::from(root)),
+        task: query.task,
+        catalogue: query.catalogue,
+        state_dir: query.state_dir,
+    };
+    // Reads the catalogue to find the credential variables: off the async threads.
+    tokio::task::spawn_blocking(move || crate::context::daemon_context_for(&flags))
+        .await
+        .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))
+}
+
+/// A POST body as `T`; when it has no `context`, the query's (see [`query_context`]).
+async fn body_with_context<T: DeserializeOwned>(
+    incoming: &Incoming,
+    what: &str,
+) -> Result<T, ApiError> {
+    let mut value: serde_json::Value = json_body(&incoming.body, what)?;
+    if let Some(object) = value.as_object_mut() {
+        if !object.contains_key("context") && incoming.uri.query().is_some() {
+            let context = query_context(incoming).await?;
+            object.insert(
+                "context".to_string(),
+                serde_json::to_value(context).map_err(|e| ApiError::internal(e.to_string()))?,
+            );
+        }
+    }
+    serde_json::from_value(value).map_err(|e| {
+        let message = e.to_string();
+        if is_out_of_range(&message) {
+            return ApiError::bad_request(codes::INVALID_REQUEST, message);
+        }
+        ApiError::bad_request(
+            codes::INVALID_JSON,
+            format!("the body is not a valid JSON {what}: {e}"),
+        )
+    })
 }
 
 /// The query string read as `T` (every field optional), or 400 naming what is wrong.
@@ -266,19 +441,7 @@ async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
     if !incoming.body.is_empty() {
         return Ok(json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context);
     }
-    let query: ContextQuery = query_of(incoming)?;
-    let root = query.root.ok_or_else(|| {
-        ApiError::bad_request(
-            codes::INVALID_REQUEST,
-            "no context: send `{\"context\": {...}}` as the body, or name the root with \
-             `?root=/absolute/dir` (and optionally `&task=NAME`)",
-        )
-    })?;
-    let task = query.task;
-    // Reads the catalogue to find the credential variables: off the async threads.
-    tokio::task::spawn_blocking(move || daemon_context(Path::new(&root), task))
-        .await
-        .map_err(|e| ApiError::internal(format!("a worker thread failed: {e}")))
+    query_context(incoming).await
 }
 
 /// Read the body under the bound (413 past it) and within `timeout` (408 after it: a
@@ -318,7 +481,12 @@ async fn read(
             }
         })?
         .to_bytes();
-    Ok(Incoming { uri, body })
+    Ok(Incoming {
+        uri,
+        headers: axum::http::HeaderMap::new(),
+        conn: None,
+        body,
+    })
 }
 
 /// The body parsed as `T`, or 400 naming what is wrong with it.

@@ -58,6 +58,10 @@ pub struct Jobs {
     pub(crate) plan_claims: tokio::sync::Mutex<()>,
     /// The daemon's place on the mesh, when it joined one.
     pub(crate) mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
+    /// When the last request came or a job was last seen active, for `--idle-exit`.
+    last_activity: Mutex<Instant>,
+    /// What the cockpit follows: job events, records written, advisors' status.
+    pub(crate) feed: Arc<crate::daemon::feed::Feed>,
 }
 
 /// How long a resumed job waits for the mesh to connect before finding its peers.
@@ -71,6 +75,7 @@ impl Jobs {
         queue: mpsc::UnboundedSender<Arc<JobEntry>>,
         started_ms: u64,
         mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
+        feed: crate::daemon::feed::Limits,
     ) -> Jobs {
         Jobs {
             table: JobTable::default(),
@@ -86,6 +91,8 @@ impl Jobs {
             started_ms,
             plan_claims: tokio::sync::Mutex::new(()),
             mesh,
+            last_activity: Mutex::new(Instant::now()),
+            feed: Arc::new(crate::daemon::feed::Feed::new(started_ms, feed)),
         }
     }
 
@@ -192,6 +199,7 @@ impl Jobs {
             created_at: Timestamp::now(),
             finished_at: None,
             reason: None,
+            timeout_s: Some(timeout.as_secs_f64()),
         };
         let order = JobOrder {
             context,
@@ -208,6 +216,7 @@ impl Jobs {
             ))
         })?;
         tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
+        entry.attach_feed(self.feed.clone());
         self.table.insert(entry.clone());
         self.enqueue(entry);
         Ok(job)
@@ -242,6 +251,19 @@ impl Jobs {
     /// How many jobs are kept in each state (every state listed).
     pub fn counts(&self) -> BTreeMap<JobState, usize> {
         self.table.counts()
+    }
+
+    /// Note activity now (a request, an active job): the idle clock starts again.
+    pub fn touch(&self) {
+        *self.last_activity.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// How long since the last activity.
+    pub fn idle_for(&self) -> Duration {
+        self.last_activity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
     }
 
     /// Cancel job `id`. A queued job ends at once; a running one is asked to stop and
@@ -349,10 +371,30 @@ impl Jobs {
         }
         tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
         entry.emit(Event::Done {
+            at: crate::protocol::Timestamp::now(),
             job: job.id.clone(),
             result: Box::new(job.clone()),
         });
+        self.publish_advisors(entry);
         job
+    }
+
+    /// After a job: the advisors' status of its root and task to the feed, when it
+    /// changed (an advisor cooling down after a failure).
+    fn publish_advisors(self: &Jobs, entry: &Arc<JobEntry>) {
+        if self.feed.subscribers() == 0 {
+            return;
+        }
+        let (feed, registry) = (self.feed.clone(), self.registry.clone());
+        let mut context = entry.order.context.clone();
+        let job = entry.snapshot();
+        let peers = self.mesh.as_ref().map(|m| m.entries()).unwrap_or_default();
+        tokio::task::spawn_blocking(move || {
+            context.mesh_peers = peers;
+            if let Ok(view) = crate::service::advisors(&registry, &context) {
+                feed.publish_advisors(&job.root, &job.task, &view);
+            }
+        });
     }
 
     /// The semaphore bounding `advisor`'s exchanges (created with `max_concurrent`

@@ -21,7 +21,6 @@ use advisord_adapters::contract::{
     self, Adapter, AdvisorSpec, EnvLookup, Failure, FailureKind, Io, Outcome,
 };
 use advisord_adapters::environment;
-use advisord_adapters::question;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -77,6 +76,8 @@ struct Prepared {
     assessment: Assessment,
     plan_record: Record,
     plan: Plan,
+    /// The prompt every selected advisor is sent (its size and hash are in the plan).
+    prompt: Arc<str>,
     /// The consultation already recorded for each selected advisor, in plan order.
     recorded: Vec<Option<Record>>,
 }
@@ -114,6 +115,11 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
     }
     let for_stores = jobs.clone();
     let started_ms = jobs.started_ms;
+    let asked = Asked {
+        question: entry.order.question.clone(),
+        prior_opinion: entry.order.prior_opinion.clone(),
+        relayed: entry.order.prompt.clone(),
+    };
     let prepared = tokio::task::spawn_blocking(move || {
         if resumed {
             // Credentials are never journaled: a resumed job uses the daemon's own.
@@ -124,6 +130,7 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
             context,
             &for_stores.registry,
             &job,
+            &asked,
             orphans_before,
             &claimed,
             &|dir| for_stores.store(dir),
@@ -170,12 +177,14 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
     }
     drop(claim_turn);
     entry.emit(Event::Plan {
+        at: crate::protocol::Timestamp::now(),
         job: entry.id(),
         record: Box::new(prepared.plan_record.clone()),
     });
     for (selected, recorded) in prepared.plan.selected.iter().zip(&prepared.recorded) {
         if let Some(record) = recorded {
             entry.emit(Event::Recorded {
+                at: crate::protocol::Timestamp::now(),
                 job: entry.id(),
                 advisor: selected.advisor.clone(),
                 record: Box::new(record.clone()),
@@ -203,6 +212,14 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
     }
 }
 
+/// What the job asks, recorded with its plan: the caller's question and prior opinion,
+/// or the prompt a relayed review brought whole.
+struct Asked {
+    question: Option<String>,
+    prior_opinion: Option<String>,
+    relayed: Option<String>,
+}
+
 /// Resolve the context, read the task, and find or record the plan. A resumed job first
 /// looks for the plan it recorded before a previous daemon (this one started
 /// `orphans_before` ms since the epoch) stopped.
@@ -210,6 +227,7 @@ fn prepare(
     context: RequestContext,
     registry: &advisord_adapters::registry::Registry,
     job: &crate::protocol::Job,
+    asked: &Asked,
     orphans_before: Option<u64>,
     claimed: &[String],
     store_of: &dyn Fn(&std::path::Path) -> Arc<Store>,
@@ -246,12 +264,30 @@ fn prepare(
             job.assessment, resolved.task
         )
     })?;
+    let prompt: Arc<str> = match &asked.relayed {
+        Some(prompt) => Arc::from(prompt.as_str()),
+        None => Arc::from(service::prompt_for(
+            &assessment,
+            asked.question.as_deref(),
+            asked.prior_opinion.as_deref(),
+        )),
+    };
     let plan_record = match found.1 {
         Some(plan) => plan?,
         None => {
             let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
                 .map_err(|e| e.to_string())?;
-            let input = serde_json::json!({"kind": "plan", "assessment": job.assessment});
+            let mut input = serde_json::json!({
+                "kind": "plan", "assessment": job.assessment, "prompt": &*prompt
+            });
+            for (name, value) in [
+                ("question", &asked.question),
+                ("prior_opinion", &asked.prior_opinion),
+            ] {
+                if let Some(value) = value {
+                    input[name] = value.as_str().into();
+                }
+            }
             store
                 .write(&resolved.task, &input, Some(&env))
                 .map_err(|e| format!("the plan could not be recorded: {e}"))?
@@ -276,6 +312,7 @@ fn prepare(
         assessment,
         plan_record,
         plan,
+        prompt,
         recorded,
     })
 }
@@ -325,14 +362,7 @@ async fn consult_and_record(
     pending: &[usize],
     recorded: &mut [Option<Record>],
 ) -> Option<Ending> {
-    let prompt: Arc<str> = match &entry.order.prompt {
-        Some(asked) => Arc::from(asked.as_str()),
-        None => Arc::from(build_prompt(
-            &prepared.assessment,
-            entry.order.question.as_deref(),
-            entry.order.prior_opinion.as_deref(),
-        )),
-    };
+    let prompt = prepared.prompt.clone();
     // Every exchange of the job, including its wait for a free turn, ends by then.
     let exchanges_end = entry.order.timeout.deadline_from(Instant::now());
     // The prepared context, not the journaled one: a resumed job's credentials were
@@ -443,6 +473,7 @@ async fn consult_and_record(
                     }
                 });
                 entry.emit(Event::Recorded {
+                    at: crate::protocol::Timestamp::now(),
                     job: entry.id(),
                     advisor: advisor.clone(),
                     record: Box::new(record.clone()),
@@ -553,6 +584,7 @@ impl Turn {
             ),
         };
         self.entry.emit(Event::Finished {
+            at: crate::protocol::Timestamp::now(),
             job: self.entry.id(),
             advisor: self.advisor.clone(),
             status,
@@ -595,31 +627,6 @@ fn env_lookup(context: &RequestContext) -> EnvLookup {
         // read it.
         root: Some(context.root.display().to_string()),
         credentials: context.credentials.clone(),
-    })
-}
-
-/// The question sent to every advisor of the job.
-fn build_prompt(assessment: &Assessment, extra: Option<&str>, prior: Option<&str>) -> String {
-    question::build(&question::Question {
-        subject: assessment.subject.clone(),
-        materiality: assessment.materiality.as_str().to_string(),
-        hypothesis: assessment.hypothesis.clone(),
-        facts: assessment.facts.clone(),
-        assumptions: assessment.assumptions.clone(),
-        questions: assessment.questions.clone(),
-        evidence: assessment
-            .evidence
-            .iter()
-            .map(|e| {
-                (
-                    e.kind.as_str().to_string(),
-                    e.reference.clone(),
-                    e.showed.clone().unwrap_or_default(),
-                )
-            })
-            .collect(),
-        prior_opinion: prior.map(str::to_string),
-        extra_question: extra.map(str::to_string),
     })
 }
 
@@ -698,6 +705,7 @@ async fn record_disagreement(
     .unwrap_or_else(|e| Err(format!("recording failed: {e}")))?;
     entry.update(|job| job.disagreement = Some(RecordId::from(written.id())));
     entry.emit(Event::Disagreement {
+        at: crate::protocol::Timestamp::now(),
         job: entry.id(),
         record: Box::new(written),
     });

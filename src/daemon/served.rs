@@ -29,12 +29,29 @@ use std::sync::Arc;
 /// Every verb, answered by this daemon.
 pub struct Served {
     jobs: Arc<Jobs>,
+    listening: Option<crate::protocol::Listening>,
 }
 
 impl Served {
     /// The verbs over `jobs`.
-    pub(crate) fn new(jobs: Arc<Jobs>) -> Served {
-        Served { jobs }
+    /// The verbs over `jobs`; `listening` is the TCP listener, if the daemon has one.
+    pub(crate) fn new(jobs: Arc<Jobs>, listening: Option<crate::protocol::Listening>) -> Served {
+        Served { jobs, listening }
+    }
+
+    /// The daemon's feed (job events, records written, advisors' status).
+    pub fn feed(&self) -> &Arc<crate::daemon::feed::Feed> {
+        &self.jobs.feed
+    }
+
+    /// Cancelled when shutdown begins (event streams end).
+    pub fn draining(&self) -> tokio_util::sync::CancellationToken {
+        self.jobs.drain.clone()
+    }
+
+    /// Note a request: the daemon is not idle (`--idle-exit`).
+    pub fn touch(&self) {
+        self.jobs.touch();
     }
 
     /// Whether shutdown has begun (no new job is accepted).
@@ -64,6 +81,7 @@ impl Api for Served {
                 uptime_s: self.jobs.started.elapsed().as_secs(),
                 jobs: self.jobs.counts(),
                 mesh: self.jobs.mesh.as_ref().map(|m| m.status()),
+                listening: self.listening.clone(),
             })
         })
     }
@@ -107,16 +125,30 @@ impl Api for Served {
                 // A plan sweeps for mesh peers first.
                 context.mesh_peers = self.jobs.mesh_peers(true).await;
             }
-            in_root(&self.jobs.registry, context, move |r, c| {
+            let root = context.root.display().to_string();
+            let record = in_root(&self.jobs.registry, context, move |r, c| {
                 service::record(r, &c, &input)
             })
-            .await
+            .await?;
+            self.jobs
+                .feed
+                .publish(&root, &record.envelope.task, "record", &record);
+            Ok(record)
         })
     }
 
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
         Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
             service::status(r, &c)
+        }))
+    }
+
+    fn tasks(
+        &self,
+        request: crate::protocol::TasksRequest,
+    ) -> Answer<'_, crate::protocol::TaskList> {
+        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+            service::tasks(r, &c)
         }))
     }
 

@@ -15,8 +15,9 @@ use tokio::net::{UnixListener, UnixStream};
 pub enum BindError {
     /// Another daemon answers on the socket (or is starting on it right now).
     #[error(
-        "another `advisord` already serves `{}`; stop it first (`kill $(cat <data-dir>/advisord.pid)`) \
-         or pass another `--socket`",
+        "another `advisord` already serves `{}`; stop it first (`advisor-consult --socket {} \
+         daemon stop`) or pass another `--socket`",
+        socket.display(),
         socket.display()
     )]
     AlreadyRunning {

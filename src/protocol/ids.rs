@@ -96,6 +96,21 @@ impl JobId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(OffsetDateTime);
 
+impl JsonSchema for Timestamp {
+    fn schema_name() -> String {
+        "Timestamp".to_string()
+    }
+
+    fn json_schema(_gen: &mut schemars::gen::SchemaGenerator) -> schemars::schema::Schema {
+        schemars::schema::SchemaObject {
+            instance_type: Some(schemars::schema::InstanceType::String.into()),
+            format: Some("date-time".to_string()),
+            ..Default::default()
+        }
+        .into()
+    }
+}
+
 impl Timestamp {
     /// Now, by the system clock.
     pub fn now() -> Timestamp {

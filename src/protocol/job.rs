@@ -60,7 +60,7 @@ impl JobState {
 }
 
 /// Where one selected advisor's exchange stands within a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExchangeStatus {
     /// Not started (waiting for its turn under `max_concurrent`, or for the job to run).
@@ -84,7 +84,7 @@ impl From<ConsultationStatus> for ExchangeStatus {
 }
 
 /// One selected advisor of a job's plan, in plan order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobConsultation {
     /// The advisor id.
     pub advisor: String,
@@ -102,7 +102,7 @@ pub struct JobConsultation {
 
 /// A consultation job: the reply to `POST`, `GET` and `DELETE` of a job, and
 /// the last event of its stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Job {
     /// The job id (a ULID).
     pub id: JobId,
@@ -128,6 +128,10 @@ pub struct Job {
     /// Why it failed or was cancelled, in one sentence (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The job's deadline in seconds: each exchange must end this long after the fan-out
+    /// starts (absent in jobs journaled before it was shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
 }
 
 #[cfg(test)]
@@ -146,6 +150,7 @@ impl Job {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").expect("a time"),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         }
     }
 }
@@ -163,7 +168,7 @@ impl Job {
 }
 
 /// The reply of `GET /api/v1/consultations`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobList {
     /// The jobs kept (unfinished ones and recently finished ones), oldest first.
     pub jobs: Vec<Job>,
@@ -171,13 +176,16 @@ pub struct JobList {
 
 /// One line of a job's event stream (`GET /api/v1/consultations/{id}/events`), tagged by
 /// `event`. Every event names its `job`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The plan is recorded (or was found recorded, when a job resumes).
     Plan {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The stored plan record (selected advisors in order, left out, local review).
         record: Box<Record>,
     },
@@ -195,6 +203,9 @@ pub enum Event {
     Finished {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The advisor that answered or failed.
         advisor: String,
         /// Completed (an answer with a conclusion) or failed.
@@ -210,6 +221,9 @@ pub enum Event {
     Recorded {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The advisor it records.
         advisor: String,
         /// The stored consultation record.
@@ -219,6 +233,9 @@ pub enum Event {
     Disagreement {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The stored disagreement record.
         record: Box<Record>,
     },
@@ -226,12 +243,27 @@ pub enum Event {
     Done {
         /// The job id.
         job: JobId,
+        /// When it happened, by the daemon's clock (a late joiner shows the real time since
+        /// the job was queued).
+        at: Timestamp,
         /// The job as it ended (its `state` says done, cancelled or failed).
         result: Box<Job>,
     },
 }
 
 impl Event {
+    /// When the event happened, by the daemon's clock.
+    pub fn at(&self) -> Timestamp {
+        match self {
+            Event::Plan { at, .. }
+            | Event::Started { at, .. }
+            | Event::Finished { at, .. }
+            | Event::Recorded { at, .. }
+            | Event::Disagreement { at, .. }
+            | Event::Done { at, .. } => *at,
+        }
+    }
+
     /// The id of the job this event belongs to.
     pub fn job_id(&self) -> &JobId {
         match self {
@@ -251,7 +283,7 @@ impl Event {
 }
 
 /// The reply of `GET /api/v1/health`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Health {
     /// The daemon's version (`CARGO_PKG_VERSION`).
     pub version: String,
@@ -264,4 +296,17 @@ pub struct Health {
     /// The link to the mesh, when the daemon was started with one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<crate::core::views::advisors::MeshStatus>,
+    /// The TCP listener (`advisord --listen`), when the daemon serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listening: Option<Listening>,
+}
+
+/// Where a daemon's TCP listener is, and where its token is kept (the file, never the
+/// token: only the user who can read the file can open the cockpit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Listening {
+    /// The address it is bound to, `ADDR:PORT`.
+    pub address: String,
+    /// The token's file in the daemon's data directory (mode `0600`).
+    pub token_file: std::path::PathBuf,
 }

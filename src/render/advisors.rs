@@ -8,6 +8,10 @@ impl Render for AdvisorsView {
     fn plain(&self) -> String {
         let mut out = Out::new();
         out.line(&format!("mode {}", self.mode.as_str()));
+        let files = catalogue_files(self);
+        if !files.is_empty() {
+            out.list(0, "catalogue files, in order", &files);
+        }
         if let Some(mesh) = &self.mesh {
             out.para(0, 2, &mesh.line());
         }
@@ -70,8 +74,12 @@ impl Render for AdvisorsView {
             .as_ref()
             .map(|m| format!("{}\n", m.line()))
             .unwrap_or_default();
+        let files: String = catalogue_files(self)
+            .iter()
+            .map(|f| format!("catalogue file: {f}\n"))
+            .collect();
         format!(
-            "mode {}\n{mesh}\n{}\n{}",
+            "mode {}\n{files}{mesh}\n{}\n{}",
             self.mode.as_str(),
             advisors.render(),
             capacity.render()
@@ -96,4 +104,17 @@ fn transport(row: &AdvisorRow) -> &'static str {
         crate::core::catalogue::Transport::Http => "http",
         crate::core::catalogue::Transport::Mesh => "mesh",
     }
+}
+
+/// Each catalogue file read, in order, and how it entered the catalogue.
+fn catalogue_files(view: &AdvisorsView) -> Vec<String> {
+    view.catalogue_files
+        .iter()
+        .enumerate()
+        .map(|(i, layer)| match (i, layer.how.as_str()) {
+            (0, _) => format!("{} ({})", layer.source, layer.how),
+            (_, "extends") => format!("{} (extends the above)", layer.source),
+            _ => format!("{} (replaces the above)", layer.source),
+        })
+        .collect()
 }

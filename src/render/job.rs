@@ -181,6 +181,30 @@ impl JobReport {
                     );
                 }
                 out.field(2, "question", &d.discriminating_question);
+                let advisors: Vec<String> = d
+                    .positions
+                    .iter()
+                    .map(|p| match p.source.as_str() {
+                        EXECUTOR => EXECUTOR.to_string(),
+                        source => self.source_name(source),
+                    })
+                    .collect();
+                let advisors: Vec<&str> = advisors.iter().map(String::as_str).collect();
+                let template = super::outcomes::resolution_template(id, &advisors);
+                out.para(
+                    2,
+                    2,
+                    &format!(
+                        "to settle it: run the experiment, fill this in, save it as \
+                         resolution.json and run `{}`:",
+                        super::outcomes::RECORD_RESOLUTION
+                    ),
+                );
+                // Whole lines, never cut: the template is meant to be copied.
+                let text = serde_json::to_string_pretty(&template).unwrap_or_default();
+                for line in text.lines() {
+                    out.verbatim(&format!("  {line}"));
+                }
             }
             (None, Some(id)) => out.line(&format!(
                 "disagreement {id}: settle it with an experiment before you conclude"
@@ -219,6 +243,9 @@ impl Render for JobReport {
                         2,
                         &format!("reuses conclusion {reuse}: it already answers this subject"),
                     );
+                }
+                if let Some(text) = super::plan::uncovered_text(plan) {
+                    out.para(2, 2, &text);
                 }
                 if plan.selected.is_empty() {
                     out.line("  nobody selected: decide locally");
@@ -406,6 +433,7 @@ mod tests {
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             finished_at: None,
             reason: None,
+            timeout_s: None,
         }
     }
 

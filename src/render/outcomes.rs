@@ -45,6 +45,35 @@ pub struct Outcomes {
     pub plan_detail: Option<PlanDetail>,
     /// The disagreement's positions and the question that would settle it.
     pub disagreement_detail: Option<DisagreementDetail>,
+    /// When a disagreement was recorded: the resolution to fill in and record
+    /// (`advisor-consult record --file F`) once its experiment has run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_template: Option<serde_json::Value>,
+    /// When this is the answer of a verb that failed all the same (`wait --timeout` ran
+    /// out: `wait_timed_out`), its error code; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// The command that records a filled-in resolution template.
+pub const RECORD_RESOLUTION: &str = "advisor-consult record --file resolution.json";
+
+/// A resolution of disagreement `id` to fill in: every field a resolution takes, the
+/// placeholders saying what goes there; `favours` lists what it accepts (each position's
+/// advisor, its source, or `neither`).
+pub fn resolution_template(id: &str, advisors: &[&str]) -> serde_json::Value {
+    let mut accepted: Vec<&str> = advisors.to_vec();
+    accepted.push("neither");
+    serde_json::json!({
+        "kind": "resolution",
+        "disagreement": id,
+        "experiment": "<the smallest experiment that answers the question>",
+        "observed": "<what it showed>",
+        "favours": format!("<one of: {}>", accepted.join(", ")),
+        "evidence": [
+            {"kind": "test", "ref": "<the test, command or file>", "showed": "<what it showed>"}
+        ]
+    })
 }
 
 /// One selected advisor: the job's entry, then its recorded outcome (empty until it is
@@ -89,6 +118,9 @@ pub struct PlanDetail {
     pub left_out: Vec<LeftOutDetail>,
     /// The steps of a local review, when nobody was selected for material doubt.
     pub local_review: Vec<String>,
+    /// The requested capabilities no available advisor offers.
+    #[serde(default)]
+    pub uncovered_capabilities: Vec<String>,
 }
 
 /// An advisor the plan left out.
@@ -167,6 +199,11 @@ impl Outcomes {
                 .map(|c| c.advisor.clone())
                 .unwrap_or_else(|| source.to_string())
         };
+        let resolution = disagreement.map(|(id, d)| {
+            let advisors: Vec<String> = d.positions.iter().map(|p| advisor_of(&p.source)).collect();
+            let advisors: Vec<&str> = advisors.iter().map(String::as_str).collect();
+            resolution_template(id, &advisors)
+        });
         Outcomes {
             id: job.id.clone(),
             state: job.state,
@@ -192,6 +229,7 @@ impl Outcomes {
                     })
                     .collect(),
                 local_review: p.local_review.clone(),
+                uncovered_capabilities: p.uncovered_capabilities.clone(),
             }),
             disagreement_detail: disagreement.map(|(id, d)| DisagreementDetail {
                 id: id.into(),
@@ -207,6 +245,8 @@ impl Outcomes {
                 divergent_assumptions: d.divergent_assumptions.clone(),
                 discriminating_question: d.discriminating_question.clone(),
             }),
+            resolution_template: resolution,
+            code: None,
         }
     }
 
@@ -224,6 +264,7 @@ impl Outcomes {
             created_at: self.created_at,
             finished_at: self.finished_at,
             reason: self.reason.clone(),
+            timeout_s: None,
         }
     }
 }

@@ -39,6 +39,9 @@ impl Render for Plan {
         if let Some(reuse) = &self.reuse {
             head.push_str(&format!("reuses conclusion {reuse}\n"));
         }
+        if let Some(text) = uncovered_text(self) {
+            head.push_str(&format!("{text}\n"));
+        }
         let review: String = self
             .local_review
             .iter()
@@ -64,6 +67,33 @@ impl Render for Plan {
     }
 }
 
+/// The sentence saying which requested capabilities no available advisor offers (`None`
+/// when every one is offered).
+pub(super) fn uncovered_text(plan: &Plan) -> Option<String> {
+    if plan.uncovered_capabilities.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "uncovered: no available advisor offers {}; make an advisor that offers it          available (`advisor-consult advisors` says why each is not) or review that part          locally",
+        plan.uncovered_capabilities.join(", ")
+    ))
+}
+
+/// The question and prompt a job recorded with the plan, one line each (empty when none).
+pub(super) fn asked_lines(plan: &Plan) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(question) = &plan.question {
+        lines.push(format!("question: {question}"));
+    }
+    if let Some(prior) = &plan.prior_opinion {
+        lines.push(format!("prior opinion: {prior}"));
+    }
+    if let (Some(bytes), Some(sha256)) = (plan.prompt_bytes, &plan.prompt_sha256) {
+        lines.push(format!("prompt: {bytes} bytes, sha256 {sha256}"));
+    }
+    lines
+}
+
 /// The fields of a plan under `indent`; the availability snapshot only when asked (explain
 /// shows it, a preview's `left out` already says why).
 pub(super) fn plan_body(out: &mut Out, indent: usize, plan: &Plan, with_availability: bool) {
@@ -84,6 +114,12 @@ pub(super) fn plan_body(out: &mut Out, indent: usize, plan: &Plan, with_availabi
             2,
             &format!("reuses conclusion {reuse}: it already answers this subject"),
         );
+    }
+    for line in asked_lines(plan) {
+        out.para(indent, 2, &line);
+    }
+    if let Some(text) = uncovered_text(plan) {
+        out.para(indent, 2, &text);
     }
     if plan.selected.is_empty() {
         out.line(&format!("{pad}selected: nobody"));

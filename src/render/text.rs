@@ -155,6 +155,12 @@ impl Out {
         self.scratch = scratch;
     }
 
+    /// One line as it is, never cut (text meant to be copied, such as a template).
+    pub fn verbatim(&mut self, line: &str) {
+        self.text.push_str(line);
+        self.text.push('\n');
+    }
+
     /// An empty line.
     pub fn blank(&mut self) {
         self.text.push('\n');
@@ -197,12 +203,17 @@ impl Out {
     }
 }
 
-/// A table of aligned columns; the last column is cut so lines fit [`WIDTH`] when they can.
+/// A table of aligned columns. No column but the last is ever cut (ids stay whole); the
+/// last one wraps under itself so lines fit [`WIDTH`] when they can, and is given at least
+/// [`MIN_LAST_COLUMN`] characters when the other columns are wide.
 #[derive(Debug)]
 pub struct Table {
     headers: Vec<String>,
     rows: Vec<Vec<String>>,
 }
+
+/// The narrowest the last column of a [`Table`] gets before lines go past [`WIDTH`].
+pub const MIN_LAST_COLUMN: usize = 24;
 
 impl Table {
     /// A table with these column headers.
@@ -224,7 +235,7 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// The aligned text, one line per row under the headers.
+    /// The aligned text: the headers, then each row, its last cell wrapped.
     pub fn render(&self) -> String {
         let columns = self.headers.len();
         let mut widths: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
@@ -238,23 +249,30 @@ impl Table {
             .map(|w| w + 2)
             .sum();
         if let Some(last) = widths.last_mut() {
-            *last = (*last).min(WIDTH.saturating_sub(before).max(12));
+            *last = (*last).min(WIDTH.saturating_sub(before).max(MIN_LAST_COLUMN));
         }
         let mut out = String::new();
         for row in std::iter::once(&self.headers).chain(&self.rows) {
             let mut line = String::new();
+            let mut rest: Vec<String> = Vec::new();
             for (i, (cell, width)) in row.iter().zip(&widths).enumerate() {
-                let cell = truncate(cell, *width);
                 if i + 1 == columns {
-                    line.push_str(&cell);
+                    let mut wrapped = wrap(cell, *width).into_iter();
+                    line.push_str(&wrapped.next().unwrap_or_default());
+                    rest.extend(wrapped);
                 } else {
                     let pad = width - cell.chars().count();
-                    line.push_str(&cell);
+                    line.push_str(cell);
                     line.push_str(&" ".repeat(pad + 2));
                 }
             }
             out.push_str(line.trim_end());
             out.push('\n');
+            for continued in rest {
+                out.push_str(&" ".repeat(before));
+                out.push_str(&continued);
+                out.push('\n');
+            }
         }
         out
     }
@@ -266,6 +284,32 @@ mod tests {
 
     fn check_truncate(text: &str, width: usize, expected: &str) {
         assert_eq!(truncate(text, width), expected);
+    }
+
+    #[test]
+    fn a_table_keeps_ids_whole_and_wraps_the_last_column() {
+        let id = "01JGQ0V3A0000000000000A001-and-longer-than-usual";
+        let summary = "Keep queued consultation jobs in a journal so that a restart loses none \
+                       of them, and resume each interrupted one";
+        let mut table = Table::new(&["id", "state", "summary"]);
+        table.row(&[id, "concluded", summary]);
+        let text = table.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[1].starts_with(id), "{text}");
+        let words: Vec<&str> = text.split_whitespace().collect();
+        for word in summary.split_whitespace() {
+            assert!(words.contains(&word), "`{word}` was cut: {text}");
+        }
+        assert!(!text.contains('…'), "{text}");
+        assert!(lines.len() > 2, "the summary wraps: {text}");
+        let column = lines[1].find("Keep").unwrap();
+        for line in &lines[2..] {
+            assert_eq!(line.len() - line.trim_start().len(), column, "{text}");
+            assert!(
+                line.chars().count() <= WIDTH.max(column + MIN_LAST_COLUMN),
+                "{text}"
+            );
+        }
     }
 
     #[test]
@@ -322,7 +366,11 @@ mod tests {
         assert_eq!(lines[0], "ID    STATUS     WHY");
         assert_eq!(lines[1], "a     available  short");
         assert!(lines[2].starts_with("bbbb  x          long"));
-        assert!(lines[2].ends_with('…'));
+        assert!(
+            lines[3].starts_with("                 long"),
+            "wrapped: {text}"
+        );
+        assert_eq!(text.matches("long").count(), 30, "nothing cut: {text}");
         assert!(lines.iter().all(|l| l.chars().count() <= WIDTH));
     }
 }

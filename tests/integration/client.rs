@@ -99,7 +99,8 @@ fn detach_then_wait_then_jobs() {
         .expect_exit(0)
         .json();
     let second = json["id"].as_str().expect("{\"id\": ...}").to_string();
-    assert_eq!(json.as_object().map(|o| o.len()), Some(1), "{json}");
+    assert_eq!(json["assessment"], assessment.as_str(), "{json}");
+    assert_eq!(json.as_object().map(|o| o.len()), Some(2), "{json}");
 
     let waited = world
         .run(&["wait", &id])

@@ -479,3 +479,72 @@ fn check_report() {
     check_view("check", &report, true);
     round_trip(&report);
 }
+
+/// `context` of the flow with its resolution left out: the disagreement is open (with its
+/// question), the second assessment's conclusion stands (with who reviewed it), and a
+/// rate-limited advisor is cooling down; the plain text stays short.
+#[test]
+fn context_of_a_disputed_flow() {
+    use advisord::core::views::context::context;
+    let records: Vec<Record> = records().into_iter().filter(|r| r.id() != R1).collect();
+    let status_view = status(&records, &Trust::default());
+    let catalogue: Catalogue = serde_json::from_value(json!({"advisors": [
+        {"id": "alpha-cli", "title": "Alpha CLI", "transport": "process", "adapter": "process",
+         "executable": "alpha", "capabilities": ["independent_reasoning"]},
+        {"id": "beta-api", "title": "Beta API", "transport": "http", "adapter": "openai",
+         "credential": "BETA_KEY", "capabilities": ["independent_reasoning"]},
+    ]}))
+    .unwrap();
+    let seen = |advisor: &str, status: Status, until: Option<&str>| AdvisorAvailability {
+        advisor: advisor.into(),
+        status,
+        reason: "its newest counted outcome was a rate limit".into(),
+        recovering: false,
+        until: until.map(Into::into),
+    };
+    let advisors = AdvisorsView::new(
+        Mode::Standard,
+        &catalogue,
+        &[
+            seen("alpha-cli", Status::Available, None),
+            seen(
+                "beta-api",
+                Status::RateLimited,
+                Some("2026-03-02T11:00:00Z"),
+            ),
+        ],
+    );
+    let view = context(&status_view, &advisors);
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["disputed"]["items"][0]["assessment"], A1, "{json:#}");
+    assert_eq!(json["disputed"]["items"][0]["disagreement"], D1);
+    assert!(json["disputed"]["items"][0]["discriminating_question"]
+        .as_str()
+        .unwrap()
+        .starts_with("After a kill between accept and the first record"));
+    let standing = json["standing"]["items"].as_array().unwrap();
+    let k2 = standing
+        .iter()
+        .find(|c| c["conclusion"] == K2)
+        .expect("the second conclusion stands");
+    assert_eq!(k2["assessment"], A2);
+    assert!(k2["reviewed_by"].is_array());
+    assert!(
+        standing.iter().all(|c| c["conclusion"] != K1)
+            || status_view.assessments[0].conclusions[0]
+                .superseded_by
+                .is_none(),
+        "a superseded conclusion is not standing"
+    );
+    assert_eq!(json["cooling"]["items"][0]["advisor"], "beta-api");
+    assert_eq!(json["cooling"]["items"][0]["until"], "2026-03-02T11:00:00Z");
+    assert_eq!(json["open"]["items"].as_array().unwrap().len(), 0);
+    let plain = render(&view, Format::Plain);
+    assert!(plain.lines().count() <= 40, "{plain}");
+    for fact in [A1, D1, K2, "beta-api", "rate_limited", "After a kill"] {
+        assert!(plain.contains(fact), "`{fact}` missing:\n{plain}");
+    }
+    assert!(plain.lines().all(|l| l.chars().count() <= WIDTH), "{plain}");
+    let back: advisord::core::views::context::ContextView = serde_json::from_value(json).unwrap();
+    assert_eq!(back, view);
+}

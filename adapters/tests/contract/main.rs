@@ -398,6 +398,9 @@ pub async fn run_scenario(name: &str, rig: &dyn Rig, scenario: Scenario) {
 /// adapter's resources were released. Returns the outcome.
 pub async fn check(name: &str, setup: Setup, case: Case) -> Outcome {
     let cancel = CancellationToken::new();
+    // The clock starts with the deadline: building the HTTP client below can take
+    // milliseconds on a loaded machine, and would otherwise look like an early timeout.
+    let started = std::time::Instant::now();
     let io = Io {
         deadline: Instant::now() + case.timeout,
         cancel: cancel.clone(),
@@ -411,7 +414,6 @@ pub async fn check(name: &str, setup: Setup, case: Case) -> Outcome {
             cancel.cancel();
         });
     }
-    let started = std::time::Instant::now();
     // A bound of our own, so a contract that fails to stop a hang fails here, not hangs.
     let bound = case.timeout + Duration::from_secs(5);
     let consulted = consult(setup.adapter.as_ref(), &setup.advisor, PROMPT, &io);

@@ -26,33 +26,73 @@ use tokio_util::sync::CancellationToken;
 // ---------------------------------------------------------------------------------------
 // The fake and its surroundings.
 
-/// `fake-advisor`, built once per test run: cargo builds a dependency's library for a test,
-/// never its binaries.
+/// `fake-advisor`: cargo builds a dependency's library for a test, never its binaries, so
+/// the one a workspace build made is used, or it is built here when missing or older than
+/// its sources.
 pub(crate) fn fake_advisor() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("the workspace root");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-        let status = std::process::Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "advisord-fakes",
-                "--bin",
-                "fake-advisor",
-            ])
-            .current_dir(workspace)
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building fake-advisor failed");
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace.join("target"));
-        target.join("debug").join("fake-advisor")
+        let binary = target.join("debug").join("fake-advisor");
+        // A workspace test run (`cargo nextest run --workspace`, `cargo test --workspace`)
+        // has just built it, with the workspace's features: use that one. Building it again
+        // here with this package's features would rebuild shared dependencies inside a
+        // test's time limit, once per test process.
+        if !built_after_its_sources(&binary, workspace) {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let status = std::process::Command::new(cargo)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "advisord-fakes",
+                    "--bin",
+                    "fake-advisor",
+                ])
+                .current_dir(workspace)
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building fake-advisor failed");
+        }
+        binary
     })
+}
+
+/// Whether `binary` exists and is newer than every source it is built from (the fakes,
+/// the adapters they link, the lock file).
+fn built_after_its_sources(binary: &Path, workspace: &Path) -> bool {
+    fn newest(path: &Path, newest_seen: &mut std::time::SystemTime) {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                newest(&entry.path(), newest_seen);
+            }
+        } else if let Ok(modified) = meta.modified() {
+            *newest_seen = (*newest_seen).max(modified);
+        }
+    }
+    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+        return false;
+    };
+    let mut sources = std::time::SystemTime::UNIX_EPOCH;
+    for part in [
+        "fakes/src",
+        "fakes/Cargo.toml",
+        "adapters/src",
+        "adapters/Cargo.toml",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
+        newest(&workspace.join(part), &mut sources);
+    }
+    built >= sources
 }
 
 /// A temporary directory holding `fake-advisor` under the names of the real CLIs, to be

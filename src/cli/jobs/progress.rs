@@ -51,6 +51,25 @@ fn started_instant(at: Timestamp) -> Instant {
     now.checked_sub(ago).unwrap_or(now)
 }
 
+/// Time from `from` to `to` (zero when `to` comes first).
+fn since(from: Timestamp, to: Timestamp) -> Duration {
+    Duration::try_from(to.at() - from.at()).unwrap_or(Duration::ZERO)
+}
+
+/// One line of progress written to a pipe or a file: stamped with the seconds since the
+/// job was queued, and never cut (ids stay whole; a reader greps them), but always one
+/// line (control characters become spaces).
+/// The width of a line's stamp (`  2.5s  `).
+const STAMP_WIDTH: usize = 8;
+
+fn stamped(since: Duration, text: &str) -> String {
+    format!(
+        "{:>5.1}s  {}",
+        since.as_secs_f64(),
+        truncate(text, usize::MAX)
+    )
+}
+
 #[derive(Debug)]
 enum RowState {
     Waiting,
@@ -76,6 +95,9 @@ pub struct Progress {
     drawn: usize,
     /// Set once the rows are final: nothing is redrawn after.
     frozen: bool,
+    /// When the job was queued, once known: lines are stamped with each event's own time
+    /// since then, so a late joiner shows when things really happened.
+    queued_at: Option<Timestamp>,
 }
 
 impl Progress {
@@ -95,7 +117,13 @@ impl Progress {
             rows: Vec::new(),
             drawn: 0,
             frozen: false,
+            queued_at: None,
         }
+    }
+
+    /// Follow a job queued earlier (`wait`): stamp its events from when it was queued.
+    pub fn joined(&mut self, job: &Job) {
+        self.queued_at = Some(job.created_at);
     }
 
     /// Time since the display started (the job was queued just before).
@@ -103,32 +131,53 @@ impl Progress {
         self.started.elapsed()
     }
 
-    fn say(&mut self, text: &str) {
+    /// Say `text` about something that happened `at` (by the daemon's clock).
+    fn say_at(&mut self, text: &str, at: Option<Timestamp>) {
         let line = if self.live {
             truncate(text, WIDTH)
         } else {
-            let stamp = format!("{:>5.1}s  ", self.started.elapsed().as_secs_f64());
-            format!("{stamp}{}", truncate(text, WIDTH - stamp.len()))
+            let since = match (self.queued_at, at) {
+                (Some(queued), Some(at)) => since(queued, at),
+                _ => self.started.elapsed(),
+            };
+            if self.target == Target::Stdout {
+                // The demo's progress is part of a show read on an 80-column terminal:
+                // wrapped under its stamp, never cut.
+                let lines = crate::render::text::wrap(text, WIDTH - STAMP_WIDTH);
+                let stamp = stamped(since, "");
+                format!("{stamp}{}", lines.join(&format!("\n{:STAMP_WIDTH$}", "")))
+            } else {
+                stamped(since, text)
+            }
         };
         self.target.write(&format!("{line}\n"));
     }
 
     /// The job was accepted.
     pub fn queued(&mut self, job: &Job) {
-        self.say(&format!(
-            "job {} queued (assessment {})",
-            job.id, job.assessment
-        ));
+        self.queued_at = Some(job.created_at);
+        self.say_at(
+            &format!("job {} queued (assessment {})", job.id, job.assessment),
+            Some(job.created_at),
+        );
     }
 
     /// Show one event of the job's stream.
     pub fn event(&mut self, event: &Event) {
+        if let (None, Event::Done { result, .. }) = (self.queued_at, event) {
+            self.queued_at = Some(result.created_at);
+        }
+        let at = Some(event.at());
         match event {
-            Event::Plan { record, .. } => self.plan(record),
-            Event::Started { advisor, at, .. } => {
-                self.set(advisor, RowState::Running(started_instant(*at)));
+            Event::Plan { record, .. } => self.plan(record, at),
+            Event::Started {
+                advisor,
+                at: started,
+                ..
+            } => {
+                self.set(advisor, RowState::Running(started_instant(*started)));
                 if !self.live {
-                    self.say(&format!("{advisor}: asked"));
+                    self.say_at(&format!("{advisor}: asked"), at);
                 }
             }
             Event::Finished {
@@ -151,7 +200,7 @@ impl Progress {
                 if self.live {
                     self.set(advisor, RowState::Answered(format!("{text}, recording")));
                 } else {
-                    self.say(&format!("{advisor}: {text}"));
+                    self.say_at(&format!("{advisor}: {text}"), at);
                 }
             }
             Event::Recorded {
@@ -168,10 +217,10 @@ impl Progress {
                 };
                 self.set(advisor, RowState::Recorded(text.clone()));
                 if !self.live {
-                    self.say(&format!(
-                        "{advisor}: recorded consultation {} ({text})",
-                        record.id()
-                    ));
+                    self.say_at(
+                        &format!("{advisor}: recorded consultation {} ({text})", record.id()),
+                        at,
+                    );
                 }
                 if self.live
                     && self
@@ -184,28 +233,31 @@ impl Progress {
             }
             Event::Disagreement { record, .. } => {
                 self.finish();
-                self.say(&format!(
-                    "disagreement {} recorded: an advisor diverges",
-                    record.id()
-                ));
+                self.say_at(
+                    &format!("disagreement {} recorded: an advisor diverges", record.id()),
+                    at,
+                );
             }
-            Event::Done { result, .. } => {
+            Event::Done {
+                result, at: done, ..
+            } => {
                 self.finish();
+                let took = since(result.created_at, *done);
                 let mut line = format!(
                     "job {} {} after {}",
                     result.id,
                     result.state.as_str(),
-                    duration_text(self.started.elapsed().as_millis() as u64)
+                    duration_text(took.as_millis() as u64)
                 );
                 if let Some(reason) = &result.reason {
                     line.push_str(&format!(": {reason}"));
                 }
-                self.say(&line);
+                self.say_at(&line, at);
             }
         }
     }
 
-    fn plan(&mut self, record: &Record) {
+    fn plan(&mut self, record: &Record, at: Option<Timestamp>) {
         let Body::Plan(plan) = &record.body else {
             return;
         };
@@ -224,7 +276,7 @@ impl Progress {
                 if plan.selected.len() == 1 { "" } else { "s" }
             )
         };
-        self.say(&head);
+        self.say_at(&head, at);
         self.rows = plan
             .selected
             .iter()
@@ -297,6 +349,27 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_in_a_pipe_is_whole_one_line_and_stamped_since_queued() {
+        let queued = Timestamp::parse("2026-03-02T10:00:00Z").unwrap();
+        let at = Timestamp::parse("2026-03-02T10:00:02.5Z").unwrap();
+        let text = format!(
+            "a-very-long-advisor-identifier-from-a-catalogue: recorded consultation {} \
+             (completed, opposes, 2.4 s)\nsecond line",
+            "01JGQ0V3A0000000000000C001"
+        );
+        let line = stamped(since(queued, at), &text);
+        assert!(line.starts_with("  2.5s  a-very-long"), "{line}");
+        assert!(
+            line.contains("01JGQ0V3A0000000000000C001 (completed"),
+            "{line}"
+        );
+        assert!(line.ends_with("second line"), "{line}");
+        assert!(!line.contains('\n') && !line.contains('…'), "{line}");
+        assert!(line.chars().count() > WIDTH, "not cut to the width");
+        assert_eq!(since(at, queued), Duration::ZERO);
+    }
 
     #[test]
     fn a_start_time_becomes_an_instant_in_the_past() {

@@ -84,6 +84,19 @@ impl Limits {
             per_task: over.per_task.or(self.per_task),
         }
     }
+
+    /// `self`, with each limit `over` sets applied only where it is stricter: the lower of
+    /// two limits holds, and a limit `over` sets where `self` has none is added.
+    pub fn tightened_by(self, over: Limits) -> Limits {
+        let lower = |mine: Option<f64>, theirs: Option<f64>| match (mine, theirs) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Limits {
+            per_day: lower(self.per_day, over.per_day),
+            per_task: lower(self.per_task, over.per_task),
+        }
+    }
 }
 
 /// The keys of a `price:` mapping.
@@ -312,6 +325,18 @@ impl Budgets {
         for (id, limits) in &over.advisors {
             let mine = self.advisors.entry(id.clone()).or_default();
             *mine = mine.overridden_by(*limits);
+        }
+        self
+    }
+
+    /// `self`, with each limit `over` sets applied only where it is stricter. A
+    /// repository's own config goes through this: whatever it says, it can lower what the
+    /// user allowed, never raise it.
+    pub fn tightened_by(mut self, over: &Budgets) -> Budgets {
+        self.total = self.total.tightened_by(over.total);
+        for (id, limits) in &over.advisors {
+            let mine = self.advisors.entry(id.clone()).or_default();
+            *mine = mine.tightened_by(*limits);
         }
         self
     }

@@ -617,3 +617,35 @@ fn project_budgets_are_read_and_refused_by_name() {
     assert_eq!(layered.total.per_day, Some(4.0));
     assert_eq!(layered.total.per_task, Some(3.0));
 }
+
+#[test]
+fn a_project_file_can_lower_a_budget_but_never_raise_it() {
+    let user = Budgets {
+        total: Limits {
+            per_day: Some(5.0),
+            per_task: None,
+        },
+        advisors: [(
+            "alpha".to_string(),
+            Limits {
+                per_day: Some(1.0),
+                per_task: Some(0.5),
+            },
+        )]
+        .into(),
+    };
+    let project = project_budgets(
+        "budget:\n  per_day: 1000\n  per_task: 2\n  advisors:\n    alpha: {per_day: 0.25, per_task: 9}\n    beta: {per_day: 3}\n",
+        "project.yaml",
+    )
+    .expect("valid");
+    let held = user.tightened_by(&project);
+    // The repository asked for 1000 a day: the user's 5 holds.
+    assert_eq!(held.total.per_day, Some(5.0));
+    // A limit the user left open is added.
+    assert_eq!(held.total.per_task, Some(2.0));
+    // Per advisor: the lower of the two, in each window.
+    assert_eq!(held.of("alpha").per_day, Some(0.25));
+    assert_eq!(held.of("alpha").per_task, Some(0.5));
+    assert_eq!(held.of("beta").per_day, Some(3.0));
+}

@@ -26,7 +26,7 @@ pub struct BudgetInput<'a> {
 }
 
 /// The window a limit applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Window {
     /// The user's calendar day.
@@ -49,7 +49,7 @@ impl Window {
 pub const TASK_RESET: &str = "when a new task starts";
 
 /// One limit, what was spent in its window, and whether it is exhausted.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetLine {
     /// The advisor limited, or `None` for every advisor together.
     pub advisor: Option<String>,
@@ -72,7 +72,7 @@ pub struct BudgetLine {
 }
 
 /// Every limit in force and its state.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetState {
     /// Totals first, then advisors by id; per day before per task.
     pub lines: Vec<BudgetLine>,

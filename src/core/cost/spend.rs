@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use time::{OffsetDateTime, UtcOffset};
 
 /// One row of the spend: an advisor, a task or a day, and what it cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpendRow {
     /// The advisor id, the task name or the day (`YYYY-MM-DD`, the user's time zone).
     pub name: String,
@@ -20,7 +20,7 @@ pub struct SpendRow {
 }
 
 /// Spend across every task of the state directory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpendView {
     /// The catalogue's currency (`None`: no advisor is priced).
     pub currency: Option<String>,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
 /// The advisors view: `{"mode", "advisors": [...], "capacity": {CAPABILITY: N}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AdvisorsView {
     /// The mode in force.
     pub mode: Mode,
@@ -20,10 +20,14 @@ pub struct AdvisorsView {
     /// The daemon's link to the mesh, when it was started with one (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh: Option<MeshStatus>,
+    /// The catalogue files read, in order, each with how it entered: `replaces` what is
+    /// below it, or `extends` it. Absent when only the embedded catalogue is in force.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub catalogue_files: Vec<crate::core::catalogue::LayerUsed>,
 }
 
 /// A daemon's link to the mesh, as `health` and `advisors` show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MeshStatus {
     /// The bus's URL, without any credential.
     pub url: String,
@@ -64,7 +68,7 @@ impl MeshStatus {
 }
 
 /// One advisor with its availability.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AdvisorRow {
     /// Its id.
     pub id: String,
@@ -130,6 +134,7 @@ impl AdvisorsView {
             advisors,
             capacity,
             mesh: None,
+            catalogue_files: Vec::new(),
         }
     }
 }

@@ -24,7 +24,7 @@ pub struct NotFound {
 }
 
 /// A record's envelope (what a reader needs of it) and its fields.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Item<T> {
     /// Its id.
     pub id: String,
@@ -48,7 +48,7 @@ pub struct Item<T> {
 }
 
 /// The provenance chain of one record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExplainView {
     /// The record asked for.
     pub asked: Link,
@@ -80,7 +80,7 @@ pub struct ExplainView {
 }
 
 /// A plan and its consultations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanChain {
     /// The plan.
     #[serde(flatten)]
@@ -94,7 +94,7 @@ pub struct PlanChain {
 }
 
 /// A disagreement and its resolutions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DisagreementChain {
     /// The disagreement.
     #[serde(flatten)]
@@ -104,7 +104,7 @@ pub struct DisagreementChain {
 }
 
 /// A conclusion, its validations and its place in supersession.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConclusionChain {
     /// The conclusion (with its computed `reviewed_by` and `independent_review_count`).
     #[serde(flatten)]

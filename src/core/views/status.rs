@@ -26,7 +26,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Where an assessment stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     /// No plan yet.
@@ -55,7 +67,7 @@ impl State {
 }
 
 /// The derived status of one task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StatusView {
     /// The task (from the records; `None` when it has none).
     pub task: Option<String>,
@@ -75,10 +87,25 @@ pub struct StatusView {
     /// catalogue's prices by [`crate::core::cost::price_status`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<TaskSpend>,
+    /// The slice of the assessments this reply holds, when paged (the timeline is cut
+    /// the same way: its `timeline_total` says how long it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<super::Page>,
+    /// How many entries the whole timeline has, when paged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline_total: Option<usize>,
+}
+
+impl StatusView {
+    /// Keep only the assessments (and timeline entries) `offset..offset + limit`.
+    pub fn page(&mut self, offset: usize, limit: usize) {
+        self.page = Some(super::Page::slice(&mut self.assessments, offset, limit));
+        self.timeline_total = Some(super::Page::slice(&mut self.timeline, offset, limit).total);
+    }
 }
 
 /// What a task's consultations cost, per advisor and in total.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskSpend {
     /// Per advisor, by id.
     pub advisors: BTreeMap<String, Spend>,
@@ -87,7 +114,7 @@ pub struct TaskSpend {
 }
 
 /// One assessment and what hangs from it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssessmentStatus {
     /// The assessment's id.
     pub id: String,
@@ -119,7 +146,7 @@ pub struct AssessmentStatus {
 }
 
 /// A plan, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanLine {
     /// Its id.
     pub id: String,
@@ -139,7 +166,7 @@ pub struct PlanLine {
 }
 
 /// A consultation, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConsultationLine {
     /// Its id.
     pub id: String,
@@ -175,7 +202,7 @@ pub struct ConsultationLine {
 }
 
 /// A disagreement and its resolutions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DisagreementLine {
     /// Its id.
     pub id: String,
@@ -192,7 +219,7 @@ pub struct DisagreementLine {
 }
 
 /// A resolution, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResolutionLine {
     /// Its id.
     pub id: String,
@@ -205,7 +232,7 @@ pub struct ResolutionLine {
 }
 
 /// A conclusion with its computed review and validation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConclusionLine {
     /// Its id.
     pub id: String,
@@ -234,7 +261,7 @@ pub struct ConclusionLine {
 }
 
 /// An attempt, briefly.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttemptLine {
     /// Its id.
     pub id: String,
@@ -245,7 +272,7 @@ pub struct AttemptLine {
 }
 
 /// One record in the timeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimelineEntry {
     /// Its sequence.
     pub sequence: u64,
@@ -263,7 +290,7 @@ pub struct TimelineEntry {
 }
 
 /// Token totals per advisor and overall.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenTotals {
     /// Per advisor, by id.
     pub advisors: BTreeMap<String, AdvisorTokens>,
@@ -272,7 +299,9 @@ pub struct TokenTotals {
 }
 
 /// What one advisor (or all) consumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct AdvisorTokens {
     /// Consultations recorded.
     pub consultations: u64,
@@ -354,6 +383,8 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
         timeline,
         tokens: pass.tokens,
         spend: None,
+        page: None,
+        timeline_total: None,
     }
 }
 

@@ -16,7 +16,7 @@ use crate::core::records::{Kind, Record};
 use serde::{Deserialize, Serialize};
 
 /// The tree of a task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TreeView {
     /// The task (from the records; `None` when it has none).
     pub task: Option<String>,
@@ -31,10 +31,20 @@ pub struct TreeView {
     pub chain: Option<ChainState>,
     /// The roots: assessments, in sequence order.
     pub nodes: Vec<TreeNode>,
+    /// The slice of the roots this reply holds, when paged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<super::Page>,
+}
+
+impl TreeView {
+    /// Keep only the roots `offset..offset + limit`.
+    pub fn page(&mut self, offset: usize, limit: usize) {
+        self.page = Some(super::Page::slice(&mut self.nodes, offset, limit));
+    }
 }
 
 /// One record in the tree.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TreeNode {
     /// Its kind.
     pub kind: Kind,
@@ -97,6 +107,7 @@ pub fn tree(
         hidden_superseded: builder.hidden_superseded,
         chain: trust.state.clone(),
         nodes,
+        page: None,
     }
 }
 

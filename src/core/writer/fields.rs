@@ -31,8 +31,20 @@ pub const ENVELOPE_FIELDS: [&str; 7] = [
     "prev",
 ];
 
+/// The longest question or prior opinion a plan keeps, in characters (the prompt is cut
+/// to a few tens of KiB anyway).
+pub const MAX_ASKED_CHARS: usize = 24 * 1024;
+/// The longest prompt a plan is given to size and hash, in characters (it is not kept).
+pub const MAX_PROMPT_CHARS: usize = 1024 * 1024;
+
 /// Fields of some kind that the writer computes.
-pub const COMPUTED_FIELDS: [&str; 3] = ["reviewed_by", "independent_review_count", "finished_at"];
+pub const COMPUTED_FIELDS: [&str; 5] = [
+    "reviewed_by",
+    "independent_review_count",
+    "finished_at",
+    "prompt_bytes",
+    "prompt_sha256",
+];
 
 /// What a field's value must look like.
 #[derive(Clone, Copy)]
@@ -152,7 +164,17 @@ const ASSESSMENT: &[Field] = &[
     opt("new_evidence", Shape::Bool),
 ];
 
-const PLAN: &[Field] = &[req("assessment", Shape::Ref(Kind::Assessment))];
+/// A plan's caller names the assessment and, when a job records it, what was asked: the
+/// question and prior opinion (kept), and the prompt sent (sized and hashed, not kept).
+const PLAN: &[Field] = &[
+    req("assessment", Shape::Ref(Kind::Assessment)),
+    opt("question", Shape::Text(MAX_ASKED_CHARS)),
+    opt("prior_opinion", Shape::Text(MAX_ASKED_CHARS)),
+    opt("prompt", Shape::Text(MAX_PROMPT_CHARS)),
+];
+
+/// The plan's fields its caller may give; every other one the policy computes.
+pub const PLAN_INPUTS: [&str; 4] = ["assessment", "question", "prior_opinion", "prompt"];
 
 const CONSULTATION: &[Field] = &[
     req("plan", Shape::Ref(Kind::Plan)),
@@ -573,4 +595,86 @@ fn check_usage(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
         }
     }
     Ok(())
+}
+
+/// One caller field as `record --help` and `record --template` describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldDoc {
+    /// Its name in the JSON object.
+    pub name: &'static str,
+    /// Whether the writer refuses a record without it.
+    pub required: bool,
+    /// What its value must be, in words.
+    pub accepts: String,
+}
+
+/// The caller's fields of `kind`, in the order the writer checks them, described.
+pub fn field_docs(kind: Kind) -> Vec<FieldDoc> {
+    fields(kind)
+        .iter()
+        .map(|f| FieldDoc {
+            name: f.name,
+            required: f.required,
+            accepts: describe(f.shape),
+        })
+        .collect()
+}
+
+fn describe(shape: Shape) -> String {
+    match shape {
+        Shape::Text(max) => format!("text, at most {max} characters"),
+        Shape::Line(max) => format!("one line, at most {max} characters"),
+        Shape::Texts => "a list of strings".to_string(),
+        Shape::Capabilities => format!("a list of capabilities ({})", CAPABILITIES.join(", ")),
+        Shape::Evidence => format!(
+            "a list of {{\"kind\", \"ref\", \"showed\"}}; kind one of {}; showed at most \
+             {MAX_SHOWED_CHARS} characters",
+            evidence_kinds().join(", ")
+        ),
+        Shape::Positions => {
+            "a list of {\"source\": \"executor\" or a consultation id, \"position\"}".to_string()
+        }
+        Shape::Choice(choices) => format!("one of {}", choices().join(", ")),
+        Shape::Bool => "true or false".to_string(),
+        Shape::Fraction => "a number from 0 to 1".to_string(),
+        Shape::Count => "a whole number, 0 or more".to_string(),
+        Shape::Usage => "{\"input_tokens\": N, \"output_tokens\": N}".to_string(),
+        Shape::Ref(kind) => format!("the id of {} record of the task", a(kind)),
+        Shape::Refs(kind) => format!("a list of ids of {kind} records of the task"),
+    }
+}
+
+/// A skeleton of `kind` to fill in: `kind` and every caller field, each with a
+/// placeholder saying what goes there. Optional fields the skeleton leaves `null` may
+/// stay so (the writer reads `null` as absent); every placeholder string must be replaced.
+pub fn template(kind: Kind) -> Value {
+    let mut object = Map::new();
+    object.insert("kind".into(), kind.as_str().into());
+    for field in fields(kind) {
+        let placeholder = |text: String| -> Value {
+            if field.required {
+                Value::String(format!("<{text}>"))
+            } else {
+                Value::Null
+            }
+        };
+        let value = match field.shape {
+            Shape::Text(_) | Shape::Line(_) => placeholder(field.name.replace('_', " ")),
+            Shape::Choice(choices) => placeholder(choices().join(" | ")),
+            Shape::Ref(of) => placeholder(format!("{of} id")),
+            Shape::Texts | Shape::Capabilities | Shape::Refs(_) => Value::Array(Vec::new()),
+            Shape::Evidence => serde_json::json!([{
+                "kind": format!("<{}>", evidence_kinds().join(" | ")),
+                "ref": "<where it is: a path, a test name, a command...>",
+                "showed": "<what it showed>",
+            }]),
+            Shape::Positions => serde_json::json!([
+                {"source": "executor", "position": "<your position>"},
+                {"source": "<consultation id>", "position": "<its position>"},
+            ]),
+            Shape::Bool | Shape::Fraction | Shape::Count | Shape::Usage => Value::Null,
+        };
+        object.insert(field.name.into(), value);
+    }
+    Value::Object(object)
 }

@@ -89,6 +89,11 @@ impl Fixture {
                 }],
                 reuse: None,
                 local_review: vec![],
+                uncovered_capabilities: vec![],
+                question: None,
+                prior_opinion: None,
+                prompt_bytes: None,
+                prompt_sha256: None,
             }),
         });
         id
@@ -832,6 +837,64 @@ fn a_plan_is_computed_by_the_policy() {
     );
     assert_eq!(record.envelope.id, "PLAN");
     assert_eq!(record.envelope.sequence, 99);
+    assert_eq!(plan.question, None);
+    assert_eq!(plan.prompt_bytes, None);
+
+    // What was asked is kept with the plan: the question and prior opinion as given
+    // (scrubbed), the prompt only as its size and SHA-256.
+    let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ";
+    let prompt = "Subject: queue\nIs WAL enough? é";
+    let record = admit(
+        &w.f.records,
+        &json!({"kind": "plan", "assessment": w.a_div, "question": "What breaks under load?",
+            "prior_opinion": format!("a colleague said yes {key}"), "prompt": prompt}),
+        &env,
+    )
+    .expect("a plan with what was asked");
+    let Body::Plan(plan) = &record.body else {
+        panic!("a plan")
+    };
+    assert_eq!(plan.question.as_deref(), Some("What breaks under load?"));
+    let prior = plan.prior_opinion.as_deref().expect("the prior opinion");
+    assert!(
+        prior.starts_with("a colleague said yes") && !prior.contains(key),
+        "{prior}"
+    );
+    assert!(!record.envelope.redacted.is_empty());
+    assert_eq!(plan.prompt_bytes, Some(prompt.len() as u64));
+    let expected = crate::core::chain::digest(prompt.as_bytes());
+    assert_eq!(
+        plan.prompt_sha256.as_deref(),
+        Some(expected.trim_start_matches("sha256:"))
+    );
+    let stored = serde_json::to_string(&record).expect("serialises");
+    assert!(
+        !stored.contains("Is WAL enough"),
+        "the prompt is not kept: {stored}"
+    );
+
+    // The size and hash are the writer's to compute; other plan fields stay computed.
+    for (input, reason) in [
+        (
+            json!({"kind": "plan", "assessment": w.a_div, "prompt_bytes": 3}),
+            ReasonCode::ComputedFieldSupplied,
+        ),
+        (
+            json!({"kind": "plan", "assessment": w.a_div, "prompt_sha256": "00"}),
+            ReasonCode::ComputedFieldSupplied,
+        ),
+        (
+            json!({"kind": "plan", "assessment": w.a_div, "question": "q", "budget": 1}),
+            ReasonCode::PlanIsComputed,
+        ),
+        (
+            json!({"kind": "plan", "assessment": w.a_div, "question": 3}),
+            ReasonCode::InvalidField,
+        ),
+    ] {
+        let refusal = admit(&w.f.records, &input, &env).expect_err("refused");
+        assert_eq!(refusal.reason, reason, "{input}: {}", refusal.message);
+    }
 }
 
 /// A completed consultation of `alpha` on a plan that has none yet, with `extra` fields.

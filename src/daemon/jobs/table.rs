@@ -52,6 +52,8 @@ pub struct JobEntry {
     pub order: JobOrder,
     /// Taken while the job is journaled, so saves never overtake one another.
     pub journal_turn: tokio::sync::Mutex<()>,
+    /// The daemon's feed, which gets every event too (once the job is kept).
+    feed: std::sync::OnceLock<Arc<crate::daemon::feed::Feed>>,
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -76,7 +78,13 @@ impl JobEntry {
             cancel_requested: AtomicBool::new(false),
             order,
             journal_turn: tokio::sync::Mutex::new(()),
+            feed: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Send every event from now on to `feed` as well.
+    pub fn attach_feed(&self, feed: Arc<crate::daemon::feed::Feed>) {
+        let _ = self.feed.set(feed);
     }
 
     /// A copy of the job as it stands.
@@ -127,6 +135,19 @@ impl JobEntry {
 
     /// Append an event and wake every reader.
     pub fn emit(&self, event: Event) {
+        if let Some(feed) = self.feed.get() {
+            let (root, task) = {
+                let inner = lock(&self.inner);
+                (inner.job.root.clone(), inner.job.task.clone())
+            };
+            feed.publish(&root, &task, "job", &event);
+            if let Event::Plan { record, .. }
+            | Event::Recorded { record, .. }
+            | Event::Disagreement { record, .. } = &event
+            {
+                feed.publish(&root, &task, "record", record);
+            }
+        }
         let count = {
             let mut inner = lock(&self.inner);
             inner.events.push(event);
@@ -351,6 +372,7 @@ mod tests {
         assert_eq!(e.events_from(5).0, vec![]);
         assert!(!e.events_from(0).1);
         e.emit(Event::Done {
+            at: crate::protocol::Timestamp::now(),
             job: "1".into(),
             result: Box::new(e.snapshot()),
         });

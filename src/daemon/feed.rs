@@ -1,0 +1,370 @@
+//! The feed of a root and task: what the cockpit watches live (`GET /api/v1/events`). It
+//! carries every job event (`job`), every record written through this daemon (`record`:
+//! the records a job writes and those of the `record` route) and the advisors' status
+//! when it changes after a job (`advisors`).
+//!
+//! Each item gets a sequence number; its event id is `EPOCH-SEQ` (the epoch is when the
+//! daemon started), so `Last-Event-ID` resumes from the last [`Limits::replay`] items, and
+//! an id of another daemon run, or one too old, gets a `reset` event first (reload, then
+//! follow). Each subscriber has a queue of at most [`Limits::buffer`] items: one that
+//! falls behind is dropped (nothing more is queued for it), reads what was queued, then a
+//! last `dropped` event; the HTTP mapping also closes its connection after
+//! [`Limits::drop_grace`], so a stalled client holds nothing for long.
+
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, Notify};
+
+/// The bounds of the feed and of the event streams.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// How many items a subscriber may have queued before it is dropped.
+    pub buffer: usize,
+    /// How many recent items are kept for `Last-Event-ID`.
+    pub replay: usize,
+    /// How often an idle event stream gets a keep-alive comment.
+    pub keepalive: Duration,
+    /// How long a dropped subscriber's connection stays open to read its last event.
+    pub drop_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            buffer: 256,
+            replay: 1024,
+            keepalive: Duration::from_secs(15),
+            drop_grace: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One item of the feed.
+#[derive(Debug)]
+pub struct Item {
+    /// Its sequence number (from 1).
+    pub seq: u64,
+    /// The root it concerns, as the request or job named it.
+    pub root: String,
+    /// The task it concerns.
+    pub task: String,
+    /// `job`, `record` or `advisors`.
+    pub kind: &'static str,
+    /// Its data, as JSON.
+    pub data: String,
+}
+
+/// Which items a subscriber wants: one root (as named, or canonical), one task or all.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    /// The root as the subscriber named it.
+    pub root: String,
+    /// The same, canonical (symbolic links resolved), when it resolves.
+    pub canonical: Option<String>,
+    /// One task, or every task of the root.
+    pub task: Option<String>,
+}
+
+impl Filter {
+    fn wants(&self, item: &Item) -> bool {
+        (item.root == self.root || self.canonical.as_deref() == Some(item.root.as_str()))
+            && self.task.as_ref().is_none_or(|t| *t == item.task)
+    }
+}
+
+/// What a subscriber reads next.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// An item of the feed.
+    Item(Arc<Item>),
+    /// The `Last-Event-ID` could not be resumed from: reload, then follow.
+    Reset,
+    /// The subscriber fell behind and was dropped: the last message.
+    Dropped,
+}
+
+struct Subscriber {
+    id: u64,
+    filter: Filter,
+    queue: mpsc::Sender<Arc<Item>>,
+    dropped: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next: u64,
+    recent: VecDeque<Arc<Item>>,
+    subscribers: Vec<Subscriber>,
+    /// The last advisors' status published per root and task.
+    advisors: HashMap<(String, String), String>,
+}
+
+/// The feed of one daemon.
+pub struct Feed {
+    epoch: u64,
+    limits: Limits,
+    inner: Mutex<Inner>,
+    ids: AtomicU64,
+}
+
+impl Feed {
+    /// A feed whose ids carry `epoch` (when the daemon started, in ms), under `limits`.
+    pub fn new(epoch: u64, limits: Limits) -> Feed {
+        Feed {
+            epoch,
+            limits,
+            inner: Mutex::new(Inner::default()),
+            ids: AtomicU64::new(0),
+        }
+    }
+
+    /// Its bounds.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The event id of `item`.
+    pub fn event_id(&self, item: &Item) -> String {
+        format!("{}-{}", self.epoch, item.seq)
+    }
+
+    /// How many subscribers are following.
+    pub fn subscribers(&self) -> usize {
+        self.lock().subscribers.len()
+    }
+
+    /// Publish `data` as a `kind` item of `root` and `task`.
+    pub fn publish(&self, root: &str, task: &str, kind: &'static str, data: &impl Serialize) {
+        // Plain data with string keys: it always encodes.
+        let data = serde_json::to_string(data).unwrap_or_default();
+        let mut inner = self.lock();
+        inner.next += 1;
+        let item = Arc::new(Item {
+            seq: inner.next,
+            root: root.to_string(),
+            task: task.to_string(),
+            kind,
+            data,
+        });
+        inner.recent.push_back(item.clone());
+        while inner.recent.len() > self.limits.replay {
+            inner.recent.pop_front();
+        }
+        inner.subscribers.retain(|s| {
+            if !s.filter.wants(&item) {
+                return !s.queue.is_closed();
+            }
+            match s.queue.try_send(item.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::debug!(
+                        subscriber = s.id,
+                        "an event subscriber fell behind; dropped"
+                    );
+                    s.dropped.notify_one();
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+    }
+
+    /// Publish the advisors' status of `root` and `task` if it differs from the last one
+    /// published there.
+    pub fn publish_advisors(&self, root: &str, task: &str, view: &impl Serialize) {
+        let text = serde_json::to_string(view).unwrap_or_default();
+        {
+            let mut inner = self.lock();
+            let key = (root.to_string(), task.to_string());
+            if inner.advisors.get(&key) == Some(&text) {
+                return;
+            }
+            inner.advisors.insert(key, text);
+        }
+        self.publish(root, task, "advisors", view);
+    }
+
+    /// Follow the items `filter` wants, after the one `last_id` names (if any).
+    pub fn subscribe(&self, filter: Filter, last_id: Option<&str>) -> Subscription {
+        let (queue, receiver) = mpsc::channel(self.limits.buffer.max(1));
+        let dropped = Arc::new(Notify::new());
+        let mut inner = self.lock();
+        let mut pending = VecDeque::new();
+        if let Some(last) = last_id {
+            match self.resume_point(&inner, last) {
+                Some(after) => pending.extend(
+                    inner
+                        .recent
+                        .iter()
+                        .filter(|i| i.seq > after && filter.wants(i))
+                        .cloned()
+                        .map(Message::Item),
+                ),
+                None => pending.push_back(Message::Reset),
+            }
+        }
+        let id = self.ids.fetch_add(1, Ordering::Relaxed);
+        inner.subscribers.push(Subscriber {
+            id,
+            filter,
+            queue,
+            dropped: dropped.clone(),
+        });
+        Subscription {
+            pending,
+            receiver,
+            dropped,
+            ended: false,
+        }
+    }
+
+    /// The sequence number to resume after, when `last` is an id of this run still kept.
+    fn resume_point(&self, inner: &Inner, last: &str) -> Option<u64> {
+        let (epoch, seq) = last.trim().split_once('-')?;
+        let (epoch, seq) = (epoch.parse::<u64>().ok()?, seq.parse::<u64>().ok()?);
+        if epoch != self.epoch || seq > inner.next {
+            return None;
+        }
+        let oldest = inner.recent.front().map_or(inner.next + 1, |i| i.seq);
+        // Everything after `seq` must still be kept.
+        (seq + 1 >= oldest).then_some(seq)
+    }
+}
+
+/// One subscriber's side: replayed items first, then live ones; [`Message::Dropped`] last
+/// if it fell behind.
+pub struct Subscription {
+    pending: VecDeque<Message>,
+    receiver: mpsc::Receiver<Arc<Item>>,
+    dropped: Arc<Notify>,
+    ended: bool,
+}
+
+impl Subscription {
+    /// Resolves when the feed drops this subscriber (for closing its connection).
+    pub fn dropped(&self) -> Arc<Notify> {
+        self.dropped.clone()
+    }
+
+    /// The next message; `None` after [`Message::Dropped`].
+    pub async fn next(&mut self) -> Option<Message> {
+        if self.ended {
+            return None;
+        }
+        if let Some(message) = self.pending.pop_front() {
+            return Some(message);
+        }
+        // Dropped: the queue is gone (the sender was removed), so `recv` ends.
+        match self.receiver.recv().await {
+            Some(item) => Some(Message::Item(item)),
+            None => {
+                self.ended = true;
+                Some(Message::Dropped)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(task: Option<&str>) -> Filter {
+        Filter {
+            root: "/r".into(),
+            canonical: None,
+            task: task.map(String::from),
+        }
+    }
+
+    fn feed(buffer: usize, replay: usize) -> Feed {
+        Feed::new(
+            7,
+            Limits {
+                buffer,
+                replay,
+                ..Limits::default()
+            },
+        )
+    }
+
+    async fn seqs(sub: &mut Subscription, n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(match sub.next().await {
+                Some(Message::Item(i)) => format!("{}:{}", i.task, i.seq),
+                Some(Message::Reset) => "reset".into(),
+                Some(Message::Dropped) => "dropped".into(),
+                None => "end".into(),
+            });
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_gets_its_root_and_task_only() {
+        let feed = feed(8, 8);
+        let mut one = feed.subscribe(filter(Some("t")), None);
+        let mut all = feed.subscribe(filter(None), None);
+        feed.publish("/r", "t", "record", &1);
+        feed.publish("/other", "t", "record", &2);
+        feed.publish("/r", "u", "record", &3);
+        assert_eq!(seqs(&mut one, 1).await, ["t:1"]);
+        assert_eq!(seqs(&mut all, 2).await, ["t:1", "u:3"]);
+    }
+
+    #[tokio::test]
+    async fn last_event_id_resumes_or_resets() {
+        let feed = feed(8, 3);
+        for n in 0..5 {
+            feed.publish("/r", "t", "record", &n);
+        }
+        let mut resumed = feed.subscribe(filter(None), Some("7-3"));
+        assert_eq!(seqs(&mut resumed, 2).await, ["t:4", "t:5"]);
+        let mut too_old = feed.subscribe(filter(None), Some("7-1"));
+        assert_eq!(seqs(&mut too_old, 1).await, ["reset"]);
+        let mut other_run = feed.subscribe(filter(None), Some("8-4"));
+        assert_eq!(seqs(&mut other_run, 1).await, ["reset"]);
+        let mut garbage = feed.subscribe(filter(None), Some("x"));
+        assert_eq!(seqs(&mut garbage, 1).await, ["reset"]);
+        let mut up_to_date = feed.subscribe(filter(None), Some("7-5"));
+        feed.publish("/r", "t", "record", &6);
+        assert_eq!(seqs(&mut up_to_date, 1).await, ["t:6"]);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_is_dropped_with_a_last_message() {
+        let feed = feed(2, 8);
+        let mut slow = feed.subscribe(filter(None), None);
+        for n in 0..3 {
+            feed.publish("/r", "t", "record", &n);
+        }
+        assert_eq!(feed.subscribers(), 0, "dropped at once");
+        assert_eq!(
+            seqs(&mut slow, 4).await,
+            ["t:1", "t:2", "dropped", "end"],
+            "what was queued, then the last message"
+        );
+    }
+
+    #[test]
+    fn advisors_are_published_when_they_change_only() {
+        let feed = feed(8, 8);
+        let mut sub = feed.subscribe(filter(None), None);
+        feed.publish_advisors("/r", "t", &"a cooling");
+        feed.publish_advisors("/r", "t", &"a cooling");
+        feed.publish_advisors("/r", "t", &"a available");
+        let mut kinds = Vec::new();
+        while let Ok(item) = sub.receiver.try_recv() {
+            kinds.push(item.data.clone());
+        }
+        assert_eq!(kinds, ["\"a cooling\"", "\"a available\""]);
+    }
+}

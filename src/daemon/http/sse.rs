@@ -1,0 +1,148 @@
+//! Server-sent events: a job's events (`id:` its position in the job's stream, so
+//! `Last-Event-ID` is the `from` of a resumed stream) and a root's feed (`id:` the feed's
+//! `EPOCH-SEQ`), each with keep-alive comments while idle. Another encoding of the same
+//! streams the NDJSON reply carries.
+
+use crate::daemon::conn::ConnHandle;
+use crate::daemon::feed::{Feed, Limits, Message, Subscription};
+use crate::facade::EventStream;
+use crate::protocol::EVENT_STREAM;
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long a client waits before reconnecting, in milliseconds (the `retry:` field).
+const RETRY_MS: u64 = 2000;
+
+/// One event: `id`, `event`, `data` (one line of JSON).
+fn frame(id: Option<&str>, event: &str, data: &str) -> Bytes {
+    let mut out = String::with_capacity(data.len() + 48);
+    if let Some(id) = id {
+        out.push_str("id: ");
+        out.push_str(id);
+        out.push('\n');
+    }
+    out.push_str("event: ");
+    out.push_str(event);
+    out.push_str("\ndata: ");
+    out.push_str(data);
+    out.push_str("\n\n");
+    Bytes::from(out)
+}
+
+/// `frames` as a `text/event-stream` reply, opened with the retry delay and kept alive
+/// with a comment every `keepalive` while nothing else is sent.
+fn respond(frames: BoxStream<'static, Bytes>, keepalive: Duration) -> Response {
+    let opening = Bytes::from(format!("retry: {RETRY_MS}\n: advisord events\n\n"));
+    let start = tokio::time::Instant::now() + keepalive;
+    let ticks = tokio::time::interval_at(start, keepalive.max(Duration::from_millis(10)));
+    let body = futures::stream::once(async move { opening })
+        .chain(futures::stream::unfold(
+            (frames, ticks),
+            |(mut frames, mut ticks)| async move {
+                tokio::select! {
+                    next = frames.next() => next.map(|f| (f, (frames, ticks))),
+                    _ = ticks.tick() => Some((Bytes::from_static(b": keep-alive\n\n"), (frames, ticks))),
+                }
+            },
+        ))
+        .map(Ok::<_, Infallible>);
+    (
+        [
+            (header::CONTENT_TYPE, EVENT_STREAM),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// A job's events from position `from`, each with its position as `id`; ends after `done`.
+pub fn job_stream(events: EventStream, from: usize, limits: Limits) -> Response {
+    let frames = events
+        .take_while(|e| futures::future::ready(e.is_ok()))
+        .filter_map(|e| futures::future::ready(e.ok()))
+        .enumerate()
+        .map(move |(i, event)| {
+            let data = serde_json::to_value(&event).unwrap_or_default();
+            let name = data["event"].as_str().unwrap_or("event").to_string();
+            frame(Some(&(from + i + 1).to_string()), &name, &data.to_string())
+        })
+        .boxed();
+    respond(frames, limits.keepalive)
+}
+
+/// The feed for one subscriber. When it falls behind, it gets a last `dropped` event and
+/// its connection is closed [`Limits::drop_grace`] later, read or not.
+pub fn feed_stream(
+    feed: Arc<Feed>,
+    subscription: Subscription,
+    conn: Option<ConnHandle>,
+    stop: CancellationToken,
+) -> Response {
+    let limits = feed.limits();
+    let ended = CancellationToken::new();
+    if let Some(conn) = conn {
+        let (dropped, ended) = (subscription.dropped(), ended.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = dropped.notified() => {
+                    tokio::time::sleep(limits.drop_grace).await;
+                    conn.0.cancel();
+                }
+                () = ended.cancelled() => {}
+            }
+        });
+    }
+    let guard = ended.drop_guard();
+    let frames = futures::stream::unfold(
+        (subscription, feed, guard, stop),
+        |(mut sub, feed, guard, stop)| async move {
+            let message = tokio::select! {
+                message = sub.next() => message?,
+                () = stop.cancelled() => return None, // the daemon is stopping
+            };
+            let frame = match message {
+                Message::Item(item) => {
+                    frame(Some(&feed.event_id(&item)), item.kind, &item.data)
+                }
+                Message::Reset => frame(
+                    None,
+                    "reset",
+                    r#"{"reason":"the events after `Last-Event-ID` are no longer kept (or the daemon restarted); reload, then follow"}"#,
+                ),
+                Message::Dropped => frame(
+                    None,
+                    "dropped",
+                    r#"{"reason":"this subscriber fell behind and was dropped; reload, then reconnect"}"#,
+                ),
+            };
+            Some((frame, (sub, feed, guard, stop)))
+        },
+    )
+    .boxed();
+    respond(frames, limits.keepalive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_has_id_event_and_one_data_line() {
+        assert_eq!(
+            frame(Some("3"), "started", r#"{"a":1}"#),
+            Bytes::from("id: 3\nevent: started\ndata: {\"a\":1}\n\n")
+        );
+        assert_eq!(
+            frame(None, "reset", "{}"),
+            Bytes::from("event: reset\ndata: {}\n\n")
+        );
+    }
+}
