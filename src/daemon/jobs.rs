@@ -106,7 +106,12 @@ impl Jobs {
             return Vec::new();
         };
         if sweep {
+            let started = std::time::Instant::now();
             mesh.sweep(false).await;
+            tracing::debug!(
+                took_ms = started.elapsed().as_millis() as u64,
+                "quick sweep before a plan"
+            );
         }
         mesh.entries()
     }

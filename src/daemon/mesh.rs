@@ -45,8 +45,7 @@ pub const FULL_SWEEP_WINDOW: Duration = Duration::from_millis(250);
 /// How long sending an answer waits for a bus that is not connected yet.
 const SEND_WAIT: Duration = Duration::from_secs(5);
 
-/// How long a quick sweep (before a plan) waits after the last reply once every known
-/// peer answered.
+/// How long a quick sweep (before a plan) waits for a first reply when no peer is known.
 const QUICK_SWEEP_QUIET: Duration = Duration::from_millis(15);
 
 /// How a daemon offers reviews.
@@ -372,8 +371,10 @@ impl Mesh {
 
     /// Sweep for peers: scatter a `$SRV.INFO` request to every review service and gather
     /// the replies. Each peer that replies is known at once. A `full` sweep collects for
-    /// [`FULL_SWEEP_WINDOW`] and then counts misses; a quick one (before a plan) ends once
-    /// every known peer answered and the bus has been quiet a moment. Does nothing while the bus is down (full sweeps then count misses).
+    /// [`FULL_SWEEP_WINDOW`] and then counts misses (and first pings alone each peer that
+    /// missed the last one: no responders, and it is gone at once); a quick one (before a
+    /// plan) ends as soon as every known peer answered (with none known, after a short
+    /// quiet moment). Does nothing while the bus is down (full sweeps then count misses).
     pub async fn sweep(&self, full: bool) {
         // Full sweeps take turns, so misses are counted once per sweep. A quick sweep
         // (before a plan) never waits for the timer's sweep to end its window: it only
@@ -382,7 +383,17 @@ impl Mesh {
             true => Some(self.sweep_turn.lock().await),
             false => None,
         };
-        let found = match self.gather(full).await {
+        // A peer that missed the last full sweep is pinged alone as this one starts: no
+        // responders (its service is gone from the bus) removes it at once, so a peer
+        // that vanished leaves at the start of the second sweep it misses, not at the
+        // end of that sweep's window. A peer the bus cannot tell about (a host that went
+        // silent without closing its connection) still leaves when the window closes.
+        let missing = match full {
+            true => self.roster_mut().missing(),
+            false => Vec::new(),
+        };
+        let (found, ()) = tokio::join!(self.gather(full), self.ping_missing(missing));
+        let found = match found {
             Some(found) => found,
             None if full => Vec::new(),
             None => return,
@@ -393,6 +404,37 @@ impl Mesh {
         if roster.len() != before {
             tracing::info!(peers = roster.len(), "mesh peers changed");
         }
+    }
+
+    /// Ping each of `peers` on its own service's subject; one whose ping has no
+    /// responders is gone at once. A reply or no word within the sweep's window changes
+    /// nothing (the sweep itself judges those).
+    async fn ping_missing(&self, peers: Vec<Peer>) {
+        let Some(client) = self.client.as_ref() else {
+            return;
+        };
+        if peers.is_empty() || client.connection_state() != async_nats::connection::State::Connected
+        {
+            return;
+        }
+        let pings = peers
+            .into_iter()
+            .filter(|peer| !peer.service.is_empty())
+            .map(|peer| async move {
+                let subject = format!("$SRV.PING.{}.{}", wire::SERVICE_NAME, peer.service);
+                let asked = tokio::time::timeout(
+                    FULL_SWEEP_WINDOW,
+                    client.request(subject, bytes::Bytes::new()),
+                )
+                .await;
+                if let Ok(Err(e)) = asked {
+                    if e.kind() == async_nats::RequestErrorKind::NoResponders {
+                        tracing::info!(peer = %peer.runtime, "peer missed a sweep and has no responders: gone");
+                        self.roster_mut().gone(&peer.runtime);
+                    }
+                }
+            });
+        futures::future::join_all(pings).await;
     }
 
     async fn gather(&self, full: bool) -> Option<Vec<Peer>> {
@@ -413,10 +455,14 @@ impl Mesh {
         let mut seen = BTreeSet::new();
         let mut found = Vec::new();
         loop {
+            // A quick sweep ends as soon as every known peer answered (a plan does not
+            // wait on peers it knows); with none known it gives newcomers a moment.
             let until = if full || !self.roster_mut().all_in(&seen) {
                 window_end
+            } else if seen.is_empty() {
+                (start + QUICK_SWEEP_QUIET).min(window_end)
             } else {
-                (last + QUICK_SWEEP_QUIET).min(window_end)
+                last
             };
             let message = tokio::select! {
                 () = tokio::time::sleep_until(until) => break,

@@ -143,6 +143,7 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
         Err(e) => return failed(format!("preparing the job failed: {e}")),
     };
     let plan_id = prepared.plan_record.id().to_string();
+    tracing::debug!(job = %entry.id(), plan = %plan_id, "plan ready");
     entry.update(|job| {
         job.plan = Some(RecordId::from(plan_id.as_str()));
         job.consultations = prepared
@@ -452,6 +453,7 @@ async fn consult_and_record(
             }
             Exchange::Ran(outcome) => outcome,
         };
+        tracing::debug!(job = %entry.id(), advisor = %advisor, ok = outcome.result.is_ok(), "exchange ended");
         let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
             && !entry.cancel_requested();
         if stopped_by_shutdown {
@@ -462,6 +464,7 @@ async fn consult_and_record(
         let input = draft::consultation_input(plan_id, &advisor, source.as_deref(), &outcome);
         match write_consultation(&store, &task, plan_id, &advisor, input, secrets.clone()).await {
             Ok(record) => {
+                tracing::debug!(job = %entry.id(), advisor = %advisor, "consultation recorded");
                 entry.update(|job| {
                     if let (Some(c), Body::Consultation(body)) =
                         (job.consultations.get_mut(index), &record.body)

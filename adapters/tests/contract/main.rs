@@ -108,6 +108,7 @@ macro_rules! contract_rig {
 
 mod deadline_cases;
 mod http_cases;
+mod mesh_cases;
 mod process_cases;
 mod registry_cases;
 mod scripted_cases;

@@ -112,6 +112,7 @@ pub(crate) async fn review(
         }
         Err(e) => return failed(FailureKind::Error, format!("the relay failed: {e}")),
     };
+    tracing::debug!(request = %asked.request_id, "relay assessment recorded");
     // Leave the exchanges a moment to answer before the asker's own deadline.
     let budget = deadline
         .saturating_sub(Duration::from_millis(150))

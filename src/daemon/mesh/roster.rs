@@ -37,6 +37,9 @@ pub struct Peer {
     pub sources: Vec<String>,
     /// `relay` or `inbox`.
     pub offer: String,
+    /// Its NATS service id (one subject token), for a ping aimed at it alone; empty when
+    /// the reply named none that can be used.
+    pub service: String,
 }
 
 impl Peer {
@@ -135,6 +138,11 @@ pub fn read_info(payload: &[u8], own: &str) -> Option<Peer> {
             "inbox" => "inbox".to_string(),
             _ => "relay".to_string(),
         },
+        service: if wire::valid_runtime_id(&info.id) {
+            info.id.clone()
+        } else {
+            String::new()
+        },
     })
 }
 
@@ -162,6 +170,17 @@ impl Roster {
                 *missed < MISSED_SWEEPS
             });
         }
+    }
+
+    /// The peers that missed the last full sweep (they are pinged at the next one: a peer
+    /// whose ping has no responders is gone at once, without waiting for that sweep's
+    /// window to close).
+    pub fn missing(&self) -> Vec<Peer> {
+        self.peers
+            .values()
+            .filter(|(_, missed)| *missed > 0)
+            .map(|(p, _)| p.clone())
+            .collect()
     }
 
     /// The peer answered with no responders: gone at once.
@@ -233,6 +252,7 @@ mod tests {
             capabilities: vec![],
             sources: vec![],
             offer: "relay".into(),
+            service: format!("svc-{runtime}"),
         }
     }
 
@@ -241,8 +261,14 @@ mod tests {
         let mut roster = Roster::default();
         roster.sweep(vec![peer("a"), peer("b")], true);
         assert_eq!(roster.len(), 2);
+        assert!(roster.missing().is_empty());
         roster.sweep(vec![peer("a")], true);
         assert_eq!(roster.len(), 2, "one miss is not enough");
+        assert_eq!(
+            roster.missing(),
+            vec![peer("b")],
+            "b is pinged at the next sweep"
+        );
         roster.sweep(vec![], false);
         assert_eq!(roster.len(), 2, "a quick sweep counts no miss");
         roster.sweep(vec![peer("a")], true);
