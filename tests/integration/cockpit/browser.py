@@ -17,6 +17,9 @@ from playwright.sync_api import sync_playwright, expect
 
 CHROMIUM = "/usr/bin/chromium"
 TIMEOUT_MS = 20_000
+# `expect` has its own default (5 s), which a loaded CI machine can outlast while a job
+# is still queued: every assertion polls up to the same bound as the page's actions.
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 def launch(p):
