@@ -28,9 +28,13 @@ fn delay_ms(permille: u64) -> u64 {
 /// The io of one case. The HTTP client is made beforehand and shared: making one loads
 /// the system's certificates, which on a loaded machine takes longer than the 40 ms
 /// margin of the 99.5 % case, and would count against the deadline.
-fn io(env: BTreeMap<String, String>, http: reqwest::Client) -> Io {
+fn io(
+    env: BTreeMap<String, String>,
+    http: reqwest::Client,
+    deadline: Option<tokio::time::Instant>,
+) -> Io {
     Io {
-        deadline: tokio::time::Instant::now() + DEADLINE,
+        deadline: deadline.unwrap_or_else(|| tokio::time::Instant::now() + DEADLINE),
         cancel: CancellationToken::new(),
         env: env_from_map(env),
         http,
@@ -42,9 +46,10 @@ async fn run(
     spec: AdvisorSpec,
     env: BTreeMap<String, String>,
     http: reqwest::Client,
+    deadline: Option<tokio::time::Instant>,
 ) -> (bool, u64) {
     let adapter = Registry::builtin().get(adapter).expect("a builtin adapter");
-    let outcome = consult(adapter.as_ref(), &spec, PROMPT, &io(env, http)).await;
+    let outcome = consult(adapter.as_ref(), &spec, PROMPT, &io(env, http, deadline)).await;
     let kept = match &outcome.result {
         Ok(normalised) => {
             assert!(!normalised.conclusion.is_empty(), "{outcome:?}");
@@ -80,15 +85,25 @@ async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
             "http",
             permille,
             expect,
-            tokio::spawn(run("ollama", spec, BTreeMap::new(), http.clone())),
+            tokio::spawn(run("ollama", spec, BTreeMap::new(), http.clone(), None)),
         ));
-        let delay = delay_ms(permille).to_string();
+        // The fake answers at a wall-clock instant taken with the deadline, not after a
+        // delay counted from its own start: starting a process can take longer than the
+        // 99.5 % case's 40 ms margin.
+        fake_advisor();
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch")
+            + Duration::from_millis(delay_ms(permille));
         let spec = AdvisorSpec {
             executable: Some(fake_advisor().display().to_string()),
             ..advisor(
                 &format!("process-{permille}"),
                 "process",
-                serde_json::json!({"args": ["--delay-ms", delay, "--stance", "supports"]}),
+                serde_json::json!({"args": [
+                    "--answer-at-unix-ms", at.as_millis().to_string(), "--stance", "supports"
+                ]}),
             )
         };
         let env = BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]);
@@ -96,7 +111,7 @@ async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
             "process",
             permille,
             expect,
-            tokio::spawn(run("process", spec, env, http.clone())),
+            tokio::spawn(run("process", spec, env, http.clone(), Some(deadline))),
         ));
     }
     for (transport, permille, expect, case) in cases {

@@ -8,6 +8,9 @@
 //!   argument), else what it read on standard input;
 //! - `--echo-env`: answers (JSON) with the sorted names of its environment variables;
 //! - `--delay-ms N`: waits before printing anything;
+//! - `--answer-at-unix-ms T`: waits until that wall-clock time (milliseconds since the
+//!   epoch) before printing anything, so a test can place an answer against its own clock
+//!   whatever the process took to start;
 //! - `--stdout LINE`, `--stderr LINE`: prints a line first (repeatable);
 //! - `--flood BYTES`, `--flood-stderr BYTES`: prints that many bytes;
 //! - `--invalid-utf8`, `--ansi`: decorates every printed line with invalid UTF-8 / colour;
@@ -128,6 +131,7 @@ struct Script {
     prompt: Option<String>,
     echo_env: bool,
     delay_ms: u64,
+    answer_at_unix_ms: u64,
     stdout: Vec<String>,
     stderr: Vec<String>,
     flood: u64,
@@ -168,6 +172,7 @@ impl Script {
                 "--prompt" => s.prompt = Some(value()?),
                 "--echo-env" => s.echo_env = true,
                 "--delay-ms" => s.delay_ms = number(value()?)?,
+                "--answer-at-unix-ms" => s.answer_at_unix_ms = number(value()?)?,
                 "--stdout" => s.stdout.push(value()?),
                 "--stderr" => s.stderr.push(value()?),
                 "--flood" => s.flood = number(value()?)?,
@@ -209,6 +214,12 @@ impl Script {
         }
         if self.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(self.delay_ms));
+        }
+        if self.answer_at_unix_ms > 0 {
+            let at = std::time::UNIX_EPOCH + Duration::from_millis(self.answer_at_unix_ms);
+            if let Ok(wait) = at.duration_since(std::time::SystemTime::now()) {
+                std::thread::sleep(wait);
+            }
         }
         let retry = retry_interval(self.retry_ms);
         if let Some(mimic) = &self.mimic {
