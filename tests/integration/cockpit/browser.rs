@@ -103,6 +103,12 @@ pub fn screenshot_dir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cockpit_in_chromium_shows_live_rows_a_disagreement_a_cancel_and_a_cooldown() {
+    // The page's requests carry no context, so the in-process daemon builds one from this
+    // process's environment, where CI sets `CI=true`: the product then runs in mode `ci`
+    // and asks nobody. This test is about the page, not the mode: take `CI` out before the
+    // daemon starts (nextest runs each test in a process of its own, and nothing else
+    // runs yet).
+    std::env::remove_var("CI");
     let thinking = Duration::from_millis(1500);
     let (registry, _fakes) = scripted(vec![
         (
