@@ -405,8 +405,15 @@ fn absolute_from_cwd(path: &Path) -> anyhow::Result<std::path::PathBuf> {
     Ok(cwd.join(path))
 }
 
-/// The JSON object of `record --file FILE`; standard input only when FILE is `-`.
-fn read_record_input(file: &Path) -> Result<serde_json::Value, Error> {
+/// The bytes of `file` (standard input only when it is `-`), at most `max` of them, and
+/// its name for messages. `usage` says what the flag takes when the file cannot be read;
+/// `over` what the input should hold when it is too large.
+pub(crate) fn read_bounded_input(
+    file: &Path,
+    max: u64,
+    usage: &str,
+    over: &str,
+) -> Result<(Vec<u8>, String), Error> {
     let from_stdin = file == Path::new("-");
     let name = if from_stdin {
         "standard input".to_string()
@@ -417,22 +424,26 @@ fn read_record_input(file: &Path) -> Result<serde_json::Value, Error> {
     let read = if from_stdin {
         std::io::stdin()
             .lock()
-            .take(MAX_RECORD_BYTES + 1)
+            .take(max + 1)
             .read_to_end(&mut bytes)
     } else {
-        std::fs::File::open(file).and_then(|f| f.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes))
+        std::fs::File::open(file).and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
     };
-    read.map_err(|e| {
-        Error::Usage(format!(
-            "cannot read {name}: {e}; `record --file` takes a readable file, or `-` for \
-             standard input"
-        ))
-    })?;
-    if bytes.len() as u64 > MAX_RECORD_BYTES {
-        return Err(Error::Usage(format!(
-            "{name} is larger than 1 MiB; a record holds references to evidence, not copies"
-        )));
+    read.map_err(|e| Error::Usage(format!("cannot read {name}: {e}; {usage}")))?;
+    if bytes.len() as u64 > max {
+        return Err(Error::Usage(format!("{name} is larger than {over}")));
     }
+    Ok((bytes, name))
+}
+
+/// The JSON object of `record --file FILE`; standard input only when FILE is `-`.
+fn read_record_input(file: &Path) -> Result<serde_json::Value, Error> {
+    let (bytes, name) = read_bounded_input(
+        file,
+        MAX_RECORD_BYTES,
+        "`record --file` takes a readable file, or `-` for standard input",
+        "1 MiB; a record holds references to evidence, not copies",
+    )?;
     serde_json::from_slice(&bytes).map_err(|e| {
         Error::Usage(format!(
             "{name} is not JSON ({e}); `record` takes one JSON object: `kind` plus your \

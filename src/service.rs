@@ -219,13 +219,12 @@ pub fn plan_env<'r>(
     store: &Store,
     now: OffsetDateTime,
 ) -> Result<PlanEnv<'r>, Error> {
-    let history = store.circuit_history()?;
     // Budgets look at the task and the day, not only the tail the circuit needs; with no
     // limit in force there is nothing to judge and nothing to read.
-    let budget = if resolved.budgets.is_empty() {
-        BudgetState::default()
-    } else {
-        budget_state(resolved, &store.budget_history(&resolved.task, now)?, now)
+    let (history, spend) = store.plan_history(&resolved.task, now, !resolved.budgets.is_empty())?;
+    let budget = match spend {
+        Some(spend) => budget_state(resolved, &spend, now),
+        None => BudgetState::default(),
     };
     let availability = availability::assess(&AvailabilityInput {
         catalogue: &resolved.catalogue,

@@ -808,6 +808,34 @@ impl Store {
         now: time::OffsetDateTime,
     ) -> Result<Vec<Record>, StoreError> {
         self.feed_every_task()?;
+        self.spend_history(task, now)
+    }
+
+    /// What a plan judges availability on: [`Store::circuit_history`], and
+    /// [`Store::budget_history`] when `budgets` are in force, with the state directory
+    /// looked over once for both.
+    pub fn plan_history(
+        &self,
+        task: &TaskName,
+        now: time::OffsetDateTime,
+        budgets: bool,
+    ) -> Result<(Vec<Record>, Option<Vec<Record>>), StoreError> {
+        self.feed_every_task()?;
+        let circuit = lock(&self.circuit).tail.records();
+        let spend = if budgets {
+            Some(self.spend_history(task, now)?)
+        } else {
+            None
+        };
+        Ok((circuit, spend))
+    }
+
+    /// [`Store::budget_history`] over the index as it was last fed.
+    fn spend_history(
+        &self,
+        task: &TaskName,
+        now: time::OffsetDateTime,
+    ) -> Result<Vec<Record>, StoreError> {
         let mut history = self.with_records(task, |records| {
             records
                 .iter()

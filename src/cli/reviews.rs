@@ -6,7 +6,6 @@ use crate::facade::Api;
 use crate::protocol::{ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest};
 use crate::render::text::Out;
 use crate::render::{Format, Render};
-use std::io::Read;
 use std::path::Path;
 
 /// The largest answer file read, in bytes.
@@ -30,32 +29,13 @@ pub async fn answer(api: &dyn Api, id: &str, file: &Path, format: Format) -> any
 }
 
 fn read_answer(file: &Path) -> Result<String, Error> {
-    let from_stdin = file == Path::new("-");
-    let name = if from_stdin {
-        "standard input".to_string()
-    } else {
-        format!("`{}`", file.display())
-    };
-    let mut bytes = Vec::new();
-    let read = if from_stdin {
-        std::io::stdin()
-            .lock()
-            .take(MAX_ANSWER_BYTES + 1)
-            .read_to_end(&mut bytes)
-    } else {
-        std::fs::File::open(file).and_then(|f| f.take(MAX_ANSWER_BYTES + 1).read_to_end(&mut bytes))
-    };
-    read.map_err(|e| {
-        Error::Usage(format!(
-            "cannot read {name}: {e}; `reviews answer ID --file F` takes a readable file \
-             holding the answer (a JSON object with `conclusion` and `stance`), or `-`"
-        ))
-    })?;
-    if bytes.len() as u64 > MAX_ANSWER_BYTES {
-        return Err(Error::Usage(format!(
-            "{name} is larger than 256 KiB; an answer is a conclusion with its reasons"
-        )));
-    }
+    let (bytes, name) = super::read_bounded_input(
+        file,
+        MAX_ANSWER_BYTES,
+        "`reviews answer ID --file F` takes a readable file holding the answer (a JSON \
+         object with `conclusion` and `stance`), or `-`",
+        "256 KiB; an answer is a conclusion with its reasons",
+    )?;
     String::from_utf8(bytes).map_err(|_| Error::Usage(format!("{name} is not UTF-8 text")))
 }
 
