@@ -51,6 +51,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+mod watch;
+
 /// The name of a task's lock file, inside the task's directory.
 pub const LOCK_FILE: &str = ".lock";
 
@@ -143,6 +145,10 @@ impl FileId {
 /// tasks before it drops the least recently used ones.
 pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 
+/// How many times a store tries to watch its state directory before it settles for
+/// looking at every task each time (the user's inotify instances or watches are spent).
+const MAX_WATCHER_FAILURES: u32 = 3;
+
 /// A task's cache and when it was last used.
 struct Slot {
     cache: Arc<Mutex<TaskCache>>,
@@ -159,6 +165,15 @@ struct CircuitIndex {
     recent: Vec<Spent>,
     /// The highest sequence fed, per task.
     fed: HashMap<TaskName, u64>,
+    /// How many times the index was asked to catch up; a store asked once (a command's)
+    /// never makes a watcher.
+    catch_ups: u64,
+    /// Which tasks changed since the index last caught up, when the kernel can tell
+    /// (a long-lived store's: see `store::watch`).
+    watcher: Option<watch::Watcher>,
+    /// How many watchers failed to watch every task; after a few the store stops
+    /// making them and looks at every task each time.
+    watcher_failures: u32,
 }
 
 /// How far back the index keeps consultations for budgets. A day window is the user's
@@ -858,26 +873,81 @@ impl Store {
     }
 
     /// Feed the index every task's records: a task never fed is read whole, the others
-    /// only past the last record file fed.
+    /// only past the last record file fed. A store asked more than once watches the state
+    /// directory (inotify) and then looks only at the tasks whose directories changed,
+    /// so the cost of catching up does not grow with the number of tasks.
     fn feed_every_task(&self) -> Result<(), StoreError> {
-        for task in self.tasks()? {
-            let fed = lock(&self.circuit).fed.get(&task).copied();
+        let changed = self.changed_tasks()?;
+        let fed = self.feed_tasks(&changed);
+        if fed.is_err() {
+            // The tasks after the one that failed were not looked at: the watcher has
+            // consumed their changes, so look at every task next time.
+            if let Some(watcher) = lock(&self.circuit).watcher.as_mut() {
+                watcher.forget();
+            }
+        }
+        fed
+    }
+
+    /// Feed the index what `tasks` hold past what it was fed.
+    fn feed_tasks(&self, tasks: &[TaskName]) -> Result<(), StoreError> {
+        for task in tasks {
+            let fed = lock(&self.circuit).fed.get(task).copied();
             match fed {
                 // Never read: read it whole (which feeds the index).
-                None => self.with_records(&task, |_| ())?,
+                None => self.with_records(task, |_| ())?,
                 Some(fed) => {
-                    let dir = self.task_dir(&task);
+                    let dir = self.task_dir(task);
                     let mut next = fed + 1;
                     let mut found = Vec::new();
                     while let Some(read) = read_record(&dir.join(sequence_file(next)))? {
                         found.push(read.record);
                         next += 1;
                     }
-                    self.feed(&task, &found);
+                    self.feed(task, &found);
                 }
             }
         }
         Ok(())
+    }
+
+    /// The tasks the index must look at to catch up: those the watcher saw change, or
+    /// every task when there is no watcher or it cannot vouch for having seen everything.
+    /// A task is watched before it is looked at, so nothing written after goes unseen.
+    fn changed_tasks(&self) -> Result<Vec<TaskName>, StoreError> {
+        let mut circuit = lock(&self.circuit);
+        circuit.catch_ups += 1;
+        if circuit.watcher.is_none()
+            && circuit.catch_ups >= 2
+            && circuit.watcher_failures < MAX_WATCHER_FAILURES
+            && self.state_dir.is_dir()
+        {
+            circuit.watcher = watch::Watcher::new(&self.state_dir);
+            if circuit.watcher.is_none() {
+                circuit.watcher_failures += 1;
+            }
+        }
+        let changed = match circuit.watcher.as_mut().map(|w| w.changed(&self.state_dir)) {
+            Some(Some(watch::Changed::Tasks(tasks))) => return Ok(tasks.into_iter().collect()),
+            Some(Some(watch::Changed::All)) => true,
+            Some(None) => {
+                // The watcher lost its footing: scan every time from now on.
+                circuit.watcher = None;
+                false
+            }
+            None => false,
+        };
+        let tasks = self.tasks()?;
+        if let (true, Some(watcher)) = (changed, circuit.watcher.as_mut()) {
+            let all_watched = tasks
+                .iter()
+                .all(|task| watcher.watches(task) || watcher.watch(&self.state_dir, task));
+            if !all_watched {
+                circuit.watcher = None;
+                circuit.watcher_failures += 1;
+            }
+        }
+        Ok(tasks)
     }
 
     /// Read the records of `task` not yet in `cache`; return the temporary files seen
@@ -1645,6 +1715,49 @@ mod tests {
             Store::open(dir.path()).circuit_history(),
             Err(StoreError::Corrupt { .. })
         ));
+    }
+
+    /// A store asked more than once watches its state directory: afterwards only the
+    /// tasks written into (by anyone) are looked at, a new task among them, and what was
+    /// written reaches the index.
+    #[test]
+    fn a_watched_state_directory_looks_only_at_tasks_written_into() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for t in ["a", "b", "c"] {
+            put_consultation(dir.path(), t, 1, "alpha", "failed");
+        }
+        let store = Store::with_budget(dir.path(), 0);
+        let names = |tasks: Vec<TaskName>| -> Vec<String> {
+            tasks.iter().map(|t| t.as_str().to_string()).collect()
+        };
+        // The first call, then the one that makes the watcher, look at every task.
+        for _ in 0..2 {
+            let changed = store.changed_tasks().unwrap();
+            assert_eq!(names(changed.clone()), ["a", "b", "c"]);
+            store.feed_tasks(&changed).expect("fed");
+        }
+        assert!(
+            store.changed_tasks().unwrap().is_empty(),
+            "nothing was written"
+        );
+        put_consultation(dir.path(), "b", 2, "alpha", "failed");
+        put_consultation(dir.path(), "d", 1, "beta", "failed");
+        let changed = store.changed_tasks().unwrap();
+        assert_eq!(names(changed.clone()), ["b", "d"]);
+        store.feed_tasks(&changed).expect("fed");
+        put_consultation(dir.path(), "d", 2, "beta", "completed");
+        let history = store.circuit_history().expect("read");
+        let of = |advisor: &str| -> Vec<(String, u64)> {
+            history
+                .iter()
+                .filter(|r| matches!(&r.body, Body::Consultation(c) if c.advisor == advisor))
+                .map(|r| (r.envelope.task.clone(), r.envelope.sequence))
+                .collect()
+        };
+        // The newest outcomes of each advisor, as a fresh store finds them.
+        let fresh = Store::open(dir.path()).circuit_history().expect("read");
+        assert_eq!(history.len(), fresh.len());
+        assert!(of("beta").contains(&("d".to_string(), 2)), "{history:?}");
     }
 
     /// The cached records stay under the budget (the task in use aside), the least

@@ -98,9 +98,14 @@ struct Inner {
     next: u64,
     recent: VecDeque<Arc<Item>>,
     subscribers: Vec<Subscriber>,
-    /// The last advisors' status published per root and task.
-    advisors: HashMap<(String, String), String>,
+    /// A hash of the last advisors' status published per root and task (at most
+    /// [`ADVISORS_REMEMBERED`] of them: forgetting one only repeats a publication).
+    advisors: HashMap<(String, String), u64>,
 }
+
+/// How many roots and tasks the feed remembers the last advisors' status of, so that a
+/// daemon serving ever new tasks keeps a bounded memory.
+const ADVISORS_REMEMBERED: usize = 256;
 
 /// The feed of one daemon.
 pub struct Feed {
@@ -180,13 +185,22 @@ impl Feed {
     /// published there.
     pub fn publish_advisors(&self, root: &str, task: &str, view: &impl Serialize) {
         let text = serde_json::to_string(view).unwrap_or_default();
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            text.hash(&mut hasher);
+            hasher.finish()
+        };
         {
             let mut inner = self.lock();
             let key = (root.to_string(), task.to_string());
-            if inner.advisors.get(&key) == Some(&text) {
+            if inner.advisors.get(&key) == Some(&hash) {
                 return;
             }
-            inner.advisors.insert(key, text);
+            if inner.advisors.len() >= ADVISORS_REMEMBERED && !inner.advisors.contains_key(&key) {
+                inner.advisors.clear();
+            }
+            inner.advisors.insert(key, hash);
         }
         self.publish(root, task, "advisors", view);
     }
@@ -366,5 +380,20 @@ mod tests {
             kinds.push(item.data.clone());
         }
         assert_eq!(kinds, ["\"a cooling\"", "\"a available\""]);
+    }
+
+    /// A daemon serving ever new tasks remembers a bounded number of them; one it forgot
+    /// only has its status published again.
+    #[test]
+    fn the_advisors_remembered_are_bounded() {
+        let feed = feed(8, 8);
+        for n in 0..ADVISORS_REMEMBERED * 3 {
+            feed.publish_advisors("/r", &format!("t{n}"), &"a available");
+            assert!(feed.lock().advisors.len() <= ADVISORS_REMEMBERED);
+        }
+        let before = feed.lock().next;
+        let last = format!("t{}", ADVISORS_REMEMBERED * 3 - 1);
+        feed.publish_advisors("/r", &last, &"a available");
+        assert_eq!(feed.lock().next, before, "the last one is still remembered");
     }
 }

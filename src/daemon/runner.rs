@@ -142,6 +142,7 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
         Ok(Err(reason)) => return failed(reason),
         Err(e) => return failed(format!("preparing the job failed: {e}")),
     };
+    entry.keep_store(prepared.store.clone());
     let plan_id = prepared.plan_record.id().to_string();
     tracing::debug!(job = %entry.id(), plan = %plan_id, "plan ready");
     entry.update(|job| {

@@ -2,12 +2,20 @@
 //! cancellation token, and the table of all of them. The operations on them are the
 //! `Jobs` API's (`super`).
 //!
+//! A finished job keeps its events without the records they carried (see [`Kept`]):
+//! those are stored already, and a replay reads them back from the store, so the jobs
+//! kept for an hour cost the daemon little memory however many there are.
+//!
 //! A job's state is behind a plain mutex that is only held to read or change it, never
 //! across an `.await`; readers of the event stream wait on a `watch` of the event count,
 //! so a slow reader never loses an event and never slows the job down.
 
-use crate::protocol::{Event, ExchangeStatus, Job, JobId, JobState, RequestContext, Timeout};
-use std::collections::BTreeMap;
+use crate::core::records::{Record, TaskName};
+use crate::protocol::{
+    Event, ExchangeStatus, Job, JobId, JobState, RequestContext, Timeout, Timestamp,
+};
+use crate::store::Store;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -37,8 +45,101 @@ pub struct JobOrder {
 
 struct Inner {
     job: Job,
-    events: Vec<Event>,
+    events: Vec<Kept>,
     finished: Option<SystemTime>,
+}
+
+/// One event as a job keeps it: whole while the job runs; once it has finished, an
+/// event that carried a stored record keeps only the record's id.
+#[derive(Debug, Clone)]
+enum Kept {
+    Whole(Event),
+    Plan {
+        job: JobId,
+        at: Timestamp,
+        id: String,
+    },
+    Recorded {
+        job: JobId,
+        at: Timestamp,
+        advisor: String,
+        id: String,
+    },
+    Disagreement {
+        job: JobId,
+        at: Timestamp,
+        id: String,
+    },
+}
+
+impl Kept {
+    /// `event` without its record, when it carries one.
+    fn parked(event: Event) -> Kept {
+        match event {
+            Event::Plan { job, at, record } => Kept::Plan {
+                job,
+                at,
+                id: record.id().to_string(),
+            },
+            Event::Recorded {
+                job,
+                at,
+                advisor,
+                record,
+            } => Kept::Recorded {
+                job,
+                at,
+                advisor,
+                id: record.id().to_string(),
+            },
+            Event::Disagreement { job, at, record } => Kept::Disagreement {
+                job,
+                at,
+                id: record.id().to_string(),
+            },
+            other => Kept::Whole(other),
+        }
+    }
+
+    /// The id of the record it parked, if any.
+    fn parked_id(&self) -> Option<&str> {
+        match self {
+            Kept::Whole(_) => None,
+            Kept::Plan { id, .. } | Kept::Recorded { id, .. } | Kept::Disagreement { id, .. } => {
+                Some(id)
+            }
+        }
+    }
+
+    /// The event again, its record taken from `records` (by id); `None` when the record
+    /// is no longer stored.
+    fn event(&self, records: &HashMap<String, Record>) -> Option<Event> {
+        let record = |id: &str| records.get(id).cloned().map(Box::new);
+        Some(match self {
+            Kept::Whole(event) => event.clone(),
+            Kept::Plan { job, at, id } => Event::Plan {
+                job: job.clone(),
+                at: *at,
+                record: record(id)?,
+            },
+            Kept::Recorded {
+                job,
+                at,
+                advisor,
+                id,
+            } => Event::Recorded {
+                job: job.clone(),
+                at: *at,
+                advisor: advisor.clone(),
+                record: record(id)?,
+            },
+            Kept::Disagreement { job, at, id } => Event::Disagreement {
+                job: job.clone(),
+                at: *at,
+                record: record(id)?,
+            },
+        })
+    }
 }
 
 /// One job: its state, its events, its token.
@@ -54,6 +155,9 @@ pub struct JobEntry {
     pub journal_turn: tokio::sync::Mutex<()>,
     /// The daemon's feed, which gets every event too (once the job is kept).
     feed: std::sync::OnceLock<Arc<crate::daemon::feed::Feed>>,
+    /// The store the job records into, once known: a finished job's replay reads its
+    /// records back from it.
+    store: std::sync::OnceLock<Arc<Store>>,
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -79,7 +183,13 @@ impl JobEntry {
             order,
             journal_turn: tokio::sync::Mutex::new(()),
             feed: std::sync::OnceLock::new(),
+            store: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Note the store the job records into.
+    pub fn keep_store(&self, store: Arc<Store>) {
+        let _ = self.store.set(store);
     }
 
     /// Send every event from now on to `feed` as well.
@@ -150,18 +260,65 @@ impl JobEntry {
         }
         let count = {
             let mut inner = lock(&self.inner);
-            inner.events.push(event);
+            let done = event.is_done();
+            inner.events.push(Kept::Whole(event));
+            if done && self.store.get().is_some() {
+                // Its records are stored: keep their ids only (read back on replay).
+                let events = std::mem::take(&mut inner.events);
+                inner.events = events
+                    .into_iter()
+                    .map(|kept| match kept {
+                        Kept::Whole(event) => Kept::parked(event),
+                        parked => parked,
+                    })
+                    .collect();
+                inner.events.shrink_to_fit();
+            }
             inner.events.len()
         };
         self.event_count.send_replace(count);
     }
 
     /// Events from position `from` on, and whether the last one ends the stream.
+    /// A finished job's records are read back from its store; one no longer stored (a
+    /// hand removed it) leaves its event out, and the stream still ends with `done`.
     pub fn events_from(&self, from: usize) -> (Vec<Event>, bool) {
-        let inner = lock(&self.inner);
-        let events: Vec<Event> = inner.events.get(from..).unwrap_or_default().to_vec();
-        let done = inner.events.last().is_some_and(Event::is_done);
+        let (kept, done): (Vec<Kept>, bool) = {
+            let inner = lock(&self.inner);
+            let kept = inner.events.get(from..).unwrap_or_default().to_vec();
+            let done = matches!(inner.events.last(), Some(Kept::Whole(e)) if e.is_done());
+            (kept, done)
+        };
+        let wanted: Vec<&str> = kept.iter().filter_map(Kept::parked_id).collect();
+        let records = if wanted.is_empty() {
+            HashMap::new()
+        } else {
+            self.stored(&wanted)
+        };
+        let events = kept.iter().filter_map(|k| k.event(&records)).collect();
         (events, done)
+    }
+
+    /// The records `ids` of this job's task, read from its store (those found).
+    fn stored(&self, ids: &[&str]) -> HashMap<String, Record> {
+        let (Some(store), Ok(task)) =
+            (self.store.get(), TaskName::new(&lock(&self.inner).job.task))
+        else {
+            return HashMap::new();
+        };
+        let found = store.with_records(&task, |records| {
+            records
+                .iter()
+                .rev()
+                .filter(|r| ids.contains(&r.id()))
+                .take(ids.len())
+                .map(|r| (r.id().to_string(), r.clone()))
+                .collect::<HashMap<_, _>>()
+        });
+        found.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not read a finished job's records back");
+            HashMap::new()
+        })
     }
 
     /// A receiver woken whenever an event is appended.
@@ -378,5 +535,76 @@ mod tests {
         });
         assert!(e.events_from(3).1);
         assert_eq!(*e.watch_events().borrow(), 3);
+    }
+
+    /// A finished job keeps the ids of the records its events carried, and a replay reads
+    /// them back from its store: the same events as while it ran. A record no longer
+    /// stored leaves its event out; the stream still ends with `done`.
+    #[test]
+    fn a_finished_job_keeps_record_ids_and_replays_the_records_from_its_store() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(Store::open(dir.path()));
+        let task = TaskName::new("t").expect("a task");
+        let write = |subject: &str| {
+            store
+                .write(
+                    &task,
+                    &serde_json::json!({"kind": "assessment", "subject": subject,
+                        "materiality": "low", "hypothesis": "h"}),
+                    None,
+                )
+                .expect("stored")
+        };
+        let (first, second) = (write("one"), write("two"));
+        let t = table(&[("1", JobState::Running)]);
+        let e = t.get("1").unwrap();
+        e.keep_store(store.clone());
+        let at = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let recorded = |record: &Record| Event::Recorded {
+            job: "1".into(),
+            at,
+            advisor: "alpha".into(),
+            record: Box::new(record.clone()),
+        };
+        e.emit(recorded(&first));
+        e.emit(recorded(&second));
+        let done = Event::Done {
+            at,
+            job: "1".into(),
+            result: Box::new(e.snapshot()),
+        };
+        e.emit(done.clone());
+        let parked = lock(&e.inner)
+            .events
+            .iter()
+            .filter(|k| k.parked_id().is_some())
+            .count();
+        assert_eq!(
+            parked, 2,
+            "both records are kept as ids once the job is done"
+        );
+        assert_eq!(
+            e.events_from(0),
+            (
+                vec![recorded(&first), recorded(&second), done.clone()],
+                true
+            )
+        );
+        assert_eq!(e.events_from(1).0, vec![recorded(&second), done.clone()]);
+        // The second record's file removed behind the daemon's back (a fresh store, as
+        // after a restart of the cache): its event is left out.
+        let fresh = Arc::new(Store::open(dir.path()));
+        let path = fresh.task_dir(&task).join(crate::store::file_name(&second));
+        std::fs::remove_file(path).expect("removed");
+        let e2 = JobEntry::new(
+            Job::sample("2", JobState::Running),
+            request(),
+            &CancellationToken::new(),
+        );
+        e2.keep_store(fresh);
+        e2.emit(recorded(&first));
+        e2.emit(recorded(&second));
+        e2.emit(done.clone());
+        assert_eq!(e2.events_from(0), (vec![recorded(&first), done], true));
     }
 }
