@@ -13,11 +13,9 @@
 
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
+#[path = "support/prefill.rs"]
+mod prefill;
 
-use advisord::core::chain;
-use advisord::core::records::SCHEMA_VERSION;
-use advisord::core::records::{Assessment, Body, Confidence, Envelope, Materiality, Record};
-use advisord::store::file_name;
 use bytes::Bytes;
 use daemon_helper::{call, call_json, Binary, Place};
 use http_body_util::{BodyExt, Empty};
@@ -35,43 +33,6 @@ const MEMORY_BOUND_MIB: f64 = 32.0;
 const LARGE_TASK: usize = 10_000;
 const PAINT_RUNS: usize = 5;
 const PAINT_BOUND_MS: f64 = 300.0;
-
-/// Fill `task` with `count` stored assessments, written straight to files, chained as
-/// the writer chains them.
-fn prefill(state: &Path, task: &str, count: usize) {
-    let dir = state.join(task);
-    std::fs::create_dir_all(&dir).expect("the task directory");
-    let mut prev = chain::GENESIS.to_string();
-    for i in 0..count {
-        let record = Record {
-            envelope: Envelope {
-                id: ulid::Ulid::new().to_string(),
-                task: task.to_string(),
-                sequence: i as u64 + 1,
-                created_at: "2026-03-01T12:00:00.000Z".into(),
-                schema: SCHEMA_VERSION,
-                redacted: vec![],
-                prev: Some(prev.clone()),
-            },
-            body: Body::Assessment(Assessment {
-                subject: format!("stored decision {i}"),
-                materiality: Materiality::Low,
-                confidence: Confidence::Medium,
-                hypothesis: "the simple option holds".into(),
-                facts: vec!["one fact".into()],
-                assumptions: vec![],
-                questions: vec![],
-                evidence: vec![],
-                capabilities: vec![],
-                new_evidence: false,
-            }),
-        };
-        let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
-        bytes.push(b'\n');
-        prev = chain::digest(&bytes);
-        std::fs::write(dir.join(file_name(&record)), bytes).expect("a record file");
-    }
-}
 
 /// The daemon's TCP address (from `health`) and its token (from the data directory).
 async fn listener(place: &Place) -> (String, String) {
@@ -147,7 +108,7 @@ fn encode(text: &str) -> String {
 async fn main() {
     let mut broken = false;
     let place = Place::new("advisors: []\n");
-    prefill(&place.state(), "large", LARGE_TASK);
+    prefill::assessments(&place.state(), "large", LARGE_TASK);
     let mut daemon = Binary::start(&place, &["--grace", "0", "--listen", "127.0.0.1:0"]);
     let pid = daemon.child.id();
     let (address, token) = listener(&place).await;

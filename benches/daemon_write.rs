@@ -8,53 +8,17 @@
 
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
+#[path = "support/prefill.rs"]
+mod prefill;
 
-use advisord::core::records::SCHEMA_VERSION;
-use advisord::core::records::{Assessment, Body, Confidence, Envelope, Materiality, Record};
-use advisord::store::file_name;
 use daemon_helper::{call_json, Binary, Place};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LARGE_TASK: usize = 10_000;
 const WRITES: usize = 200;
 const MAX_RATIO: f64 = 1.5;
-
-/// Fill `task` with `count` stored assessments, written straight to files (the run is
-/// about writing into a large task, not about how it grew).
-fn prefill(state: &Path, task: &str, count: usize) {
-    let dir = state.join(task);
-    std::fs::create_dir_all(&dir).expect("the task directory");
-    for i in 0..count {
-        let record = Record {
-            envelope: Envelope {
-                id: ulid::Ulid::new().to_string(),
-                task: task.to_string(),
-                sequence: i as u64 + 1,
-                created_at: "2026-03-01T12:00:00.000Z".into(),
-                schema: SCHEMA_VERSION,
-                redacted: vec![],
-                prev: None,
-            },
-            body: Body::Assessment(Assessment {
-                subject: format!("stored decision {i}"),
-                materiality: Materiality::Low,
-                confidence: Confidence::Medium,
-                hypothesis: "the simple option holds".into(),
-                facts: vec!["one fact".into()],
-                assumptions: vec![],
-                questions: vec![],
-                evidence: vec![],
-                capabilities: vec![],
-                new_evidence: false,
-            }),
-        };
-        let text = serde_json::to_vec_pretty(&record).expect("serialises");
-        std::fs::write(dir.join(file_name(&record)), text).expect("a record file");
-    }
-}
 
 fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
@@ -68,7 +32,7 @@ fn ms(d: Duration) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let place = Place::new("advisors: []\n");
-    prefill(&place.state(), "large", LARGE_TASK);
+    prefill::assessments(&place.state(), "large", LARGE_TASK);
     let mut daemon = Binary::start(&place, &["--grace", "0"]);
     let socket = place.socket();
     let write = |task: &'static str, i: usize| {

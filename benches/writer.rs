@@ -8,10 +8,12 @@
 //! The state directory is created under the target directory, not `/tmp`, which may be
 //! memory-backed and would make every fsync free.
 
+#[path = "support/prefill.rs"]
+mod prefill;
+
 use advisord::core::chain;
-use advisord::core::records::{Assessment, Body, Confidence, Envelope, Materiality, Record};
-use advisord::core::records::{TaskName, SCHEMA_VERSION};
-use advisord::store::{file_name, Store};
+use advisord::core::records::TaskName;
+use advisord::store::Store;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -76,43 +78,6 @@ fn median(mut times: Vec<Duration>) -> Duration {
     times[times.len() / 2]
 }
 
-/// Fill `task` with `count` stored assessments, written straight to files (the latency run
-/// is about reading a large task, not about how it grew).
-fn prefill(state: &Path, task: &TaskName, count: usize) {
-    let dir = state.join(task.as_str());
-    std::fs::create_dir_all(&dir).expect("the task directory");
-    let mut prev = chain::GENESIS.to_string();
-    for i in 0..count {
-        let record = Record {
-            envelope: Envelope {
-                id: ulid::Ulid::new().to_string(),
-                task: task.to_string(),
-                sequence: i as u64 + 1,
-                created_at: "2026-03-01T12:00:00.000Z".into(),
-                schema: SCHEMA_VERSION,
-                redacted: vec![],
-                prev: Some(prev.clone()),
-            },
-            body: Body::Assessment(Assessment {
-                subject: format!("stored decision {i}"),
-                materiality: Materiality::Low,
-                confidence: Confidence::Medium,
-                hypothesis: "the simple option holds".into(),
-                facts: vec!["one fact".into()],
-                assumptions: vec![],
-                questions: vec![],
-                evidence: vec![],
-                capabilities: vec![],
-                new_evidence: false,
-            }),
-        };
-        let mut text = serde_json::to_vec_pretty(&record).expect("serialises");
-        text.push(b'\n');
-        prev = chain::digest(&text);
-        std::fs::write(dir.join(file_name(&record)), text).expect("a record file");
-    }
-}
-
 fn main() {
     let root = tempfile::Builder::new()
         .prefix("advisord-bench-writer-")
@@ -141,7 +106,7 @@ fn main() {
         TaskName::new("large").expect("valid task"),
         TaskName::new("small").expect("valid task"),
     );
-    prefill(&state, &large_task, LARGE_TASK);
+    prefill::assessments(&state, large_task.as_str(), LARGE_TASK);
     let store = Store::open(&state);
     let start = Instant::now();
     let read = store.records(&large_task).expect("read").len();

@@ -119,7 +119,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         trust::warn_untrusted(&ctx);
     }
     match verb {
-        Verb::Ask(ask) if ask.preview_prompt => {
+        Verb::Ask(ask) if ask.consult.preview_prompt => {
             let api = select_api(&global).await?;
             let mut fields = ask.assessment_json();
             if let Some(object) = fields.as_object_mut() {
@@ -130,8 +130,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let preview = jobs::PreviewPrompt {
                 assessment: None,
                 fields: &fields,
-                question: ask.question.as_deref(),
-                prior_opinion: ask.prior_opinion.as_deref(),
+                question: ask.consult.question.as_deref(),
+                prior_opinion: ask.consult.prior_opinion.as_deref(),
             };
             preview.print(api.as_ref(), &ctx, format).await
         }
@@ -148,12 +148,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 eprintln!("recorded assessment `{}`", assessment.id());
             }
             let request = ConsultVerb {
-                assessment: assessment.id().into(),
-                question: ask.question,
-                timeout: ask.timeout,
-                prior_opinion: ask.prior_opinion,
-                detach: ask.detach,
                 preview_prompt: false,
+                ..ask.consult.request(assessment.id().into())
             };
             jobs::run_job_verb(&JobVerb::Consult(request), api.as_ref(), &global, &ctx).await
         }

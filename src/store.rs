@@ -1138,6 +1138,19 @@ mod tests {
         TaskName::new(name).expect("valid task")
     }
 
+    /// A store in a temporary directory with task `t` holding `n` assessments.
+    fn task_of_assessments(n: usize) -> (tempfile::TempDir, Store, TaskName) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let t = task("t");
+        for i in 0..n {
+            store
+                .write(&t, &assessment(&format!("s{i}")), None)
+                .expect("written");
+        }
+        (dir, store, t)
+    }
+
     fn assessment(subject: &str) -> serde_json::Value {
         json!({"kind": "assessment", "subject": subject, "materiality": "low",
             "hypothesis": "h"})
@@ -1373,14 +1386,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_hides_no_later_record() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(dir.path());
-        let t = task("t");
-        for i in 0..3 {
-            store
-                .write(&t, &assessment(&format!("s{i}")), None)
-                .expect("written");
-        }
+        let (dir, store, t) = task_of_assessments(3);
         fs::remove_file(store.task_dir(&t).join("0000000002.json")).expect("removed by hand");
         let fresh = Store::open(dir.path());
         let sequences: Vec<u64> = fresh
@@ -1416,14 +1422,7 @@ mod tests {
 
     #[test]
     fn the_kept_walk_of_the_chain_covers_records_read_since() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(dir.path());
-        let t = task("t");
-        for i in 0..2 {
-            store
-                .write(&t, &assessment(&format!("s{i}")), None)
-                .expect("written");
-        }
+        let (dir, store, t) = task_of_assessments(2);
         let state = |s: &Store| {
             s.with_trusted_records(&t, |_, trust| trust.state.clone())
                 .expect("read")
@@ -1545,14 +1544,7 @@ mod tests {
     /// one appearing in a gap, the whole task gone.
     #[test]
     fn a_view_of_a_warm_cache_equals_a_fresh_read() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(dir.path());
-        let t = task("t");
-        for i in 0..4 {
-            store
-                .write(&t, &assessment(&format!("s{i}")), None)
-                .expect("written");
-        }
+        let (dir, store, t) = task_of_assessments(4);
         let task_dir = store.task_dir(&t);
         let same = |store: &Store| {
             let warm = store

@@ -421,6 +421,14 @@ pub enum ReviewsAction {
 pub struct ConsultArgs {
     /// The assessment id
     pub id: String,
+    /// How to consult.
+    #[command(flatten)]
+    pub options: ConsultOptions,
+}
+
+/// The options of a consultation, shared by `consult` and `ask`.
+#[derive(Debug, Args)]
+pub struct ConsultOptions {
     /// A question for the advisors besides the assessment's own
     #[arg(long, value_name = "TEXT")]
     pub question: Option<String>,
@@ -434,6 +442,7 @@ pub struct ConsultArgs {
     #[arg(long)]
     pub detach: bool,
     /// Print the exact prompt the advisors would receive; send nothing, record nothing
+    /// (`ask` does not record its assessment either)
     #[arg(long, conflicts_with = "detach")]
     pub preview_prompt: bool,
 }
@@ -441,8 +450,15 @@ pub struct ConsultArgs {
 impl ConsultArgs {
     /// The consultation to queue, as `--assessment ID` would give it.
     pub fn into_request(self) -> super::jobs::ConsultVerb {
+        self.options.request(self.id.into())
+    }
+}
+
+impl ConsultOptions {
+    /// The consultation to queue for `assessment`.
+    pub fn request(self, assessment: crate::protocol::RecordId) -> super::jobs::ConsultVerb {
         super::jobs::ConsultVerb {
-            assessment: self.id.into(),
+            assessment,
             question: self.question,
             timeout: self.timeout,
             prior_opinion: self.prior_opinion,
@@ -486,22 +502,9 @@ pub struct AskArgs {
     /// The assessment brings evidence a standing conclusion did not have
     #[arg(long)]
     pub new_evidence: bool,
-    /// A question for the advisors besides the assessment's own
-    #[arg(long, value_name = "TEXT")]
-    pub question: Option<String>,
-    /// The job's deadline in seconds, decimals allowed [default: 90]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<Timeout>,
-    /// An opinion already given (marked as an opinion in the question, not a fact)
-    #[arg(long, value_name = "TEXT")]
-    pub prior_opinion: Option<String>,
-    /// Queue the consultation and print the job id at once
-    #[arg(long)]
-    pub detach: bool,
-    /// Print the exact prompt the advisors would receive; record nothing (not even the
-    /// assessment), send nothing
-    #[arg(long, conflicts_with = "detach")]
-    pub preview_prompt: bool,
+    /// How to consult.
+    #[command(flatten)]
+    pub consult: ConsultOptions,
 }
 
 impl AskArgs {

@@ -259,32 +259,49 @@ pub async fn call(socket: &Path, method: &str, path: &str, body: Option<Vec<u8>>
         let stream = UnixStream::connect(socket)
             .await
             .expect("connect to the daemon");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("an HTTP handshake");
-        tokio::spawn(connection);
-        let mut request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", "advisord");
-        if body.is_some() {
-            request = request.header("content-type", "application/json");
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .expect("a request");
-        let response = sender.send_request(request).await.expect("a response");
-        let status = response.status().as_u16();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("a body")
-            .to_bytes();
+        let (status, _, body) = exchange(stream, method, path, &[("host", "advisord")], body).await;
         Reply { status, body }
     })
     .await
     .unwrap_or_else(|_| panic!("`{method} {path}` got no reply within {BOUND:?}"))
+}
+
+/// Send one HTTP/1.1 request with exactly `headers` (and a JSON content type when there
+/// is a body) over `stream`; the reply's status, headers and body.
+pub async fn exchange<S>(
+    stream: S,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> (u16, hyper::HeaderMap, Bytes)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("an HTTP handshake");
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if body.is_some() {
+        request = request.header("content-type", "application/json");
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .expect("a request");
+    let response = sender.send_request(request).await.expect("a response");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    (status, headers, body)
 }
 
 /// A request with a JSON body.

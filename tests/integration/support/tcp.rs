@@ -3,13 +3,11 @@
 
 #![allow(dead_code)]
 
-use super::daemon::{Daemon, Place, Tweak, BOUND};
+use super::daemon::{exchange, Daemon, Place, Tweak, BOUND};
 use advisord::daemon::listen::{token_path, TcpConfig, Token};
 use advisord_adapters::registry::Registry;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use hyper::HeaderMap;
-use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use tokio::net::TcpStream;
 
@@ -116,29 +114,7 @@ pub async fn call(
 ) -> TcpReply {
     tokio::time::timeout(BOUND, async {
         let stream = TcpStream::connect(addr).await.expect("connect over TCP");
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("an HTTP handshake");
-        tokio::spawn(connection);
-        let mut request = hyper::Request::builder().method(method).uri(path);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        if body.is_some() {
-            request = request.header("content-type", "application/json");
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .expect("a request");
-        let response = sender.send_request(request).await.expect("a response");
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .expect("a body")
-            .to_bytes();
+        let (status, headers, body) = exchange(stream, method, path, headers, body).await;
         TcpReply {
             status,
             headers,

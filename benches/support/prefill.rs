@@ -1,0 +1,46 @@
+//! Large tasks for the benches, written straight to files in the store's layout and
+//! chained as the writer chains them: a bench that needs a task of ten thousand records is
+//! about using it, not about how it grew (`benches/writer.rs` measures the writes).
+
+use advisord::core::chain;
+use advisord::core::records::{
+    Assessment, Body, Confidence, Envelope, Materiality, Record, SCHEMA_VERSION,
+};
+use advisord::store::file_name;
+use std::path::Path;
+
+/// Fill `task` under `state` with `count` stored assessments.
+pub fn assessments(state: &Path, task: &str, count: usize) {
+    let dir = state.join(task);
+    std::fs::create_dir_all(&dir).expect("the task directory");
+    let mut prev = chain::GENESIS.to_string();
+    for i in 0..count {
+        let record = Record {
+            envelope: Envelope {
+                id: ulid::Ulid::new().to_string(),
+                task: task.to_string(),
+                sequence: i as u64 + 1,
+                created_at: "2026-03-01T12:00:00.000Z".into(),
+                schema: SCHEMA_VERSION,
+                redacted: vec![],
+                prev: Some(prev.clone()),
+            },
+            body: Body::Assessment(Assessment {
+                subject: format!("stored decision {i}"),
+                materiality: Materiality::Low,
+                confidence: Confidence::Medium,
+                hypothesis: "the simple option holds".into(),
+                facts: vec!["one fact".into()],
+                assumptions: vec![],
+                questions: vec![],
+                evidence: vec![],
+                capabilities: vec![],
+                new_evidence: false,
+            }),
+        };
+        let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
+        bytes.push(b'\n');
+        prev = chain::digest(&bytes);
+        std::fs::write(dir.join(file_name(&record)), bytes).expect("a record file");
+    }
+}
