@@ -145,6 +145,12 @@ impl FileId {
 /// tasks before it drops the least recently used ones.
 pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 
+/// How many tasks a [`Store`] keeps cached at most, however small: each cached task costs
+/// memory beyond its records' bytes, and the tasks worth keeping are the ones in use now
+/// (the sessions consulting at once), not every task the daemon has seen. A task dropped
+/// for this is small or idle, and reading it again costs a directory listing.
+pub const CACHE_MAX_TASKS: usize = 256;
+
 /// How many times a store tries to watch its state directory before it settles for
 /// looking at every task each time (the user's inotify instances or watches are spent).
 const MAX_WATCHER_FAILURES: u32 = 3;
@@ -161,8 +167,12 @@ struct Slot {
 struct CircuitIndex {
     tail: HistoryTail,
     /// The consultations budgets may count in a day window, across every task: those of
-    /// the last [`RECENT_SPEND`] and later, stripped to what a cost needs.
+    /// the last [`RECENT_SPEND`] and later, stripped to what a cost needs. Kept only once
+    /// a budget was first judged ([`Spending`]): a daemon whose users set no budget keeps
+    /// none of them.
     recent: Vec<Spent>,
+    /// Whether `recent` is kept, and complete.
+    spending: Spending,
     /// The highest sequence fed, per task.
     fed: HashMap<TaskName, u64>,
     /// How many times the index was asked to catch up; a store asked once (a command's)
@@ -174,6 +184,18 @@ struct CircuitIndex {
     /// How many watchers failed to watch every task; after a few the store stops
     /// making them and looks at every task each time.
     watcher_failures: u32,
+}
+
+/// Whether the index keeps the consultations budgets count.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Spending {
+    /// Not kept: no budget was judged yet.
+    #[default]
+    Off,
+    /// Kept from every record fed from now on, while the records fed before are read back.
+    Gathering,
+    /// Kept and complete: every consultation fed is in it.
+    Kept,
 }
 
 /// How far back the index keeps consultations for budgets. A day window is the user's
@@ -206,6 +228,9 @@ struct Spent {
 impl CircuitIndex {
     fn feed(&mut self, record: &Record, since: time::OffsetDateTime) {
         self.tail.feed(record);
+        if self.spending == Spending::Off {
+            return;
+        }
         if let Some(at) = crate::core::cost::spent_at(record) {
             if at >= since {
                 self.recent.push(Spent {
@@ -258,7 +283,10 @@ pub struct Store {
     state_dir: PathBuf,
     tasks: Mutex<HashMap<TaskName, Slot>>,
     circuit: Mutex<CircuitIndex>,
+    /// Taken while the index starts keeping what budgets count, so it gathers once.
+    spending_turn: Mutex<()>,
     budget: usize,
+    max_tasks: usize,
 }
 
 /// The file name a record is stored under: its sequence, zero-padded to ten digits so that
@@ -429,13 +457,22 @@ impl Store {
         Stores::process().get(state_dir)
     }
 
-    /// A store over `state_dir` caching at most about `budget` bytes of records.
+    /// A store over `state_dir` caching at most about `budget` bytes of records, of at
+    /// most [`CACHE_MAX_TASKS`] tasks.
     pub fn with_budget(state_dir: &Path, budget: usize) -> Store {
+        Store::with_limits(state_dir, budget, CACHE_MAX_TASKS)
+    }
+
+    /// A store over `state_dir` caching at most about `budget` bytes of records, of at
+    /// most `max_tasks` tasks (the task in use is kept whatever the limits).
+    pub fn with_limits(state_dir: &Path, budget: usize, max_tasks: usize) -> Store {
         Store {
             state_dir: state_dir.to_path_buf(),
             tasks: Mutex::new(HashMap::new()),
             circuit: Mutex::new(CircuitIndex::default()),
+            spending_turn: Mutex::new(()),
             budget,
+            max_tasks,
         }
     }
 
@@ -780,7 +817,8 @@ impl Store {
     }
 
     /// Note that `task`'s cache (holding `bytes`) was just used, and drop the least
-    /// recently used other tasks while the caches hold more than the budget.
+    /// recently used other tasks while the caches hold more than the budget or more
+    /// tasks than the limit.
     fn used(&self, task: &TaskName, cache: &Arc<Mutex<TaskCache>>, bytes: usize) {
         let mut tasks = lock(&self.tasks);
         if let Some(slot) = tasks.get_mut(task) {
@@ -790,7 +828,7 @@ impl Store {
             }
         }
         let mut total: usize = tasks.values().map(|s| s.bytes).sum();
-        while total > self.budget {
+        while total > self.budget || tasks.len() > self.max_tasks {
             let oldest = tasks
                 .iter()
                 .filter(|(name, _)| *name != task)
@@ -822,6 +860,7 @@ impl Store {
         task: &TaskName,
         now: time::OffsetDateTime,
     ) -> Result<Vec<Record>, StoreError> {
+        self.keep_spending()?;
         self.feed_every_task()?;
         self.spend_history(task, now)
     }
@@ -835,6 +874,9 @@ impl Store {
         now: time::OffsetDateTime,
         budgets: bool,
     ) -> Result<(Vec<Record>, Option<Vec<Record>>), StoreError> {
+        if budgets {
+            self.keep_spending()?;
+        }
         self.feed_every_task()?;
         let circuit = lock(&self.circuit).tail.records();
         let spend = if budgets {
@@ -843,6 +885,58 @@ impl Store {
             None
         };
         Ok((circuit, spend))
+    }
+
+    /// Make the index keep the consultations budgets count, if it does not yet: from now
+    /// on every record fed is kept, and the consultations fed before (which it did not
+    /// keep) are read back from every task once. A store never fed has nothing to read
+    /// back: its first catch-up feeds it everything.
+    fn keep_spending(&self) -> Result<(), StoreError> {
+        let _turn = lock(&self.spending_turn);
+        let fed_before = {
+            let mut circuit = lock(&self.circuit);
+            if circuit.spending == Spending::Kept {
+                return Ok(());
+            }
+            circuit.spending = Spending::Gathering;
+            !circuit.fed.is_empty()
+        };
+        if fed_before {
+            let since = time::OffsetDateTime::now_utc() - RECENT_SPEND;
+            let mut earlier = Vec::new();
+            let read = self.tasks().and_then(|tasks| {
+                tasks.iter().try_for_each(|task| {
+                    self.with_records(task, |records| {
+                        earlier.extend(records.iter().filter_map(|record| {
+                            let at = crate::core::cost::spent_at(record)?;
+                            (at >= since).then(|| Spent {
+                                at,
+                                record: Box::new(spend_only(record)),
+                            })
+                        }));
+                    })
+                })
+            });
+            let mut circuit = lock(&self.circuit);
+            if let Err(e) = read {
+                circuit.spending = Spending::Off;
+                circuit.recent = Vec::new();
+                return Err(e);
+            }
+            // Records fed while gathering are kept already, and read back too: once each.
+            let kept: std::collections::HashSet<String> = circuit
+                .recent
+                .iter()
+                .map(|s| s.record.id().to_string())
+                .collect();
+            circuit.recent.extend(
+                earlier
+                    .into_iter()
+                    .filter(|s| !kept.contains(s.record.id())),
+            );
+        }
+        lock(&self.circuit).spending = Spending::Kept;
+        Ok(())
     }
 
     /// [`Store::budget_history`] over the index as it was last fed.
@@ -1666,15 +1760,24 @@ mod tests {
             ids.sort();
             ids
         };
-        assert_eq!(
-            ids(store.budget_history(&task("a"), now).expect("read")),
-            ["Ca1", "Ca2", "Cb2"]
-        );
+        // A store that caught up for availability before any budget was judged kept
+        // nothing for budgets; asked for one, it reads back what it was fed before.
+        let warm = Store::open(dir.path());
+        assert_eq!(warm.circuit_history().expect("read").len(), 1);
+        assert!(lock(&warm.circuit).recent.is_empty());
+        for store in [&store, &warm] {
+            assert_eq!(
+                ids(store.budget_history(&task("a"), now).expect("read")),
+                ["Ca1", "Ca2", "Cb2"]
+            );
+        }
         put("b", 3, at(0));
-        let history = store.budget_history(&task("b"), now).expect("read");
-        assert!(history.iter().all(|r| matches!(&r.body,
-            Body::Consultation(c) if c.conclusion.is_none() && c.usage.is_some())));
-        assert_eq!(ids(history), ["Ca2", "Cb1", "Cb2", "Cb3"]);
+        for store in [&store, &warm] {
+            let history = store.budget_history(&task("b"), now).expect("read");
+            assert!(history.iter().all(|r| matches!(&r.body,
+                Body::Consultation(c) if c.conclusion.is_none() && c.usage.is_some())));
+            assert_eq!(ids(history), ["Ca2", "Cb1", "Cb2", "Cb3"]);
+        }
     }
 
     /// Once a task was read, availability reads only the record files past the last one
@@ -1774,5 +1877,25 @@ mod tests {
         store.release_idle(Duration::ZERO);
         assert_eq!(store.cached(), (0, 0));
         assert_eq!(store.records(&task("d")).expect("read again").len(), 8);
+    }
+
+    /// However small its tasks, a store keeps at most its limit of them cached, the most
+    /// recently used; one dropped is read again whole when asked for.
+    #[test]
+    fn cached_tasks_are_bounded_in_number() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::with_limits(dir.path(), usize::MAX, 2);
+        for name in ["a", "b", "c", "d"] {
+            store
+                .write(&task(name), &assessment(name), None)
+                .expect("written");
+        }
+        assert_eq!(store.cached().1, 2);
+        let cached: Vec<String> = lock(&store.tasks).keys().map(|t| t.to_string()).collect();
+        assert!(cached.contains(&"c".to_string()) && cached.contains(&"d".to_string()));
+        assert_eq!(store.records(&task("a")).expect("read again").len(), 1);
+        let cached: Vec<String> = lock(&store.tasks).keys().map(|t| t.to_string()).collect();
+        assert!(cached.contains(&"a".to_string()) && cached.contains(&"d".to_string()));
+        assert_eq!(store.cached().1, 2);
     }
 }
