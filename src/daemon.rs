@@ -20,6 +20,7 @@ pub mod http;
 pub mod jobs;
 pub mod journal;
 pub mod listen;
+pub mod memory;
 pub mod mesh;
 pub mod probe;
 mod runner;
@@ -471,21 +472,33 @@ async fn scheduler(
     "scheduler"
 }
 
-/// Drop finished jobs past the retention, from memory and from the journal.
+/// Drop finished jobs past the retention: from memory at once when a job ends (so the
+/// number kept holds however many jobs a minute runs), and from the journal at the next
+/// round, in one batch, so that removing files never competes with the journal writes of
+/// a burst of jobs. A job dropped from memory but not yet from the journal is dropped
+/// again by the first round after a restart.
 async fn pruner(shared: Arc<Jobs>, retention: Retention, every: Duration) -> &'static str {
     let mut ticks = tokio::time::interval(every);
+    let mut unjournal: Vec<crate::protocol::JobId> = Vec::new();
     loop {
-        tokio::select! {
+        let round = tokio::select! {
             () = shared.drain.cancelled() => break,
-            _ = ticks.tick() => {}
+            _ = ticks.tick() => true,
+            () = shared.ended.notified() => false,
+        };
+        if round {
+            crate::store::Stores::process().release_idle(TASK_IDLE);
+        } else if !shared.table.any_unfinished() {
+            // The last running job ended: what the burst freed goes back to the system.
+            tokio::task::spawn_blocking(memory::release_free_memory);
         }
-        crate::store::Stores::process().release_idle(TASK_IDLE);
-        let dropped = shared.table.prune(retention, SystemTime::now());
-        if dropped.is_empty() {
+        unjournal.extend(shared.table.prune(retention, SystemTime::now()));
+        if !round || unjournal.is_empty() {
             continue;
         }
-        tracing::debug!(count = dropped.len(), "pruning finished jobs");
+        tracing::debug!(count = unjournal.len(), "pruning finished jobs");
         let dir = shared.journal.dir().to_path_buf();
+        let dropped = std::mem::take(&mut unjournal);
         let removed = tokio::task::spawn_blocking(move || {
             let journal = Journal::at(dir);
             dropped

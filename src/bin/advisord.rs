@@ -78,6 +78,8 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
+    // Before any thread: the allocator reads it when a thread first allocates.
+    daemon::memory::limit_arenas();
     let args = Args::parse();
     let socket = absolute(socket_path(args.socket.as_deref()));
     let Some(data_dir) = paths::data_dir(args.data_dir.as_deref()) else {

@@ -62,6 +62,9 @@ pub struct Jobs {
     last_activity: Mutex<Instant>,
     /// What the cockpit follows: job events, records written, advisors' status.
     pub(crate) feed: Arc<crate::daemon::feed::Feed>,
+    /// Woken when a job ends, so the pruner holds the number of finished jobs kept to
+    /// its limit at once rather than at its next round.
+    pub(crate) ended: tokio::sync::Notify,
 }
 
 /// How long a resumed job waits for the mesh to connect before finding its peers.
@@ -93,6 +96,7 @@ impl Jobs {
             mesh,
             last_activity: Mutex::new(Instant::now()),
             feed: Arc::new(crate::daemon::feed::Feed::new(started_ms, feed)),
+            ended: tokio::sync::Notify::new(),
         }
     }
 
@@ -380,6 +384,7 @@ impl Jobs {
             job: job.id.clone(),
             result: Box::new(job.clone()),
         });
+        self.ended.notify_one();
         self.publish_advisors(entry);
         job
     }

@@ -926,6 +926,56 @@ async fn finished_jobs_are_listed_then_pruned_from_memory_and_journal() {
     daemon.stop().await;
 }
 
+/// The number of finished jobs kept in memory holds as soon as a job ends, not at the
+/// pruner's next round: a daemon that runs many jobs in a minute keeps no more than its
+/// limit. (The journal file goes at the next round: see the test above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_jobs_past_the_limit_are_pruned_as_soon_as_a_job_ends() {
+    let scripts = (0..3)
+        .map(|_| Script::answer(&answer("a", "supports")))
+        .collect();
+    let (registry, _fakes) = scripted(vec![("a", scripts)]);
+    let tweak: daemon_helper::Tweak = Box::new(|c| {
+        c.retention.keep_max = 2;
+        c.prune_every = Duration::from_secs(3600);
+    });
+    let yaml = catalogue(&[Advisor::scripted("a")]);
+    let daemon = Daemon::start_in(Place::new(&yaml), registry, tweak).await;
+    let mut finished = Vec::new();
+    for _ in 0..3 {
+        let assessment = daemon.assessment().await;
+        let job = daemon.consult(&assessment, 5.0).await;
+        let id = job["id"].as_str().unwrap().to_string();
+        assert_eq!(daemon.wait(&id).await["state"], "done");
+        finished.push(id);
+    }
+    let first = daemon
+        .place
+        .data()
+        .join("jobs")
+        .join(format!("{}.json", finished[0]));
+    let started = Instant::now();
+    loop {
+        let listed = daemon
+            .call("GET", "/api/v1/consultations?state=done", None)
+            .await
+            .expect(200);
+        let mut kept = ids(listed["jobs"].as_array().unwrap(), "id");
+        kept.sort();
+        if kept == finished[1..] {
+            break;
+        }
+        assert!(
+            started.elapsed() < daemon_helper::BOUND,
+            "still kept: {kept:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The journal forgets it at the pruner's next round, not while jobs are writing.
+    assert!(first.exists(), "the journal keeps it until the next round");
+    daemon.stop().await;
+}
+
 /// The façade over the socket: an async server (this test's runtime) submits, follows from
 /// any point, waits with a bound, and is told each job error with its kind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

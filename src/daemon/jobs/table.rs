@@ -49,54 +49,60 @@ struct Inner {
     finished: Option<SystemTime>,
 }
 
-/// One event as a job keeps it: whole while the job runs; once it has finished, an
-/// event that carried a stored record keeps only the record's id.
+/// One event as a job keeps it: whole while the job runs. Once it has finished, an event
+/// is kept without what the job already holds: an event that carried a stored record
+/// keeps only the record's id, `done` keeps no copy of the job as it ended (the job's own
+/// summary is that copy), and `started` keeps no copy of the job's id. (`finished`, with
+/// its many small fields, is kept whole.)
 #[derive(Debug, Clone)]
 enum Kept {
     Whole(Event),
     Plan {
-        job: JobId,
         at: Timestamp,
         id: String,
     },
+    Started {
+        at: Timestamp,
+        advisor: String,
+    },
     Recorded {
-        job: JobId,
         at: Timestamp,
         advisor: String,
         id: String,
     },
     Disagreement {
-        job: JobId,
         at: Timestamp,
         id: String,
+    },
+    Done {
+        at: Timestamp,
     },
 }
 
 impl Kept {
-    /// `event` without its record, when it carries one.
-    fn parked(event: Event) -> Kept {
+    /// `event` of the finished job `job`, kept without what `job` holds.
+    fn parked(event: Event, job: &Job) -> Kept {
         match event {
-            Event::Plan { job, at, record } => Kept::Plan {
-                job,
+            Event::Plan { at, record, .. } => Kept::Plan {
                 at,
                 id: record.id().to_string(),
             },
+            Event::Started { at, advisor, .. } => Kept::Started { at, advisor },
             Event::Recorded {
-                job,
                 at,
                 advisor,
                 record,
+                ..
             } => Kept::Recorded {
-                job,
                 at,
                 advisor,
                 id: record.id().to_string(),
             },
-            Event::Disagreement { job, at, record } => Kept::Disagreement {
-                job,
+            Event::Disagreement { at, record, .. } => Kept::Disagreement {
                 at,
                 id: record.id().to_string(),
             },
+            Event::Done { at, result, .. } if *result == *job => Kept::Done { at },
             other => Kept::Whole(other),
         }
     }
@@ -104,39 +110,58 @@ impl Kept {
     /// The id of the record it parked, if any.
     fn parked_id(&self) -> Option<&str> {
         match self {
-            Kept::Whole(_) => None,
             Kept::Plan { id, .. } | Kept::Recorded { id, .. } | Kept::Disagreement { id, .. } => {
                 Some(id)
             }
+            _ => None,
         }
     }
 
-    /// The event again, its record taken from `records` (by id); `None` when the record
-    /// is no longer stored.
-    fn event(&self, records: &HashMap<String, Record>) -> Option<Event> {
+    /// Whether it ends the stream.
+    fn is_done(&self) -> bool {
+        match self {
+            Kept::Whole(event) => event.is_done(),
+            Kept::Done { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// The event again, of `job`, its record taken from `records` (by id); `None` when
+    /// the record is no longer stored.
+    fn event(&self, job: &Job, records: &HashMap<String, Record>) -> Option<Event> {
         let record = |id: &str| records.get(id).cloned().map(Box::new);
+        let id = || job.id.clone();
         Some(match self {
             Kept::Whole(event) => event.clone(),
-            Kept::Plan { job, at, id } => Event::Plan {
-                job: job.clone(),
+            Kept::Plan { at, id: record_id } => Event::Plan {
+                job: id(),
                 at: *at,
-                record: record(id)?,
+                record: record(record_id)?,
+            },
+            Kept::Started { at, advisor } => Event::Started {
+                job: id(),
+                advisor: advisor.clone(),
+                at: *at,
             },
             Kept::Recorded {
-                job,
                 at,
                 advisor,
-                id,
+                id: record_id,
             } => Event::Recorded {
-                job: job.clone(),
+                job: id(),
                 at: *at,
                 advisor: advisor.clone(),
-                record: record(id)?,
+                record: record(record_id)?,
             },
-            Kept::Disagreement { job, at, id } => Event::Disagreement {
-                job: job.clone(),
+            Kept::Disagreement { at, id: record_id } => Event::Disagreement {
+                job: id(),
                 at: *at,
-                record: record(id)?,
+                record: record(record_id)?,
+            },
+            Kept::Done { at } => Event::Done {
+                job: id(),
+                at: *at,
+                result: Box::new(job.clone()),
             },
         })
     }
@@ -265,13 +290,14 @@ impl JobEntry {
             if done && self.store.get().is_some() {
                 // Its records are stored: keep their ids only (read back on replay).
                 let events = std::mem::take(&mut inner.events);
-                inner.events = events
+                let parked = events
                     .into_iter()
                     .map(|kept| match kept {
-                        Kept::Whole(event) => Kept::parked(event),
+                        Kept::Whole(event) => Kept::parked(event, &inner.job),
                         parked => parked,
                     })
-                    .collect();
+                    .collect::<Vec<_>>();
+                inner.events = parked;
                 inner.events.shrink_to_fit();
             }
             inner.events.len()
@@ -283,11 +309,11 @@ impl JobEntry {
     /// A finished job's records are read back from its store; one no longer stored (a
     /// hand removed it) leaves its event out, and the stream still ends with `done`.
     pub fn events_from(&self, from: usize) -> (Vec<Event>, bool) {
-        let (kept, done): (Vec<Kept>, bool) = {
+        let (kept, done, job): (Vec<Kept>, bool, Job) = {
             let inner = lock(&self.inner);
             let kept = inner.events.get(from..).unwrap_or_default().to_vec();
-            let done = matches!(inner.events.last(), Some(Kept::Whole(e)) if e.is_done());
-            (kept, done)
+            let done = inner.events.last().is_some_and(Kept::is_done);
+            (kept, done, inner.job.clone())
         };
         let wanted: Vec<&str> = kept.iter().filter_map(Kept::parked_id).collect();
         let records = if wanted.is_empty() {
@@ -295,7 +321,10 @@ impl JobEntry {
         } else {
             self.stored(&wanted)
         };
-        let events = kept.iter().filter_map(|k| k.event(&records)).collect();
+        let events = kept
+            .iter()
+            .filter_map(|k| k.event(&job, &records))
+            .collect();
         (events, done)
     }
 
@@ -356,7 +385,7 @@ impl Default for Retention {
     fn default() -> Self {
         Retention {
             keep_for: Duration::from_secs(3600),
-            keep_max: 1000,
+            keep_max: 256,
         }
     }
 }
@@ -396,6 +425,11 @@ impl JobTable {
             *counts.entry(entry.state()).or_default() += 1;
         }
         counts
+    }
+
+    /// Whether any job is queued or running.
+    pub fn any_unfinished(&self) -> bool {
+        self.map().values().any(|e| !e.state().is_finished())
     }
 
     /// Plan ids claimed by jobs other than `except`.
@@ -480,7 +514,7 @@ mod tests {
         );
         let all_old = Retention {
             keep_for: Duration::ZERO,
-            keep_max: 1000,
+            keep_max: 256,
         };
         assert_eq!(t.prune(all_old, now).len(), 2);
         let ids: Vec<String> = t.all().iter().map(|e| e.id().to_string()).collect();
@@ -499,6 +533,20 @@ mod tests {
         assert_eq!(counts[&JobState::Queued], 1);
         assert_eq!(counts[&JobState::Failed], 0);
         assert_eq!(counts.len(), JobState::ALL.len());
+    }
+
+    /// The daemon is quiet (and hands freed memory back) only when no job is queued or
+    /// running.
+    #[test]
+    fn any_unfinished_sees_queued_and_running_jobs_only() {
+        let finished = table(&[
+            ("1", JobState::Done),
+            ("2", JobState::Failed),
+            ("3", JobState::Cancelled),
+        ]);
+        assert!(!finished.any_unfinished());
+        assert!(table(&[("1", JobState::Done), ("2", JobState::Queued)]).any_unfinished());
+        assert!(table(&[("1", JobState::Running)]).any_unfinished());
     }
 
     #[test]
@@ -566,6 +614,22 @@ mod tests {
             advisor: "alpha".into(),
             record: Box::new(record.clone()),
         };
+        let started = Event::Started {
+            job: "1".into(),
+            advisor: "alpha".into(),
+            at,
+        };
+        let finished = Event::Finished {
+            job: "1".into(),
+            at,
+            advisor: "alpha".into(),
+            status: crate::core::records::ConsultationStatus::Failed,
+            failure: Some(crate::core::records::FailureKind::Timeout),
+            diagnostic: Some("no answer".into()),
+            duration_ms: 7,
+        };
+        e.emit(started.clone());
+        e.emit(finished.clone());
         e.emit(recorded(&first));
         e.emit(recorded(&second));
         let done = Event::Done {
@@ -574,30 +638,39 @@ mod tests {
             result: Box::new(e.snapshot()),
         };
         e.emit(done.clone());
-        let parked = lock(&e.inner)
-            .events
-            .iter()
-            .filter(|k| k.parked_id().is_some())
-            .count();
+        let kept = lock(&e.inner).events.clone();
         assert_eq!(
-            parked, 2,
+            kept.iter().filter(|k| k.parked_id().is_some()).count(),
+            2,
             "both records are kept as ids once the job is done"
+        );
+        assert!(
+            kept.iter()
+                .all(|k| matches!(k, Kept::Whole(Event::Finished { .. }))
+                    || !matches!(k, Kept::Whole(_))),
+            "no event keeps a record or a copy of the job: {kept:?}"
         );
         assert_eq!(
             e.events_from(0),
             (
-                vec![recorded(&first), recorded(&second), done.clone()],
+                vec![
+                    started,
+                    finished,
+                    recorded(&first),
+                    recorded(&second),
+                    done.clone()
+                ],
                 true
             )
         );
-        assert_eq!(e.events_from(1).0, vec![recorded(&second), done.clone()]);
+        assert_eq!(e.events_from(3).0, vec![recorded(&second), done.clone()]);
         // The second record's file removed behind the daemon's back (a fresh store, as
         // after a restart of the cache): its event is left out.
         let fresh = Arc::new(Store::open(dir.path()));
         let path = fresh.task_dir(&task).join(crate::store::file_name(&second));
         std::fs::remove_file(path).expect("removed");
         let e2 = JobEntry::new(
-            Job::sample("2", JobState::Running),
+            Job::sample("1", JobState::Running),
             request(),
             &CancellationToken::new(),
         );
