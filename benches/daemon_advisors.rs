@@ -11,11 +11,10 @@
 
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
+#[path = "support/prefill.rs"]
+mod prefill;
 
-use advisord::core::records::{
-    Body, Consultation, ConsultationStatus, Envelope, FailureKind, Record, Stance, SCHEMA_VERSION,
-};
-use advisord::store::file_name;
+use advisord::core::records::{Body, Consultation, ConsultationStatus, FailureKind, Stance};
 use daemon_helper::{call_json, catalogue, Advisor, Binary, Place};
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -33,53 +32,37 @@ const ADVISORS: [&str; 4] = ["one", "two", "three", "four"];
 /// `count` consultations per task in `tasks` tasks, written straight to files.
 fn prefill(state: &Path, tasks: usize, count: usize) {
     for t in 0..tasks {
-        let task = format!("task-{t}");
-        let dir = state.join(&task);
-        std::fs::create_dir_all(&dir).expect("the task directory");
-        for i in 0..count {
+        prefill::records(state, &format!("task-{t}"), count, |i| {
             let failed = i % 7 == 3;
-            let record = Record {
-                envelope: Envelope {
-                    id: ulid::Ulid::new().to_string(),
-                    task: task.clone(),
-                    sequence: i as u64 + 1,
-                    created_at: "2026-03-01T12:00:00.000Z".into(),
-                    schema: SCHEMA_VERSION,
-                    redacted: vec![],
-                    prev: None,
+            Body::Consultation(Consultation {
+                plan: "01JPLAN".into(),
+                advisor: ADVISORS[i % ADVISORS.len()].into(),
+                status: if failed {
+                    ConsultationStatus::Failed
+                } else {
+                    ConsultationStatus::Completed
                 },
-                body: Body::Consultation(Consultation {
-                    plan: "01JPLAN".into(),
-                    advisor: ADVISORS[i % ADVISORS.len()].into(),
-                    status: if failed {
-                        ConsultationStatus::Failed
-                    } else {
-                        ConsultationStatus::Completed
-                    },
-                    failure: failed.then_some(FailureKind::Timeout),
-                    diagnostic: failed.then(|| "no answer within the deadline".into()),
-                    conclusion: (!failed).then(|| "the simple option holds for now".into()),
-                    stance: (!failed).then_some(Stance::Supports),
-                    assumptions: vec!["the load stays small".into()],
-                    risks: vec!["it may not scale".into()],
-                    actions: vec![],
-                    falsifiers: vec!["measure it".into()],
-                    confidence: Some(0.7),
-                    duration_ms: Some(1200),
-                    usage: None,
-                    retry_after_s: None,
-                    source: None,
-                    finished_at: format!(
-                        "2026-03-01T{:02}:{:02}:{:02}.000Z",
-                        i / 3600 % 24,
-                        i / 60 % 60,
-                        i % 60
-                    ),
-                }),
-            };
-            let text = serde_json::to_vec_pretty(&record).expect("serialises");
-            std::fs::write(dir.join(file_name(&record)), text).expect("a record file");
-        }
+                failure: failed.then_some(FailureKind::Timeout),
+                diagnostic: failed.then(|| "no answer within the deadline".into()),
+                conclusion: (!failed).then(|| "the simple option holds for now".into()),
+                stance: (!failed).then_some(Stance::Supports),
+                assumptions: vec!["the load stays small".into()],
+                risks: vec!["it may not scale".into()],
+                actions: vec![],
+                falsifiers: vec!["measure it".into()],
+                confidence: Some(0.7),
+                duration_ms: Some(1200),
+                usage: None,
+                retry_after_s: None,
+                source: None,
+                finished_at: format!(
+                    "2026-03-01T{:02}:{:02}:{:02}.000Z",
+                    i / 3600 % 24,
+                    i / 60 % 60,
+                    i % 60
+                ),
+            })
+        });
     }
 }
 

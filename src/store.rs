@@ -225,20 +225,25 @@ struct Spent {
     record: Box<Record>,
 }
 
+impl Spent {
+    /// `record` as budgets keep it, when it is a consultation that spent at `since` or
+    /// later.
+    fn of(record: &Record, since: time::OffsetDateTime) -> Option<Spent> {
+        let at = crate::core::cost::spent_at(record)?;
+        (at >= since).then(|| Spent {
+            at,
+            record: Box::new(spend_only(record)),
+        })
+    }
+}
+
 impl CircuitIndex {
     fn feed(&mut self, record: &Record, since: time::OffsetDateTime) {
         self.tail.feed(record);
         if self.spending == Spending::Off {
             return;
         }
-        if let Some(at) = crate::core::cost::spent_at(record) {
-            if at >= since {
-                self.recent.push(Spent {
-                    at,
-                    record: Box::new(spend_only(record)),
-                });
-            }
-        }
+        self.recent.extend(Spent::of(record, since));
     }
 }
 
@@ -903,26 +908,16 @@ impl Store {
         };
         if fed_before {
             let since = time::OffsetDateTime::now_utc() - RECENT_SPEND;
-            let mut earlier = Vec::new();
-            let read = self.tasks().and_then(|tasks| {
-                tasks.iter().try_for_each(|task| {
-                    self.with_records(task, |records| {
-                        earlier.extend(records.iter().filter_map(|record| {
-                            let at = crate::core::cost::spent_at(record)?;
-                            (at >= since).then(|| Spent {
-                                at,
-                                record: Box::new(spend_only(record)),
-                            })
-                        }));
-                    })
-                })
-            });
+            let read = self.consultations_all_tasks();
             let mut circuit = lock(&self.circuit);
-            if let Err(e) = read {
-                circuit.spending = Spending::Off;
-                circuit.recent = Vec::new();
-                return Err(e);
-            }
+            let earlier = match read {
+                Ok(earlier) => earlier,
+                Err(e) => {
+                    circuit.spending = Spending::Off;
+                    circuit.recent = Vec::new();
+                    return Err(e);
+                }
+            };
             // Records fed while gathering are kept already, and read back too: once each.
             let kept: std::collections::HashSet<String> = circuit
                 .recent
@@ -931,8 +926,9 @@ impl Store {
                 .collect();
             circuit.recent.extend(
                 earlier
-                    .into_iter()
-                    .filter(|s| !kept.contains(s.record.id())),
+                    .iter()
+                    .filter(|r| !kept.contains(r.id()))
+                    .filter_map(|r| Spent::of(r, since)),
             );
         }
         lock(&self.circuit).spending = Spending::Kept;
@@ -1890,12 +1886,11 @@ mod tests {
                 .write(&task(name), &assessment(name), None)
                 .expect("written");
         }
+        let cached = |name: &str| lock(&store.tasks).contains_key(&task(name));
         assert_eq!(store.cached().1, 2);
-        let cached: Vec<String> = lock(&store.tasks).keys().map(|t| t.to_string()).collect();
-        assert!(cached.contains(&"c".to_string()) && cached.contains(&"d".to_string()));
+        assert!(cached("c") && cached("d"));
         assert_eq!(store.records(&task("a")).expect("read again").len(), 1);
-        let cached: Vec<String> = lock(&store.tasks).keys().map(|t| t.to_string()).collect();
-        assert!(cached.contains(&"a".to_string()) && cached.contains(&"d".to_string()));
+        assert!(cached("a") && cached("d"));
         assert_eq!(store.cached().1, 2);
     }
 }

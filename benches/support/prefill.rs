@@ -2,6 +2,9 @@
 //! chained as the writer chains them: a bench that needs a task of ten thousand records is
 //! about using it, not about how it grew (`benches/writer.rs` measures the writes).
 
+// Each bench includes this file as a module of its own and uses a part of it.
+#![allow(dead_code)]
+
 use advisord::core::chain;
 use advisord::core::records::{
     Assessment, Body, Confidence, Envelope, Materiality, Record, SCHEMA_VERSION,
@@ -9,8 +12,8 @@ use advisord::core::records::{
 use advisord::store::file_name;
 use std::path::Path;
 
-/// Fill `task` under `state` with `count` stored assessments.
-pub fn assessments(state: &Path, task: &str, count: usize) {
+/// Fill `task` under `state` with `count` stored records, the `i`-th holding `body(i)`.
+pub fn records(state: &Path, task: &str, count: usize, body: impl Fn(usize) -> Body) {
     let dir = state.join(task);
     std::fs::create_dir_all(&dir).expect("the task directory");
     let mut prev = chain::GENESIS.to_string();
@@ -25,22 +28,29 @@ pub fn assessments(state: &Path, task: &str, count: usize) {
                 redacted: vec![],
                 prev: Some(prev.clone()),
             },
-            body: Body::Assessment(Assessment {
-                subject: format!("stored decision {i}"),
-                materiality: Materiality::Low,
-                confidence: Confidence::Medium,
-                hypothesis: "the simple option holds".into(),
-                facts: vec!["one fact".into()],
-                assumptions: vec![],
-                questions: vec![],
-                evidence: vec![],
-                capabilities: vec![],
-                new_evidence: false,
-            }),
+            body: body(i),
         };
         let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
         bytes.push(b'\n');
         prev = chain::digest(&bytes);
         std::fs::write(dir.join(file_name(&record)), bytes).expect("a record file");
     }
+}
+
+/// Fill `task` under `state` with `count` stored assessments.
+pub fn assessments(state: &Path, task: &str, count: usize) {
+    records(state, task, count, |i| {
+        Body::Assessment(Assessment {
+            subject: format!("stored decision {i}"),
+            materiality: Materiality::Low,
+            confidence: Confidence::Medium,
+            hypothesis: "the simple option holds".into(),
+            facts: vec!["one fact".into()],
+            assumptions: vec![],
+            questions: vec![],
+            evidence: vec![],
+            capabilities: vec![],
+            new_evidence: false,
+        })
+    });
 }

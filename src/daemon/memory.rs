@@ -12,36 +12,30 @@
 //! more arenas than that only spread what is freed across more partly used pages, which
 //! no trim can give back.
 
-/// Cap the allocator's arenas at two per core. Call it before any thread starts.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// Cap the allocator's arenas at two per core (glibc's only; elsewhere nothing). Call it
+/// before any thread starts.
 #[allow(unsafe_code)]
 pub fn limit_arenas() {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let arenas = i32::try_from(cores.saturating_mul(2)).unwrap_or(i32::MAX);
-    // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
-    // parameters; `M_ARENA_MAX` is read when a thread first needs an arena.
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, arenas);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let arenas = i32::try_from(cores.saturating_mul(2)).unwrap_or(i32::MAX);
+        // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
+        // parameters; `M_ARENA_MAX` is read when a thread first needs an arena.
+        unsafe {
+            nix::libc::mallopt(nix::libc::M_ARENA_MAX, arenas);
+        }
     }
 }
 
-/// Cap the allocator's arenas: a no-op where the allocator is not glibc's.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn limit_arenas() {}
-
-/// Return the allocator's free pages to the kernel (glibc's `malloc_trim`); a no-op
-/// where the allocator is not glibc's.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
+/// Return the allocator's free pages to the kernel (glibc's `malloc_trim`; elsewhere
+/// nothing).
 #[allow(unsafe_code)]
 pub fn release_free_memory() {
     // SAFETY: `malloc_trim` takes no pointer and touches only the allocator's own
     // arenas, each under its own lock: any thread may call it at any time.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         nix::libc::malloc_trim(0);
     }
 }
-
-/// Return the allocator's free pages to the kernel: a no-op where the allocator is not
-/// glibc's.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn release_free_memory() {}

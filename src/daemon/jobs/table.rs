@@ -80,8 +80,11 @@ enum Kept {
 }
 
 impl Kept {
-    /// `event` of the finished job `job`, kept without what `job` holds.
-    fn parked(event: Event, job: &Job) -> Kept {
+    /// This event of the finished job `job`, kept without what `job` holds.
+    fn park(self, job: &Job) -> Kept {
+        let Kept::Whole(event) = self else {
+            return self;
+        };
         match event {
             Event::Plan { at, record, .. } => Kept::Plan {
                 at,
@@ -289,16 +292,12 @@ impl JobEntry {
             inner.events.push(Kept::Whole(event));
             if done && self.store.get().is_some() {
                 // Its records are stored: keep their ids only (read back on replay).
-                let events = std::mem::take(&mut inner.events);
-                let parked = events
+                let Inner { job, events, .. } = &mut *inner;
+                *events = std::mem::take(events)
                     .into_iter()
-                    .map(|kept| match kept {
-                        Kept::Whole(event) => Kept::parked(event, &inner.job),
-                        parked => parked,
-                    })
-                    .collect::<Vec<_>>();
-                inner.events = parked;
-                inner.events.shrink_to_fit();
+                    .map(|kept| kept.park(job))
+                    .collect();
+                events.shrink_to_fit();
             }
             inner.events.len()
         };
@@ -319,7 +318,7 @@ impl JobEntry {
         let records = if wanted.is_empty() {
             HashMap::new()
         } else {
-            self.stored(&wanted)
+            self.stored(&job.task, &wanted)
         };
         let events = kept
             .iter()
@@ -328,11 +327,9 @@ impl JobEntry {
         (events, done)
     }
 
-    /// The records `ids` of this job's task, read from its store (those found).
-    fn stored(&self, ids: &[&str]) -> HashMap<String, Record> {
-        let (Some(store), Ok(task)) =
-            (self.store.get(), TaskName::new(&lock(&self.inner).job.task))
-        else {
+    /// The records `ids` of `task` (this job's), read from its store (those found).
+    fn stored(&self, task: &str, ids: &[&str]) -> HashMap<String, Record> {
+        let (Some(store), Ok(task)) = (self.store.get(), TaskName::new(task)) else {
             return HashMap::new();
         };
         let found = store.with_records(&task, |records| {
