@@ -10,7 +10,7 @@
 use crate::core::availability::{DisableList, EndpointProbe, Presence};
 use crate::core::catalogue::{
     project_budgets, AdvisorEntry, Budgets, Catalogue, CatalogueError, Layer, LayerUsed,
-    SettingsValidator, EMBEDDED_SOURCE,
+    EMBEDDED_SOURCE,
 };
 use crate::core::policy;
 use crate::core::records::{Mode, TaskName};
@@ -21,6 +21,7 @@ use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The variable naming the task when `--task` is not given.
 pub const ENV_TASK: &str = "ADVISORD_TASK";
@@ -257,7 +258,7 @@ pub fn credentials_for(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> BTreeMap<String, String> {
     // Only the variables' names are read here; resolving the context judges the settings.
-    let Ok((catalogue, _, _)) = load_catalogue(ctx, &|_| Ok(())) else {
+    let Ok((catalogue, _, _)) = load_catalogue(ctx, Judge::NamesOnly) else {
         return BTreeMap::new();
     };
     // Each advisor's credential, and the variables its settings ask to pass through
@@ -340,7 +341,7 @@ impl Resolved {
         let task = resolve_task(ctx.task.as_deref(), &root)?;
         refuse_symlinks(&root, &state_dir.join(task.as_str()))?;
         let (mut catalogue, catalogue_source, catalogue_layers) =
-            load_catalogue(ctx, &validate_settings(registry))?;
+            load_catalogue(ctx, Judge::Registry(registry))?;
         for peer in &ctx.mesh_peers {
             if catalogue.get(&peer.id).is_none() {
                 catalogue.advisors.push(peer.clone());
@@ -488,7 +489,7 @@ pub fn git_branch(root: &Path) -> Option<String> {
 /// until then the embedded one is used, and [`untrusted_catalogue`] says why.
 fn load_catalogue(
     ctx: &RequestContext,
-    validate: SettingsValidator,
+    judge: Judge,
 ) -> Result<(Catalogue, String, Vec<LayerUsed>), Error> {
     let files = catalogue_files(ctx)?;
     if files.is_empty() {
@@ -502,12 +503,17 @@ fn load_catalogue(
             vec![embedded],
         ));
     }
-    let layered = layer_files(&files, validate)?;
-    let source = files
+    let layered = layer_files(files, judge)?;
+    let source = layered
+        .files
         .last()
         .map(|(name, _)| name.clone())
         .unwrap_or_default();
-    Ok((layered.catalogue, source, layered.layers))
+    Ok((
+        layered.layered.catalogue.clone(),
+        source,
+        layered.layered.layers.clone(),
+    ))
 }
 
 /// The effective catalogue of `ctx` with the merged YAML it was read from and its layers
@@ -517,20 +523,86 @@ pub fn effective_catalogue(
     registry: &Registry,
 ) -> Result<crate::core::catalogue::Layered, Error> {
     let files = catalogue_files(ctx)?;
-    layer_files(&files, &validate_settings(registry))
+    Ok(layer_files(files, Judge::Registry(registry))?
+        .layered
+        .clone())
 }
 
-/// The embedded catalogue, then `files`, read as layers.
-fn layer_files(
-    files: &[(String, String)],
-    validate: SettingsValidator,
-) -> Result<crate::core::catalogue::Layered, Error> {
+/// A catalogue read from its files: what it was read from and what it read as.
+struct LayeredFiles {
+    /// The files above the embedded catalogue, bottom first: name and text.
+    files: Vec<(String, String)>,
+    /// Who judged the entries' settings ([`Judge::generation`]).
+    generation: u64,
+    layered: crate::core::catalogue::Layered,
+}
+
+/// Who judges the settings of a catalogue's entries.
+#[derive(Clone, Copy)]
+enum Judge<'r> {
+    /// The adapters of a registry, each its own entries'.
+    Registry(&'r Registry),
+    /// Nobody: only the entries' names and variables are wanted (a client naming the
+    /// credentials to send; the daemon judges the catalogue when it resolves the request).
+    NamesOnly,
+}
+
+impl Judge<'_> {
+    /// A number naming how it judges: a registry's generation (never 0), or 0.
+    fn generation(self) -> u64 {
+        match self {
+            Judge::Registry(registry) => registry.generation(),
+            Judge::NamesOnly => 0,
+        }
+    }
+}
+
+/// How many catalogues read lately are kept, each with the files it was read from: one per
+/// set of catalogue files in use (the daemon serves a few repositories and users).
+const LAYERED_REMEMBERED: usize = 8;
+
+/// The catalogues read lately, the most recent last. Every request reads its catalogue
+/// files again, but parsing and merging the same texts again would only give the same
+/// catalogue: a daemon parsed the YAML three times per consultation.
+static LAYERED: std::sync::Mutex<Vec<Arc<LayeredFiles>>> = std::sync::Mutex::new(Vec::new());
+
+/// The embedded catalogue, then `files`, read as layers: the same texts judged by the same
+/// registry give the same catalogue, so one read lately is reused.
+fn layer_files(files: Vec<(String, String)>, judge: Judge) -> Result<Arc<LayeredFiles>, Error> {
+    let generation = judge.generation();
+    let remembered = || {
+        LAYERED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    if let Some(found) = remembered()
+        .iter()
+        .find(|l| l.generation == generation && l.files == files)
+    {
+        return Ok(found.clone());
+    }
     let mut layers = vec![Layer {
         name: EMBEDDED_SOURCE,
         text: crate::core::catalogue::EMBEDDED,
     }];
     layers.extend(files.iter().map(|(name, text)| Layer { name, text }));
-    Ok(crate::core::catalogue::layered(&layers, validate)?)
+    let layered = match judge {
+        Judge::Registry(registry) => {
+            crate::core::catalogue::layered(&layers, &validate_settings(registry))?
+        }
+        Judge::NamesOnly => crate::core::catalogue::layered(&layers, &|_| Ok(()))?,
+    };
+    let read = Arc::new(LayeredFiles {
+        files,
+        generation,
+        layered,
+    });
+    let mut kept = remembered();
+    if kept.len() >= LAYERED_REMEMBERED {
+        kept.remove(0);
+    }
+    kept.push(read.clone());
+    Ok(read)
 }
 
 /// The user's own catalogue: `advisors.yaml` in the config directory
@@ -999,11 +1071,59 @@ mod tests {
     }
 
     #[test]
+    fn a_catalogue_read_lately_is_reused_for_the_same_texts_and_adapters_only() {
+        let entry = |id: &str| {
+            format!(
+                "advisors:\n- {{id: {id}, title: T, transport: http, adapter: x, \
+                 credential: K, capabilities: [independent_reasoning]}}\n"
+            )
+        };
+        let files = |text: &str| vec![("c.yaml".to_string(), text.to_string())];
+        let registry = test_registry();
+        let first =
+            layer_files(files(&entry("memo-a")), Judge::Registry(&registry)).expect("reads");
+        let again =
+            layer_files(files(&entry("memo-a")), Judge::Registry(&registry)).expect("reads");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same texts are not parsed again"
+        );
+        // A clone holds the same adapters, so it judges alike.
+        let clone = registry.clone();
+        let cloned = layer_files(files(&entry("memo-a")), Judge::Registry(&clone)).expect("reads");
+        assert!(Arc::ptr_eq(&first, &cloned));
+        // One byte more is another catalogue.
+        let edited =
+            layer_files(files(&entry("memo-b")), Judge::Registry(&registry)).expect("reads");
+        assert!(!Arc::ptr_eq(&first, &edited));
+        assert!(edited.layered.catalogue.get("memo-b").is_some());
+        assert!(edited.layered.catalogue.get("memo-a").is_none());
+        // Adapters that refuse the entry are asked, not answered from what others accepted.
+        let without_x = Registry::builtin();
+        let refused = layer_files(files(&entry("memo-a")), Judge::Registry(&without_x))
+            .err()
+            .expect("`x` is unknown to the builtin adapters");
+        assert!(
+            refused.to_string().contains("unknown adapter `x`"),
+            "{refused}"
+        );
+        // So are adapters changed since: an insert makes another registry.
+        let mut changed = registry.clone();
+        changed.insert(
+            "x",
+            std::sync::Arc::new(advisord_fakes::scripted::ScriptedAdapter::new(vec![])),
+        );
+        let rejudged =
+            layer_files(files(&entry("memo-a")), Judge::Registry(&changed)).expect("reads");
+        assert!(!Arc::ptr_eq(&first, &rejudged));
+    }
+
+    #[test]
     fn an_unreadable_catalogue_is_named() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut ctx = context(dir.path());
         ctx.catalogue_path = Some(dir.path().join("missing.yaml"));
-        let err = load_catalogue(&ctx, &|_| Ok(())).expect_err("missing file");
+        let err = load_catalogue(&ctx, Judge::NamesOnly).expect_err("missing file");
         let message = err.to_string();
         assert!(message.contains("missing.yaml"), "{message}");
         assert_eq!(err.exit_code(), 2);

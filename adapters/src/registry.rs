@@ -7,12 +7,32 @@
 use crate::contract::{Adapter, AdvisorSpec};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The adapters known by name.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Registry {
     adapters: BTreeMap<String, Arc<dyn Adapter>>,
+    /// Names this registry's adapters as they are now: unique in the process, renewed by
+    /// every [`Registry::insert`], shared by clones (which hold the same adapters).
+    generation: u64,
+}
+
+/// The next [`Registry::generation`].
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry {
+            adapters: BTreeMap::new(),
+            generation: next_generation(),
+        }
+    }
 }
 
 impl Registry {
@@ -39,7 +59,15 @@ impl Registry {
 
     /// Register `adapter` under `name`, replacing (and returning) any adapter there.
     pub fn insert(&mut self, name: &str, adapter: Arc<dyn Adapter>) -> Option<Arc<dyn Adapter>> {
+        self.generation = next_generation();
         self.adapters.insert(name.to_string(), adapter)
+    }
+
+    /// A number naming this registry's adapters as they are: two registries with the same
+    /// generation judge every catalogue entry alike (see [`Registry::validate`]), so what
+    /// was judged against one holds for the other.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The adapter registered under `name`.
@@ -159,6 +187,30 @@ mod tests {
         assert!(
             message.contains("`nope`") && message.contains("`picky`"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn a_generation_names_the_adapters_as_they_are() {
+        let mut registry = Registry::empty();
+        let clone = registry.clone();
+        assert_eq!(
+            registry.generation(),
+            clone.generation(),
+            "a clone judges alike"
+        );
+        assert_ne!(registry.generation(), Registry::empty().generation());
+        let before = registry.generation();
+        registry.insert("picky", Arc::new(Picky));
+        assert_ne!(
+            registry.generation(),
+            before,
+            "an insert changes what is judged"
+        );
+        assert_eq!(
+            clone.generation(),
+            before,
+            "the clone still holds the old adapters"
         );
     }
 

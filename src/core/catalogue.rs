@@ -190,9 +190,15 @@ impl Catalogue {
 
     /// The embedded default catalogue, with adapter settings accepted as they are.
     pub fn embedded() -> Catalogue {
-        // A unit test parses EMBEDDED, so this cannot fail in a released binary.
-        Catalogue::parse(EMBEDDED, EMBEDDED_SOURCE, &accept_any_settings)
-            .unwrap_or_else(|e| panic!("the embedded catalogue must be valid: {e}"))
+        // Parsed once per process: the text is compiled in, so every parse gives the same.
+        static PARSED: std::sync::OnceLock<Catalogue> = std::sync::OnceLock::new();
+        PARSED
+            .get_or_init(|| {
+                // A unit test parses EMBEDDED, so this cannot fail in a released binary.
+                Catalogue::parse(EMBEDDED, EMBEDDED_SOURCE, &accept_any_settings)
+                    .unwrap_or_else(|e| panic!("the embedded catalogue must be valid: {e}"))
+            })
+            .clone()
     }
 
     /// The one currency the catalogue's prices are in, if any advisor is priced.
