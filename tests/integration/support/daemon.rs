@@ -121,7 +121,12 @@ pub struct Place {
 impl Place {
     /// A fresh place whose catalogue is `catalogue_yaml`.
     pub fn new(catalogue_yaml: &str) -> Place {
-        let dir = tempfile::tempdir().expect("a temporary directory");
+        Place::new_in(&std::env::temp_dir(), catalogue_yaml)
+    }
+
+    /// A fresh place under `parent` (another file system than the temporary directory's).
+    pub fn new_in(parent: &Path, catalogue_yaml: &str) -> Place {
+        let dir = tempfile::tempdir_in(parent).expect("a temporary directory");
         for sub in ["root", "bin", "data"] {
             std::fs::create_dir(dir.path().join(sub)).expect("create a directory");
         }
