@@ -17,9 +17,13 @@
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use advisord_adapters::registry::Registry;
 use advisord_fakes::scripted::{Script, ScriptedAdapter};
 use daemon_helper::{answer, catalogue, Advisor, Daemon, TASK};
+use stats::{median, ms};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -49,15 +53,6 @@ async fn time(args: &[String]) -> Duration {
         String::from_utf8_lossy(&output.stderr)
     );
     took
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// Medians of: the consultation through the client, `--version`, the consultation made

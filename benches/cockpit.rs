@@ -16,12 +16,16 @@ mod daemon_helper;
 #[path = "support/prefill.rs"]
 mod prefill;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use bytes::Bytes;
 use daemon_helper::{call, call_json, Binary, Place};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use nix::sys::signal::Signal;
 use serde_json::json;
+use stats::median;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -77,11 +81,6 @@ fn rss_kib(pid: u32) -> f64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmRSS")
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 fn python() -> PathBuf {

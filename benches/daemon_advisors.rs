@@ -14,10 +14,14 @@ mod daemon_helper;
 #[path = "support/prefill.rs"]
 mod prefill;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use advisord::core::records::{Body, Consultation, ConsultationStatus, FailureKind, Stance};
 use daemon_helper::{call_json, catalogue, Advisor, Binary, Place};
 use nix::sys::signal::Signal;
 use serde_json::json;
+use stats::{median, ms};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -64,15 +68,6 @@ fn prefill(state: &Path, tasks: usize, count: usize) {
             })
         });
     }
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn place() -> Place {

@@ -11,23 +11,18 @@ mod daemon_helper;
 #[path = "support/prefill.rs"]
 mod prefill;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use daemon_helper::{call_json, Binary, Place};
 use nix::sys::signal::Signal;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use stats::{median, ms};
+use std::time::Instant;
 
 const LARGE_TASK: usize = 10_000;
 const WRITES: usize = 200;
 const MAX_RATIO: f64 = 1.5;
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {

@@ -16,10 +16,14 @@
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use advisord_adapters::registry::Registry;
 use advisord_fakes::scripted::{Script, ScriptedAdapter};
 use daemon_helper::{answer, catalogue, Advisor, Daemon, Place, TASK};
 use serde_json::{json, Value};
+use stats::{median, ms};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -133,15 +137,6 @@ impl Server {
         drop(self.input);
         let _ = tokio::time::timeout(BOUND, self.child.wait()).await;
     }
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 async fn start_to_initialize(place: &Place) -> f64 {

@@ -19,6 +19,9 @@ mod daemon;
 #[path = "../tests/integration/support/mesh.rs"]
 mod mesh;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use advisord::daemon::mesh::{Offer, FULL_SWEEP_WINDOW};
 use advisord_adapters::contract::{self, AdvisorSpec, Io};
 use advisord_adapters::mesh::{MeshAdapter, MeshLink};
@@ -27,6 +30,7 @@ use advisord_fakes::nats::NatsServer;
 use advisord_fakes::scripted::{Script, ScriptedAdapter};
 use daemon::{answer, Daemon, Place};
 use mesh::*;
+use stats::median;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,11 +41,6 @@ const DISCOVERY_SWEEP: Duration = Duration::from_secs(1);
 const FANOUT_RUNS: usize = 5;
 const DELAY: Duration = Duration::from_millis(500);
 const FANOUT_BOUND: f64 = 1.1;
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
 
 /// Median milliseconds of `consult` through `adapter` for `spec`.
 async fn timed(adapter: &dyn advisord_adapters::contract::Adapter, spec: &AdvisorSpec) -> f64 {

@@ -24,6 +24,9 @@
 //!
 //! Run: `cargo bench -p advisord --bench status`. Exits 1 when a ratio passes the bound.
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use advisord::core::catalogue::{accept_any_settings, Catalogue};
 use advisord::core::chain;
 use advisord::core::cost::price_status;
@@ -196,12 +199,10 @@ fn report(what: &str, (small, large): &(Times, Times)) -> bool {
 }
 
 fn median(samples: Vec<(Duration, Duration)>) -> Times {
-    let (mut cpu, mut wall): (Vec<Duration>, Vec<Duration>) = samples.into_iter().unzip();
-    cpu.sort();
-    wall.sort();
+    let (cpu, wall): (Vec<Duration>, Vec<Duration>) = samples.into_iter().unzip();
     Times {
-        cpu: cpu[cpu.len() / 2],
-        wall: wall[wall.len() / 2],
+        cpu: stats::median(cpu),
+        wall: stats::median(wall),
     }
 }
 

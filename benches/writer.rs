@@ -11,12 +11,16 @@
 #[path = "support/prefill.rs"]
 mod prefill;
 
+#[path = "support/stats.rs"]
+mod stats;
+
 use advisord::core::chain;
 use advisord::core::records::TaskName;
 use advisord::store::Store;
 use serde_json::json;
+use stats::median;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Records written durably in the throughput run.
 const RECORDS: usize = 2_000;
@@ -71,11 +75,6 @@ fn mix(first: &str, i: usize) -> serde_json::Value {
     } else {
         attempt(first, i)
     }
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }
 
 fn main() {

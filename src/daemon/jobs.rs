@@ -196,20 +196,13 @@ impl Jobs {
             .await?
         };
         context = checked_context;
-        let job = Job {
-            id: JobId::generate(),
-            state: JobState::Queued,
-            root: context.root.display().to_string(),
+        let job = Job::queued(
+            JobId::generate(),
+            context.root.display().to_string(),
             task,
             assessment,
-            plan: None,
-            consultations: Vec::new(),
-            disagreement: None,
-            created_at: Timestamp::now(),
-            finished_at: None,
-            reason: None,
-            timeout_s: Some(timeout.as_secs_f64()),
-        };
+            Some(timeout.as_secs_f64()),
+        );
         let order = JobOrder {
             context,
             question: request.question,

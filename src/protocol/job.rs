@@ -139,23 +139,38 @@ impl Job {
     /// A job with placeholder fields in `state`, for unit tests.
     pub(crate) fn sample(id: &str, state: JobState) -> Job {
         Job {
-            id: JobId::from(id),
             state,
-            root: "/r".into(),
-            task: "t".into(),
-            assessment: "A".into(),
-            plan: None,
-            consultations: vec![],
-            disagreement: None,
             created_at: Timestamp::parse("2026-01-01T00:00:00Z").expect("a time"),
-            finished_at: None,
-            reason: None,
-            timeout_s: None,
+            ..Job::queued(JobId::from(id), "/r".into(), "t".into(), "A".into(), None)
         }
     }
 }
 
 impl Job {
+    /// A job just accepted: queued now, nothing planned or recorded yet.
+    pub fn queued(
+        id: JobId,
+        root: String,
+        task: String,
+        assessment: RecordId,
+        timeout_s: Option<f64>,
+    ) -> Job {
+        Job {
+            id,
+            state: JobState::Queued,
+            root,
+            task,
+            assessment,
+            plan: None,
+            consultations: Vec::new(),
+            disagreement: None,
+            created_at: Timestamp::now(),
+            finished_at: None,
+            reason: None,
+            timeout_s,
+        }
+    }
+
     /// Whether the plan selected someone and no consultation completed: the client then
     /// exits 1, though the job itself is `done`.
     pub fn none_completed(&self) -> bool {
