@@ -73,6 +73,7 @@ impl advisord_adapters::contract::Adapter for Direct {
                 text: self.0.to_string(),
                 usage: None,
                 source: None,
+                vouched: true,
             })
         })
     }

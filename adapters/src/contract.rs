@@ -230,6 +230,10 @@ pub struct Answer {
     /// What produced the answer, when the transport knows better than the catalogue (a
     /// mesh peer names the advisor or model behind it); `None` for most adapters.
     pub source: Option<String>,
+    /// Whether the transport vouches for who produced the answer. `false` when it cannot
+    /// (a mesh peer whose identity is not pinned): the answer is recorded but never counts
+    /// as a review. `true` for every transport that talks to what the catalogue names.
+    pub vouched: bool,
 }
 
 /// How to look up an environment variable of the process asking (not the daemon's).
@@ -317,6 +321,9 @@ pub struct Outcome {
     pub duration_ms: u64,
     /// What produced a completed answer, when the adapter reported it ([`Answer::source`]).
     pub source: Option<String>,
+    /// Whether the transport vouched for who produced it ([`Answer::vouched`]); `true`
+    /// for failures, which count as no review anyway.
+    pub vouched: bool,
 }
 
 /// Consult `advisor` through `adapter` under `io`'s deadline and cancellation, and
@@ -338,6 +345,7 @@ pub async fn consult(
         usage,
         duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
         source: None,
+        vouched: true,
     };
     if io.cancel.is_cancelled() {
         return finish(
@@ -393,6 +401,7 @@ pub async fn consult(
             let source = answer.source.filter(|_| result.is_ok());
             Outcome {
                 source,
+                vouched: answer.vouched,
                 ..finish(result, usage)
             }
         }
@@ -499,6 +508,7 @@ mod tests {
                     text: "{\"conclusion\": \"fine\"}".into(),
                     usage: None,
                     source: None,
+                    vouched: true,
                 })
             })
         }
@@ -545,6 +555,7 @@ mod tests {
                         text: " \n ".into(),
                         usage: Some(SPENT),
                         source: None,
+                        vouched: true,
                     })
                 }
             })

@@ -532,6 +532,7 @@ pub fn answer(
             text,
             usage,
             source: None,
+            vouched: true,
         })
     }
 }

@@ -326,6 +326,7 @@ fn answer_of(outcome: ReplyOutcome) -> Result<Answer, Failure> {
                 text,
                 usage,
                 source: (!source.is_empty()).then(|| source.chars().take(200).collect()),
+                vouched: true,
             })
         }
         ReplyOutcome::Failed {

@@ -137,6 +137,7 @@ mod tests {
                     text: "unused".into(),
                     usage: None,
                     source: None,
+                    vouched: true,
                 })
             })
         }

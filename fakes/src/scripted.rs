@@ -251,6 +251,7 @@ impl Adapter for ScriptedAdapter {
                         text,
                         usage,
                         source: None,
+                        vouched: true,
                     })
                 }
                 Script::Fail { failure, delay } => {

@@ -306,6 +306,7 @@ mod tests {
             }),
             duration_ms: 12,
             source: None,
+            vouched: true,
         };
         let v = consultation_input("P", "a1", Some("v/m"), &answered);
         assert_eq!(v["status"], "completed");
@@ -324,6 +325,7 @@ mod tests {
             usage: None,
             duration_ms: 3,
             source: None,
+            vouched: true,
         };
         let v = consultation_input("P", "a1", Some("v/m"), &failed);
         assert_eq!(v["status"], "failed");
@@ -340,6 +342,7 @@ mod tests {
             usage: None,
             duration_ms: 3,
             source: None,
+            vouched: true,
         };
         assert!(consultation_input("P", "a1", Some("v/m"), &silent)
             .get("diagnostic")
@@ -354,6 +357,7 @@ mod tests {
             usage: Some(spent),
             duration_ms: 3,
             source: None,
+            vouched: true,
         };
         let v = consultation_input("P", "a1", None, &empty);
         assert_eq!(v["failure"], "empty");

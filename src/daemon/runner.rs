@@ -422,6 +422,7 @@ async fn consult_and_record(
                         usage: None,
                         duration_ms: 0,
                         source: None,
+                        vouched: true,
                     })
                 }
                 (None, _, _) => Exchange::Ran(unreachable_outcome(format!(
@@ -535,6 +536,7 @@ impl Turn {
                     usage: None,
                     duration_ms: millis(waited.elapsed()),
                     source: None,
+                    vouched: true,
                 });
             }
             permit = slots.acquire_owned() => match permit {
@@ -618,6 +620,7 @@ fn unreachable_outcome(diagnostic: String) -> Outcome {
         usage: None,
         duration_ms: 0,
         source: None,
+        vouched: true,
     }
 }
 

@@ -322,6 +322,7 @@ impl Adapter for Gauge {
                 text: answer("gauge", "supports"),
                 usage: None,
                 source: None,
+                vouched: true,
             })
         })
     }

@@ -163,6 +163,7 @@ fn answer(stdout: &str, stderr: &str, settings: &ProcessSettings) -> Result<Answ
             text: strip_ansi(stdout),
             usage: None,
             source: None,
+            vouched: true,
         }),
         Output::JsonLines(spec) => json_lines_answer(stdout, stderr, spec, settings),
         Output::Json(spec) => json_answer(stdout, stderr, spec, settings),
@@ -181,6 +182,7 @@ fn json_answer(
             text: String::new(),
             usage: None,
             source: None,
+            vouched: true,
         });
     }
     let Some(document) = document(stdout, spec) else {
@@ -222,6 +224,7 @@ fn json_lines_answer(
             text: String::new(),
             usage: None,
             source: None,
+            vouched: true,
         });
     }
     let Some(line) = answer_line(stdout, spec) else {
@@ -300,6 +303,7 @@ fn read_answer_value(
         text,
         usage,
         source: None,
+        vouched: true,
     })
 }
 
