@@ -447,27 +447,6 @@ pub struct ConsultOptions {
     pub preview_prompt: bool,
 }
 
-impl ConsultArgs {
-    /// The consultation to queue, as `--assessment ID` would give it.
-    pub fn into_request(self) -> super::jobs::ConsultVerb {
-        self.options.request(self.id.into())
-    }
-}
-
-impl ConsultOptions {
-    /// The consultation to queue for `assessment`.
-    pub fn request(self, assessment: crate::protocol::RecordId) -> super::jobs::ConsultVerb {
-        super::jobs::ConsultVerb {
-            assessment,
-            question: self.question,
-            timeout: self.timeout,
-            prior_opinion: self.prior_opinion,
-            detach: self.detach,
-            preview_prompt: self.preview_prompt,
-        }
-    }
-}
-
 /// `ask`: the assessment's fields, then the consultation's.
 #[derive(Debug, Args)]
 pub struct AskArgs {

@@ -92,6 +92,28 @@ pub struct ConsultVerb {
     pub preview_prompt: bool,
 }
 
+// The flags become the verb here, so that the flags (`args.rs`) know nothing of the verbs.
+impl super::args::ConsultArgs {
+    /// The consultation to queue, as `--assessment ID` would give it.
+    pub fn into_request(self) -> ConsultVerb {
+        self.options.request(self.id.into())
+    }
+}
+
+impl super::args::ConsultOptions {
+    /// The consultation to queue for `assessment`.
+    pub fn request(self, assessment: crate::protocol::RecordId) -> ConsultVerb {
+        ConsultVerb {
+            assessment,
+            question: self.question,
+            timeout: self.timeout,
+            prior_opinion: self.prior_opinion,
+            detach: self.detach,
+            preview_prompt: self.preview_prompt,
+        }
+    }
+}
+
 /// The exit status of an interrupted verb.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
