@@ -1,19 +1,9 @@
 //! "Did you mean": the accepted word nearest to a likely typo.
 
-/// The number of single-character edits that turn `a` into `b` (Levenshtein).
+/// The number of single-character edits that turn `a` into `b` (Levenshtein, by
+/// `strsim`).
 pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
+    strsim::levenshtein(a, b)
 }
 
 /// The accepted word nearest to `word`, when it is near enough to be a likely typo.
