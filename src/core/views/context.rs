@@ -6,6 +6,7 @@
 use super::advisors::AdvisorsView;
 use super::status::{State, StatusView};
 use crate::core::records::{Materiality, Mode, Status};
+use crate::core::track::TrackRecord;
 use serde::{Deserialize, Serialize};
 
 /// The most items of each list a context carries.
@@ -26,6 +27,21 @@ pub struct ContextView {
     pub open: Section<OpenAssessment>,
     /// Advisors the circuit or a budget leaves out for now.
     pub cooling: Section<CoolingAdvisor>,
+    /// Each advisor with a track record (see `core::track`), those of the catalogue first
+    /// and then those no longer in it: information for the reader, which changes no plan.
+    #[serde(default)]
+    pub track: Section<TrackLine>,
+}
+
+/// One advisor's track record, as a context carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrackLine {
+    /// Its id.
+    pub advisor: String,
+    /// Whether it is in the catalogue now.
+    pub in_catalogue: bool,
+    /// What the experiments that settled its disagreements found.
+    pub track_record: TrackRecord,
 }
 
 /// A list cut to [`MAX_ITEMS`], and how many were left out.
@@ -35,6 +51,15 @@ pub struct Section<T> {
     pub items: Vec<T>,
     /// How many more there are.
     pub more: usize,
+}
+
+impl<T> Default for Section<T> {
+    fn default() -> Section<T> {
+        Section {
+            items: Vec::new(),
+            more: 0,
+        }
+    }
 }
 
 impl<T> Section<T> {
@@ -155,6 +180,23 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
             reason: a.reason.clone(),
         })
         .collect();
+    let in_catalogue = advisors
+        .advisors
+        .iter()
+        .map(|a| (a.id.as_str(), true, &a.track_record));
+    let former = advisors
+        .former
+        .iter()
+        .map(|f| (f.id.as_str(), false, &f.track_record));
+    let track = in_catalogue
+        .chain(former)
+        .filter(|(_, _, t)| !t.is_empty())
+        .map(|(advisor, in_catalogue, t)| TrackLine {
+            advisor: advisor.to_string(),
+            in_catalogue,
+            track_record: t.clone(),
+        })
+        .collect();
     ContextView {
         task: status.task.clone(),
         mode: advisors.mode,
@@ -162,5 +204,6 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
         disputed: Section::cut(disputed),
         open: Section::cut(open),
         cooling: Section::cut(cooling),
+        track: Section::cut(track),
     }
 }
