@@ -347,37 +347,30 @@ mod tests {
         for (k, v) in fields.as_object().unwrap() {
             value[k] = v.clone();
         }
+        if kind == "consultation" {
+            value["finished_at"] = value["created_at"].clone();
+        }
         serde_json::from_value(value).expect("a record")
     }
 
-    /// An assessment, a plan, a completed consultation of each advisor, a disagreement
+    /// An assessment, a completed consultation of each advisor (of a plan left out), a disagreement
     /// of the executor and each consultation, and a resolution favouring `favours`.
     fn task(advisors: &[&str], favours: &str) -> Vec<Record> {
-        let mut records = vec![
-            record(
-                1,
-                "A",
-                "assessment",
-                json!({"subject": "Retry uploads", "materiality": "low", "hypothesis": "h"}),
-            ),
-            record(
-                2,
-                "P",
-                "plan",
-                json!({"assessment": "A", "mode": "standard", "budget": 2,
-                       "selected": [], "left_out": [], "availability": []}),
-            ),
-        ];
+        let mut records = vec![record(
+            1,
+            "A",
+            "assessment",
+            json!({"subject": "Retry uploads", "materiality": "low", "hypothesis": "h"}),
+        )];
         let mut positions = vec![json!({"source": "executor", "position": "mine"})];
         for (i, advisor) in advisors.iter().enumerate() {
             let id = format!("C{i}");
             records.push(record(
-                3 + i as u64,
+                2 + i as u64,
                 &id,
                 "consultation",
                 json!({"plan": "P", "advisor": advisor, "status": "completed",
-                       "conclusion": "c", "stance": "opposes",
-                       "finished_at": "2026-03-02T10:00:00Z"}),
+                       "conclusion": "c", "stance": "opposes"}),
             ));
             positions.push(json!({"source": id, "position": advisor}));
         }

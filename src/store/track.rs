@@ -31,6 +31,9 @@ struct TaskTrack {
     chained: bool,
     /// Whether `broken_at` comes from a walk of the chain (continued by links since).
     judged: bool,
+    /// Records past `fed` were read before the ones between (two threads feeding at
+    /// once): the task is read through the cache before the next tally.
+    behind: bool,
 }
 
 impl TaskTrack {
@@ -60,10 +63,15 @@ impl TrackIndex {
     /// Feed the index `records`, every record of `task` in sequence order as the store's
     /// cache holds them, with the chain's hash of each (`digests`). When the record fed
     /// last is no longer what the cache holds under its sequence, the task is taken again
-    /// from its first record. Returns whether the task has resolutions, whose trust the
+    /// from its first record; when the index was fed past them already (by another
+    /// thread), nothing is taken. Returns whether the task has resolutions, whose trust the
     /// caller then gives with [`TrackIndex::judged`].
     pub(super) fn feed(&mut self, task: &TaskName, records: &[Record], digests: &[String]) -> bool {
         let kept = self.tasks.entry(task.clone()).or_default();
+        if kept.fed > records.last().map_or(0, |r| r.envelope.sequence) {
+            // Another thread fed records read past these: this caller is behind.
+            return !kept.ledger.settled().is_empty();
+        }
         if kept.fed > 0 {
             let at = records.partition_point(|r| r.envelope.sequence < kept.fed);
             let same = records
@@ -75,6 +83,7 @@ impl TrackIndex {
                 self.tally = None;
             }
         }
+        kept.behind = false;
         let from = records.partition_point(|r| r.envelope.sequence <= kept.fed);
         for (record, digest) in records[from..].iter().zip(&digests[from..]) {
             kept.take(record, digest);
@@ -109,12 +118,19 @@ impl TrackIndex {
             if sequence <= kept.fed {
                 continue;
             }
+            if sequence != kept.fed + 1 {
+                // The records between are being fed by another thread: leave the task to
+                // a read through the cache.
+                kept.behind = true;
+                self.tally = None;
+                return;
+            }
             let expected = if kept.fed == 0 {
                 GENESIS
             } else {
                 kept.head.as_str()
             };
-            let break_at = if sequence != kept.fed + 1 || record.envelope.task != task.as_str() {
+            let break_at = if record.envelope.task != task.as_str() {
                 Some(sequence)
             } else {
                 match record.envelope.prev.as_deref() {
@@ -137,12 +153,12 @@ impl TrackIndex {
     }
 
     /// The tasks with resolutions whose chain no walk has judged yet (records another
-    /// process wrote, read past the last one fed): the store reads them through its cache,
-    /// which walks them, before it tallies.
+    /// process wrote, read past the last one fed), and those fed out of order: the store
+    /// reads them through its cache, which walks them, before it tallies.
     pub(super) fn unjudged(&self) -> Vec<TaskName> {
         self.tasks
             .iter()
-            .filter(|(_, t)| !t.judged && !t.ledger.settled().is_empty())
+            .filter(|(_, t)| t.behind || (!t.judged && !t.ledger.settled().is_empty()))
             .map(|(task, _)| task.clone())
             .collect()
     }
@@ -155,5 +171,206 @@ impl TrackIndex {
             ));
         }
         self.tally.clone().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{file_name, Store};
+    use crate::core::chain::{digest, GENESIS};
+    use crate::core::records::{Record, TaskName, SCHEMA_VERSION};
+    use crate::core::track::{self, TrackRecord};
+    use serde_json::{json, Value};
+    use std::collections::BTreeMap;
+    use std::fs;
+    use std::path::Path;
+
+    /// The record files of task `t`, highest last.
+    fn files(state: &Path, t: &str) -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = fs::read_dir(state.join(t))
+            .map(|d| d.map(|e| e.expect("entry").path()).collect())
+            .unwrap_or_default();
+        files.retain(|p| p.extension().is_some_and(|e| e == "json"));
+        files.sort();
+        files
+    }
+
+    /// Append a record of `kind` to task `t` as another process's writer would: chained
+    /// to the file before it, stored as pretty JSON and a newline. Its id.
+    fn put(state: &Path, t: &str, kind: &str, fields: Value) -> String {
+        let before = files(state, t);
+        let sequence = before.len() as u64 + 1;
+        let prev = before.last().map_or(GENESIS.to_string(), |last| {
+            digest(&fs::read(last).expect("read"))
+        });
+        let id = format!("{t}-{sequence:03}");
+        let at = format!("2026-03-02T{:02}:{:02}:00Z", sequence / 60, sequence % 60);
+        let mut value = json!({
+            "id": id, "task": t, "sequence": sequence, "created_at": at,
+            "schema": SCHEMA_VERSION, "redacted": [], "prev": prev, "kind": kind,
+        });
+        for (k, v) in fields.as_object().expect("fields") {
+            value[k] = v.clone();
+        }
+        if kind == "consultation" {
+            value["finished_at"] = value["created_at"].clone();
+        }
+        let record: Record = serde_json::from_value(value).expect("a record");
+        let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
+        bytes.push(b'\n');
+        fs::create_dir_all(state.join(t)).expect("task dir");
+        fs::write(state.join(t).join(file_name(&record)), bytes).expect("written");
+        id
+    }
+
+    /// An assessment, a completed opposing consultation of each of `advisors`, their
+    /// disagreement with the executor, and a resolution favouring what `favours` picks
+    /// among the consultation ids (or `executor`, `neither`).
+    fn dispute(state: &Path, t: &str, advisors: &[&str], favours: impl Fn(&[String]) -> String) {
+        let assessment = put(
+            state,
+            t,
+            "assessment",
+            json!({"subject": format!("subject of {t}"), "materiality": "low", "hypothesis": "h"}),
+        );
+        let consultations: Vec<String> = advisors
+            .iter()
+            .map(|advisor| {
+                put(
+                    state,
+                    t,
+                    "consultation",
+                    json!({"plan": "P", "advisor": advisor, "status": "completed",
+                           "conclusion": "no", "stance": "opposes"}),
+                )
+            })
+            .collect();
+        let mut positions = vec![json!({"source": "executor", "position": "mine"})];
+        positions.extend(
+            consultations
+                .iter()
+                .map(|c| json!({"source": c, "position": "theirs"})),
+        );
+        let disagreement = put(
+            state,
+            t,
+            "disagreement",
+            json!({"assessment": assessment, "positions": positions,
+                   "discriminating_question": "q"}),
+        );
+        put(
+            state,
+            t,
+            "resolution",
+            json!({"disagreement": disagreement, "experiment": "e", "observed": "o",
+                   "favours": favours(&consultations),
+                   "evidence": [{"kind": "test", "ref": "t"}]}),
+        );
+    }
+
+    /// Every advisor's track record derived afresh: a new store reading every task.
+    fn fresh(state: &Path) -> BTreeMap<String, TrackRecord> {
+        let store = Store::open(state);
+        let mut settled = Vec::new();
+        for t in store.tasks().expect("tasks") {
+            store
+                .with_trusted_records(&t, |records, trust| {
+                    settled.extend(track::settled_in(records, trust));
+                })
+                .expect("read");
+        }
+        track::tally(&settled)
+    }
+
+    /// What a long-lived store answers: caught up as `advisors` catches it up.
+    fn warm(store: &Store) -> BTreeMap<String, TrackRecord> {
+        store.circuit_history().expect("caught up");
+        store.track_records().expect("tallied")
+    }
+
+    fn counts(track: &BTreeMap<String, TrackRecord>, advisor: &str) -> (u32, u32, u32) {
+        track
+            .get(advisor)
+            .map_or((0, 0, 0), |t| (t.resolutions, t.favoured, t.disfavoured))
+    }
+
+    /// The index agrees with a fresh derivation as tasks are written into by this store
+    /// and by other processes, whether or not the store still caches the tasks; a
+    /// resolution whose link breaks counts for nothing.
+    #[test]
+    fn the_index_agrees_with_a_fresh_derivation() {
+        for budget in [usize::MAX, 0] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let state = dir.path();
+            dispute(state, "a", &["one", "two"], |c| c[0].clone());
+            dispute(state, "b", &["two"], |_| "neither".into());
+            let store = Store::with_budget(state, budget);
+            assert_eq!(warm(&store), fresh(state));
+            assert_eq!(counts(&warm(&store), "one"), (1, 1, 0));
+            assert_eq!(counts(&warm(&store), "two"), (2, 0, 1));
+
+            // Another process writes: a new task, and a second dispute in `a`.
+            dispute(state, "c", &["one"], |_| "executor".into());
+            dispute(state, "a", &["two"], |c| c[0].clone());
+            assert_eq!(warm(&store), fresh(state), "budget {budget}");
+            assert_eq!(counts(&warm(&store), "two"), (3, 1, 1));
+
+            // This store writes into a task with resolutions.
+            let a = TaskName::new("a").expect("task");
+            store
+                .write(
+                    &a,
+                    &json!({"kind": "assessment", "subject": "s", "materiality": "low",
+                            "hypothesis": "h"}),
+                    None,
+                )
+                .expect("written");
+            assert_eq!(warm(&store), fresh(state));
+
+            // A record whose link names another hash: the resolution before it is suspect.
+            dispute(state, "d", &["one"], |c| c[0].clone());
+            assert_eq!(counts(&warm(&store), "one"), (3, 2, 1));
+            let next = put(
+                state,
+                "d",
+                "assessment",
+                json!({"subject": "s", "materiality": "low", "hypothesis": "h"}),
+            );
+            let last = files(state, "d").pop().expect("a file");
+            let text = fs::read_to_string(&last).expect("read");
+            let prev = serde_json::from_str::<Value>(&text).expect("json")["prev"]
+                .as_str()
+                .expect("prev")
+                .to_string();
+            fs::write(&last, text.replace(&prev, &digest(b"elsewhere"))).expect("rewritten");
+            assert!(!next.is_empty());
+            let judged = warm(&store);
+            assert_eq!(judged, fresh(state), "budget {budget}");
+            assert_eq!(
+                counts(&judged, "one"),
+                (2, 1, 1),
+                "the broken one is not counted"
+            );
+        }
+    }
+
+    /// A record file changed by hand after the index took it shows once its task is read
+    /// again through the cache (as a view of the task reads it).
+    #[test]
+    fn an_edited_resolution_shows_once_its_task_is_viewed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path();
+        dispute(state, "a", &["one"], |c| c[0].clone());
+        let store = Store::open(state);
+        assert_eq!(counts(&warm(&store), "one"), (1, 1, 0));
+        let last = files(state, "a").pop().expect("the resolution");
+        let text = fs::read_to_string(&last).expect("read");
+        let edited = text.replace("\"favours\": \"a-002\"", "\"favours\": \"executor\"");
+        assert_ne!(text, edited);
+        fs::write(&last, edited).expect("edited");
+        let a = TaskName::new("a").expect("task");
+        store.with_trusted_records(&a, |_, _| ()).expect("viewed");
+        assert_eq!(counts(&warm(&store), "one"), (1, 0, 1));
+        assert_eq!(warm(&store), fresh(state));
     }
 }
