@@ -31,9 +31,9 @@ use std::collections::BTreeMap;
 /// How many of an advisor's most recent resolutions a track record carries.
 pub const MAX_RECENT: usize = 3;
 
-/// What every surface says beside a track record.
+/// What every surface says beside track records.
 pub const INFORMATION_ONLY: &str =
-    "information only: a track record changes no plan, selection or review count";
+    "track records are information: they change no plan, selection or review count";
 
 /// One advisor's track record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

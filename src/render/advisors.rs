@@ -34,12 +34,13 @@ impl Render for AdvisorsView {
             out.field(2, "track record", &row.track_record.summary());
         }
         out.blank();
-        out.para(0, 2, &super::track::note());
-        if !self.former.is_empty() {
-            out.blank();
+        if self.former.is_empty() {
+            out.para(0, 2, super::track::note());
+        } else {
+            // The section ends with the note.
             super::track::section(
                 &mut out,
-                "no longer in the catalogue",
+                "track records of advisors no longer in the catalogue",
                 self.former.iter().map(|f| (f.id.as_str(), &f.track_record)),
                 false,
             );
@@ -86,7 +87,7 @@ impl Render for AdvisorsView {
         for former in &self.former {
             advisors.row(&[
                 former.id.clone(),
-                "not in the catalogue".to_string(),
+                "former".to_string(),
                 String::new(),
                 super::track::cell(&former.track_record),
                 String::new(),

@@ -99,7 +99,7 @@ impl Render for ContextView {
                     self.track.more
                 ));
             }
-            out.para(2, 2, &super::track::note());
+            out.para(2, 2, super::track::note());
         }
         out.finish()
     }

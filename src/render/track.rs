@@ -4,20 +4,25 @@
 use super::text::Out;
 use crate::core::track::{TrackRecord, INFORMATION_ONLY};
 
-/// A track record in a table cell: `favoured 3 of 4, disfavoured 1`, or `-`.
+/// A track record in a table cell: `favoured 3 of 4`, and how many favoured neither
+/// side when any did (the rest were disfavoured), or `-`.
 pub(super) fn cell(track: &TrackRecord) -> String {
     if track.is_empty() {
         return "-".to_string();
     }
-    format!(
-        "favoured {} of {}, disfavoured {}",
-        track.favoured, track.resolutions, track.disfavoured
-    )
+    let neither = track
+        .resolutions
+        .saturating_sub(track.favoured + track.disfavoured);
+    let mut cell = format!("favoured {} of {}", track.favoured, track.resolutions);
+    if neither > 0 {
+        cell.push_str(&format!(", {neither} neither"));
+    }
+    cell
 }
 
 /// The note every surface prints under track records.
-pub(super) fn note() -> String {
-    format!("track records are {INFORMATION_ONLY}")
+pub(super) fn note() -> &'static str {
+    INFORMATION_ONLY
 }
 
 /// A section of track records under `title`, one advisor a line with its most recent
@@ -32,7 +37,7 @@ pub(super) fn section<'a>(
     if records.is_empty() {
         return;
     }
-    out.para(0, 2, &format!("{title} ({INFORMATION_ONLY})"));
+    out.line(&format!("{title}:"));
     for (advisor, track) in records {
         out.para(2, 2, &format!("{advisor}: {}", track.summary()));
         if recent {
@@ -51,4 +56,5 @@ pub(super) fn section<'a>(
             }
         }
     }
+    out.para(0, 2, INFORMATION_ONLY);
 }
