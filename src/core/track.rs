@@ -44,7 +44,7 @@ pub struct TrackRecord {
     pub favoured: u32,
     /// Of those, how many favoured another position.
     pub disfavoured: u32,
-    /// Its most recent resolutions (at most [`MAX_RECENT`]), newest first.
+    /// Its most recent resolutions (at most three, [`MAX_RECENT`]), newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent: Vec<RecentResolution>,
 }
