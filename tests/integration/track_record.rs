@@ -319,3 +319,37 @@ fn the_mcp_advisors_tool_carries_track_records() {
         client.cancel().await.expect("close");
     });
 }
+
+/// Nothing that decides reads the track record: the policy, availability, the writer and
+/// its rules, the job runner and the chain name none of it.
+#[test]
+fn nothing_that_decides_reads_track_records() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![
+        root.join("src/core/policy.rs"),
+        root.join("src/core/availability.rs"),
+        root.join("src/core/chain.rs"),
+        root.join("src/core/writer.rs"),
+        root.join("src/daemon/runner.rs"),
+    ];
+    for dir in ["src/core/writer"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("listed") {
+            files.push(entry.expect("an entry").path());
+        }
+    }
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        for name in [
+            "core::track",
+            "TrackRecord",
+            "track_record",
+            "track_records",
+        ] {
+            assert!(
+                !text.contains(name),
+                "`{}` names `{name}`: no rule may read a track record",
+                file.display()
+            );
+        }
+    }
+}
