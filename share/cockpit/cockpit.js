@@ -391,7 +391,11 @@ function follow() {
   source.onopen = () => say("live", true);
   source.onerror = () => say("reconnecting…");
   source.addEventListener("job", (m) => onJobEvent(JSON.parse(m.data)));
-  source.addEventListener("record", () => soon());
+  source.addEventListener("record", (m) => {
+    soon();
+    // A resolution changes track records, which the advisors panel shows.
+    try { if (JSON.parse(m.data).kind === "resolution") loadAdvisors().catch(() => {}); } catch (_) { /* not JSON */ }
+  });
   source.addEventListener("advisors", (m) => renderAdvisors(JSON.parse(m.data)));
   source.addEventListener("reset", () => { loadAll(); });
   source.addEventListener("dropped", () => { say("fell behind; catching up…"); loadAll(); });

@@ -23,10 +23,11 @@
 //! [`derive`] is the same over records read afresh.
 
 use crate::core::chain::Trust;
-use crate::core::records::{Body, ConsultationStatus, Record, EXECUTOR, NEITHER};
+use crate::core::records::{Body, ConsultationStatus, Record, Resolution, EXECUTOR, NEITHER};
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 
 /// How many of an advisor's most recent resolutions a track record carries.
 pub const MAX_RECENT: usize = 3;
@@ -172,25 +173,37 @@ impl Settled {
     }
 }
 
+/// A record id as a ledger keeps it: its hash, so that a long-lived index holds a few
+/// bytes per record of every task rather than the id itself.
+fn key(id: &str) -> u64 {
+    let mut hasher = rustc_hash::FxHasher::default();
+    id.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// A disagreement as a ledger keeps it: its assessment and each position's source with
-/// the advisor behind it (`None`: the executor).
+/// the advisor behind it (an index into [`TaskLedger::names`]; `None`: the executor).
 #[derive(Debug, Clone)]
 struct Dispute {
-    assessment: String,
-    positions: Vec<(String, Option<String>)>,
+    assessment: u64,
+    positions: Vec<(u64, Option<u32>)>,
 }
 
 /// One task's resolutions, taken from its records one at a time in sequence order.
 #[derive(Debug, Clone, Default)]
 pub struct TaskLedger {
-    /// Assessment id → subject.
-    subjects: HashMap<String, String>,
-    /// Completed consultation id → advisor (only those can hold a position).
-    advisors: HashMap<String, String>,
-    /// Disagreement id → what it disputes.
-    disputes: HashMap<String, Dispute>,
+    /// Each advisor named, once.
+    names: Vec<String>,
+    /// Assessment → subject.
+    subjects: HashMap<u64, String>,
+    /// Completed consultation → its advisor (only those can hold a position).
+    advisors: HashMap<u64, u32>,
+    /// Disagreement → what it disputes.
+    disputes: HashMap<u64, Dispute>,
     /// The newest resolution of each disagreement resolved, in the order first resolved.
     settled: Vec<Settled>,
+    /// Disagreement → its place in `settled`.
+    settled_at: HashMap<u64, usize>,
 }
 
 impl TaskLedger {
@@ -198,41 +211,41 @@ impl TaskLedger {
     pub fn feed(&mut self, record: &Record) {
         match &record.body {
             Body::Assessment(a) => {
-                self.subjects
-                    .insert(record.id().to_string(), a.subject.clone());
+                self.subjects.insert(key(record.id()), a.subject.clone());
             }
             Body::Consultation(c) if c.status == ConsultationStatus::Completed => {
-                self.advisors
-                    .insert(record.id().to_string(), c.advisor.clone());
+                let name = self.name(&c.advisor);
+                self.advisors.insert(key(record.id()), name);
             }
             Body::Disagreement(d) => {
                 let positions = d
                     .positions
                     .iter()
                     .map(|p| {
+                        let source = key(&p.source);
                         let advisor = (p.source != EXECUTOR)
-                            .then(|| self.advisors.get(&p.source).cloned())
+                            .then(|| self.advisors.get(&source).copied())
                             .flatten();
-                        (p.source.clone(), advisor)
+                        (source, advisor)
                     })
                     .collect();
                 self.disputes.insert(
-                    record.id().to_string(),
+                    key(record.id()),
                     Dispute {
-                        assessment: d.assessment.clone(),
+                        assessment: key(&d.assessment),
                         positions,
                     },
                 );
             }
             Body::Resolution(r) => {
-                if let Some(settled) = self.settle(record, &r.disagreement, &r.favours) {
-                    match self
-                        .settled
-                        .iter_mut()
-                        .find(|s| s.disagreement == settled.disagreement)
-                    {
-                        Some(earlier) => *earlier = settled,
-                        None => self.settled.push(settled),
+                let disagreement = key(&r.disagreement);
+                if let Some(settled) = self.settle(record, r) {
+                    match self.settled_at.get(&disagreement) {
+                        Some(&at) => self.settled[at] = settled,
+                        None => {
+                            self.settled_at.insert(disagreement, self.settled.len());
+                            self.settled.push(settled);
+                        }
                     }
                 }
             }
@@ -240,42 +253,54 @@ impl TaskLedger {
         }
     }
 
-    fn settle(&self, record: &Record, disagreement: &str, favours: &str) -> Option<Settled> {
-        let dispute = self.disputes.get(disagreement)?;
-        let mut advisors: Vec<String> = Vec::new();
-        for advisor in dispute.positions.iter().filter_map(|(_, a)| a.as_ref()) {
-            if !advisors.contains(advisor) {
-                advisors.push(advisor.clone());
+    /// The index of advisor `advisor` in `names`, added when new.
+    fn name(&mut self, advisor: &str) -> u32 {
+        match self.names.iter().position(|n| n == advisor) {
+            Some(at) => at as u32,
+            None => {
+                self.names.push(advisor.to_string());
+                (self.names.len() - 1) as u32
+            }
+        }
+    }
+
+    fn settle(&self, record: &Record, r: &Resolution) -> Option<Settled> {
+        let dispute = self.disputes.get(&key(&r.disagreement))?;
+        let favours = r.favours.as_str();
+        let name = |at: u32| self.names[at as usize].clone();
+        let mut held: Vec<u32> = Vec::new();
+        for &at in dispute.positions.iter().filter_map(|(_, a)| a.as_ref()) {
+            if !held.contains(&at) {
+                held.push(at);
             }
         }
         let neither = favours == NEITHER;
         // A position's source; records from before the writer stored sources may name
         // the advisor of exactly one position instead.
-        let favoured = dispute
-            .positions
-            .iter()
-            .find(|(source, _)| source == favours)
-            .map(|(_, advisor)| advisor.clone())
-            .unwrap_or_else(|| {
-                let named: Vec<_> = dispute
+        let source = key(favours);
+        let favoured = match dispute.positions.iter().find(|(s, _)| *s == source) {
+            Some((_, advisor)) => advisor.map(name),
+            None => {
+                let named = dispute
                     .positions
                     .iter()
-                    .filter(|(_, a)| a.as_deref() == Some(favours))
-                    .collect();
-                (named.len() == 1).then(|| favours.to_string())
-            });
+                    .filter(|(_, a)| a.is_some_and(|at| self.names[at as usize] == favours))
+                    .count();
+                (named == 1).then(|| favours.to_string())
+            }
+        };
         Some(Settled {
             task: record.envelope.task.clone(),
             resolution: record.id().to_string(),
             sequence: record.envelope.sequence,
-            disagreement: disagreement.to_string(),
+            disagreement: r.disagreement.clone(),
             at: record.envelope.created_at.clone(),
             subject: self
                 .subjects
                 .get(&dispute.assessment)
                 .cloned()
                 .unwrap_or_default(),
-            advisors,
+            advisors: held.into_iter().map(name).collect(),
             favoured: if neither { None } else { favoured },
             neither,
         })
