@@ -354,6 +354,35 @@ mod tests {
         }
     }
 
+    /// Records read past ones no thread has fed yet (two threads feeding at once) leave
+    /// the task to a read through the cache before the next tally, which catches it up.
+    #[test]
+    fn records_fed_out_of_order_are_read_through_the_cache() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path();
+        dispute(state, "a", &["one"], |c| c[0].clone());
+        let store = Store::open(state);
+        let a = TaskName::new("a").expect("task");
+        assert_eq!(store.records(&a).expect("read").len(), 4);
+        dispute(state, "a", &["two"], |c| c[0].clone());
+        let (records, digests): (Vec<Record>, Vec<String>) = files(state, "a")[5..]
+            .iter()
+            .map(|path| {
+                let bytes = fs::read(path).expect("read");
+                (
+                    serde_json::from_slice(&bytes).expect("a record"),
+                    digest(&bytes),
+                )
+            })
+            .unzip();
+        super::super::lock(&store.track).feed_read(&a, &records, &digests);
+        assert_eq!(super::super::lock(&store.track).unjudged(), [a.clone()]);
+        let caught_up = store.track_records().expect("tallied");
+        assert_eq!(caught_up, fresh(state));
+        assert_eq!(counts(&caught_up, "two"), (1, 1, 0));
+        assert!(super::super::lock(&store.track).unjudged().is_empty());
+    }
+
     /// A record file changed by hand after the index took it shows once its task is read
     /// again through the cache (as a view of the task reads it).
     #[test]

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 /// The most items of each list a context carries.
 pub const MAX_ITEMS: usize = 5;
 
+/// The most track records a context carries (`advisors` lists them all), so that the
+/// plain text stays about 40 lines.
+pub const MAX_TRACK_LINES: usize = 3;
+
 /// The context of one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextView {
@@ -28,7 +32,8 @@ pub struct ContextView {
     /// Advisors the circuit or a budget leaves out for now.
     pub cooling: Section<CoolingAdvisor>,
     /// Each advisor with a track record (see `core::track`), those of the catalogue first
-    /// and then those no longer in it: information for the reader, which changes no plan.
+    /// and then those no longer in it, at most [`MAX_TRACK_LINES`]: information for the
+    /// reader, which changes no plan.
     #[serde(default)]
     pub track: Section<TrackLine>,
 }
@@ -63,9 +68,13 @@ impl<T> Default for Section<T> {
 }
 
 impl<T> Section<T> {
-    fn cut(mut items: Vec<T>) -> Section<T> {
-        let more = items.len().saturating_sub(MAX_ITEMS);
-        items.truncate(MAX_ITEMS);
+    fn cut(items: Vec<T>) -> Section<T> {
+        Section::cut_to(items, MAX_ITEMS)
+    }
+
+    fn cut_to(mut items: Vec<T>, max: usize) -> Section<T> {
+        let more = items.len().saturating_sub(max);
+        items.truncate(max);
         Section { items, more }
     }
 }
@@ -204,6 +213,6 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
         disputed: Section::cut(disputed),
         open: Section::cut(open),
         cooling: Section::cut(cooling),
-        track: Section::cut(track),
+        track: Section::cut_to(track, MAX_TRACK_LINES),
     }
 }
