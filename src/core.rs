@@ -8,5 +8,6 @@ pub mod cost;
 pub mod policy;
 pub mod records;
 pub mod redact;
+pub mod track;
 pub mod views;
 pub mod writer;

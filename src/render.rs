@@ -18,6 +18,7 @@ mod refusal;
 mod spend;
 mod status;
 pub mod text;
+mod track;
 mod tree;
 mod verify;
 

@@ -57,7 +57,9 @@ pub fn advisors(registry: &Registry, ctx: &RequestContext) -> Result<AdvisorsVie
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
     let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
-    let mut view = AdvisorsView::new(env.mode, &resolved.catalogue, &env.availability);
+    // Information for the reader only: the plan above was computed without it.
+    let mut view = AdvisorsView::new(env.mode, &resolved.catalogue, &env.availability)
+        .with_track_records(store.track_records()?);
     // Only the embedded catalogue: the view keeps its plain shape.
     if resolved.catalogue_layers.len() > 1
         || resolved

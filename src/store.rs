@@ -51,6 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+mod track;
 mod watch;
 
 /// The name of a task's lock file, inside the task's directory.
@@ -288,6 +289,8 @@ pub struct Store {
     state_dir: PathBuf,
     tasks: Mutex<HashMap<TaskName, Slot>>,
     circuit: Mutex<CircuitIndex>,
+    /// Every task's resolutions, for the advisors' track records.
+    track: Mutex<track::TrackIndex>,
     /// Taken while the index starts keeping what budgets count, so it gathers once.
     spending_turn: Mutex<()>,
     budget: usize,
@@ -475,6 +478,7 @@ impl Store {
             state_dir: state_dir.to_path_buf(),
             tasks: Mutex::new(HashMap::new()),
             circuit: Mutex::new(CircuitIndex::default()),
+            track: Mutex::default(),
             spending_turn: Mutex::new(()),
             budget,
             max_tasks,
@@ -762,6 +766,7 @@ impl Store {
             .push(written.and_then(|stat| FileId::of(&stat, SystemTime::now())));
         cache.bytes += bytes.len();
         self.feed(task, &cache.records);
+        self.feed_track(task, &mut cache);
         let cached = cache.bytes;
         drop(cache);
         self.used(task, &slot, cached);
@@ -819,6 +824,30 @@ impl Store {
         }
         let highest = fresh.last().map_or(fed, |r| r.envelope.sequence);
         circuit.fed.insert(task.clone(), highest.max(fed));
+    }
+
+    /// Feed the track index `task`'s records as `cache` holds them, and where the chain
+    /// breaks when the task has resolutions (see `store::track`).
+    fn feed_track(&self, task: &TaskName, cache: &mut TaskCache) {
+        if lock(&self.track).feed(task, &cache.records, &cache.digests) {
+            trust_of(task, cache);
+            lock(&self.track).judged(task, cache.chain.state().broken_at);
+        }
+    }
+
+    /// Every advisor's track record (`core::track`) over every task of the state
+    /// directory, as the index was last caught up ([`Store::plan_history`] catches it up);
+    /// a task whose resolutions another process wrote is read through the cache first,
+    /// so that the chain is walked.
+    pub fn track_records(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, crate::core::track::TrackRecord>, StoreError>
+    {
+        let unjudged = lock(&self.track).unjudged();
+        for task in unjudged {
+            self.with_records(&task, |_| ())?;
+        }
+        Ok(lock(&self.track).tally())
     }
 
     /// Note that `task`'s cache (holding `bytes`) was just used, and drop the least
@@ -989,12 +1018,14 @@ impl Store {
                 Some(fed) => {
                     let dir = self.task_dir(task);
                     let mut next = fed + 1;
-                    let mut found = Vec::new();
+                    let (mut found, mut digests) = (Vec::new(), Vec::new());
                     while let Some(read) = read_record(&dir.join(sequence_file(next)))? {
                         found.push(read.record);
+                        digests.push(read.digest);
                         next += 1;
                     }
                     self.feed(task, &found);
+                    lock(&self.track).feed_read(task, &found, &digests);
                 }
             }
         }
@@ -1054,6 +1085,7 @@ impl Store {
             push_in_order(cache, read);
         }
         self.feed(task, &cache.records);
+        self.feed_track(task, cache);
         Ok(temps)
     }
 

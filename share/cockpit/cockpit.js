@@ -260,6 +260,20 @@ async function loadAdvisors() {
   renderAdvisors(await api("GET", `/api/v1/reasoning/advisors?${query()}`));
 }
 
+// A track record with its size ("favoured 3 of 4"), never a bare ratio; information only.
+function trackText(t) {
+  if (!t || !t.resolutions) return "—";
+  const n = t.resolutions;
+  const neither = n - t.favoured - t.disfavoured;
+  return `favoured ${t.favoured} of ${n}, disfavoured ${t.disfavoured} of ${n}` +
+    (neither > 0 ? `, ${neither} favoured neither` : "");
+}
+
+function trackCell(t) {
+  const recent = ((t && t.recent) || []).map((r) => `${r.outcome} ${r.at}: ${r.subject}`);
+  return el("td", { class: "track", title: recent.join("\n") || undefined }, trackText(t));
+}
+
 function renderAdvisors(view) {
   state.advisors = view.advisors || [];
   const rows = $("advisor-rows");
@@ -269,7 +283,17 @@ function renderAdvisors(view) {
       el("th", { scope: "row" }, a.id, el("div", { class: "muted hide-narrow" }, a.title)),
       el("td", {}, badge(a.status)),
       el("td", {}, a.reason),
+      trackCell(a.track_record),
       el("td", { class: "countdown", "data-until": a.until || "" }, "—")));
+  }
+  // Advisors no longer in the catalogue keep their history.
+  for (const f of view.former || []) {
+    rows.append(el("tr", { "data-advisor": f.id, "data-status": "former" },
+      el("th", { scope: "row" }, f.id),
+      el("td", {}, badge("former")),
+      el("td", {}, "no longer in the catalogue"),
+      trackCell(f.track_record),
+      el("td", {}, "—")));
   }
   tickCountdowns();
 }
@@ -367,7 +391,11 @@ function follow() {
   source.onopen = () => say("live", true);
   source.onerror = () => say("reconnecting…");
   source.addEventListener("job", (m) => onJobEvent(JSON.parse(m.data)));
-  source.addEventListener("record", () => soon());
+  source.addEventListener("record", (m) => {
+    soon();
+    // A resolution changes track records, which the advisors panel shows.
+    try { if (JSON.parse(m.data).kind === "resolution") loadAdvisors().catch(() => {}); } catch (_) { /* not JSON */ }
+  });
   source.addEventListener("advisors", (m) => renderAdvisors(JSON.parse(m.data)));
   source.addEventListener("reset", () => { loadAll(); });
   source.addEventListener("dropped", () => { say("fell behind; catching up…"); loadAll(); });

@@ -85,7 +85,15 @@ pub fn list() -> Vec<Tool> {
             "Every advisor, its status and why; capacity per capability.",
             input(located(json!({})), &[]),
             output(
-                json!({"mode": {"type": "string"}, "advisors": {"type": "array"}, "capacity": {"type": "object"}}),
+                json!({"mode": {"type": "string"}, "advisors": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"},
+                    "status": {"type": "string"},
+                    "track_record": {"type": "object", "description": "Information only: no plan reads it", "properties": {
+                        "resolutions": {"type": "integer"},
+                        "favoured": {"type": "integer"},
+                        "disfavoured": {"type": "integer"}
+                    }, "required": ["resolutions", "favoured", "disfavoured"]}
+                }, "required": ["id", "status", "track_record"]}}, "capacity": {"type": "object"}, "former": {"type": "array"}}),
                 &["mode", "advisors", "capacity"],
             ),
             true,

@@ -31,6 +31,19 @@ impl Render for AdvisorsView {
             );
             out.para(2, 2, &row.reason);
             out.field(2, "capabilities", &row.capabilities.join(", "));
+            out.field(2, "track record", &row.track_record.summary());
+        }
+        out.blank();
+        if self.former.is_empty() {
+            out.para(0, 2, super::track::note());
+        } else {
+            // The section ends with the note.
+            super::track::section(
+                &mut out,
+                "track records of advisors no longer in the catalogue",
+                self.former.iter().map(|f| (f.id.as_str(), &f.track_record)),
+                false,
+            );
         }
         out.blank();
         out.line("capacity (available advisors per capability)");
@@ -53,7 +66,7 @@ impl Render for AdvisorsView {
     }
 
     fn table(&self) -> String {
-        let mut advisors = Table::new(&["id", "status", "adapter", "reason"]);
+        let mut advisors = Table::new(&["id", "status", "adapter", "track record", "reason"]);
         for row in &self.advisors {
             let mut status = row.status.as_str().to_string();
             if row.recovering {
@@ -63,7 +76,22 @@ impl Render for AdvisorsView {
                 Some(until) => format!("until {until}: {}", row.reason),
                 None => row.reason.clone(),
             };
-            advisors.row(&[row.id.clone(), status, row.adapter.clone(), reason]);
+            advisors.row(&[
+                row.id.clone(),
+                status,
+                row.adapter.clone(),
+                super::track::cell(&row.track_record),
+                reason,
+            ]);
+        }
+        for former in &self.former {
+            advisors.row(&[
+                former.id.clone(),
+                "former".to_string(),
+                String::new(),
+                super::track::cell(&former.track_record),
+                String::new(),
+            ]);
         }
         let mut capacity = Table::new(&["capability", "available"]);
         for (capability, n) in &self.capacity {
@@ -79,9 +107,10 @@ impl Render for AdvisorsView {
             .map(|f| format!("catalogue file: {f}\n"))
             .collect();
         format!(
-            "mode {}\n{files}{mesh}\n{}\n{}",
+            "mode {}\n{files}{mesh}\n{}{}\n\n{}",
             self.mode.as_str(),
             advisors.render(),
+            super::track::note(),
             capacity.render()
         )
     }

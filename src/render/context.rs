@@ -73,6 +73,34 @@ impl Render for ContextView {
                 ));
             },
         );
+        if !self.track.items.is_empty() {
+            out.line("advisors' track records, from resolved disagreements:");
+            for t in &self.track.items {
+                let former = if t.in_catalogue {
+                    ""
+                } else {
+                    " (not in the catalogue)"
+                };
+                let newest = t
+                    .track_record
+                    .recent
+                    .first()
+                    .map(|r| format!("; newest {}: {}", r.outcome.as_str(), r.subject))
+                    .unwrap_or_default();
+                out.line(&format!(
+                    "  {}{former}  {}{newest}",
+                    t.advisor,
+                    t.track_record.summary()
+                ));
+            }
+            if self.track.more > 0 {
+                out.line(&format!(
+                    "  ... and {} more (`advisor-consult advisors` lists them all)",
+                    self.track.more
+                ));
+            }
+            out.para(2, 2, super::track::note());
+        }
         out.finish()
     }
 }

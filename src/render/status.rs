@@ -32,6 +32,15 @@ impl Render for StatusView {
             out.blank();
             assessment_plain(&mut out, assessment);
         }
+        if !self.track_records.is_empty() {
+            out.blank();
+            super::track::section(
+                &mut out,
+                "track records in this task",
+                self.track_records.iter().map(|(a, t)| (a.as_str(), t)),
+                false,
+            );
+        }
         out.blank();
         out.line("timeline");
         for entry in &self.timeline {
@@ -101,7 +110,15 @@ impl Render for StatusView {
                 cost,
             ]);
         }
-        [assessments.render(), timeline.render(), tokens.render()].join("\n")
+        let mut tables = vec![assessments.render(), timeline.render(), tokens.render()];
+        if !self.track_records.is_empty() {
+            let mut track = Table::new(&["advisor", "track record in this task"]);
+            for (advisor, t) in &self.track_records {
+                track.row(&[advisor.clone(), super::track::cell(t)]);
+            }
+            tables.push(format!("{}{}\n", track.render(), super::track::note()));
+        }
+        tables.join("\n")
     }
 }
 

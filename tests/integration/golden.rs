@@ -453,7 +453,21 @@ fn advisors_and_capacity() {
                 None,
             ),
         ],
-    );
+    )
+    // The fixed task's resolution, and an advisor since removed from the catalogue.
+    .with_track_records({
+        let mut track = advisord::core::track::derive([(&records()[..], &Trust::default())]);
+        track.insert(
+            "delta-retired".into(),
+            advisord::core::track::TrackRecord {
+                resolutions: 3,
+                favoured: 2,
+                disfavoured: 0,
+                recent: Vec::new(),
+            },
+        );
+        track
+    });
     check_view("advisors", &view, true);
     round_trip(&view);
 }

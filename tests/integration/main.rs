@@ -30,5 +30,6 @@ mod schema;
 mod self_check;
 mod socket_ownership;
 mod systemd_unit;
+mod track_record;
 mod trust;
 mod writer_processes;

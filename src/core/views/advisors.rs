@@ -1,9 +1,12 @@
-//! `advisors`: every advisor of the catalogue, its status and why, and the capacity per
-//! capability (the JSON shape is fixed: tests outside the repository read it).
+//! `advisors`: every advisor of the catalogue, its status and why, its track record, and
+//! the capacity per capability (the JSON shape is fixed: tests outside the repository read
+//! it). The track record is information for the reader (see `core::track`): nothing here
+//! or in the policy reads it back.
 
 use crate::core::availability;
 use crate::core::catalogue::{Catalogue, Transport};
 use crate::core::records::{AdvisorAvailability, Mode, Status};
+use crate::core::track::TrackRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,6 +27,19 @@ pub struct AdvisorsView {
     /// below it, or `extends` it. Absent when only the embedded catalogue is in force.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub catalogue_files: Vec<crate::core::catalogue::LayerUsed>,
+    /// Advisors no longer in the catalogue whose resolutions are recorded, with their
+    /// track records (an advisor's history outlives its catalogue entry). Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub former: Vec<FormerAdvisor>,
+}
+
+/// An advisor that is not in the catalogue but held positions in resolved disagreements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FormerAdvisor {
+    /// Its id as the records name it.
+    pub id: String,
+    /// What the experiments that settled its disagreements found.
+    pub track_record: TrackRecord,
 }
 
 /// A daemon's link to the mesh, as `health` and `advisors` show it.
@@ -90,6 +106,10 @@ pub struct AdvisorRow {
     pub capabilities: Vec<String>,
     /// Whether it runs on this machine.
     pub local: bool,
+    /// What the experiments that settled its disagreements found, across every task of
+    /// the state directory: information for the reader, never read by the policy.
+    #[serde(default)]
+    pub track_record: TrackRecord,
 }
 
 /// The reason given for an advisor the availability list does not cover.
@@ -125,6 +145,7 @@ impl AdvisorsView {
                     until: seen.and_then(|a| a.until.clone()),
                     capabilities: entry.capabilities.clone(),
                     local: entry.local,
+                    track_record: TrackRecord::default(),
                 }
             })
             .collect();
@@ -135,7 +156,22 @@ impl AdvisorsView {
             capacity,
             mesh: None,
             catalogue_files: Vec::new(),
+            former: Vec::new(),
         }
+    }
+
+    /// Give each advisor its track record from `track` (by advisor id, as
+    /// `core::track::tally` gives them); those not in the catalogue become `former`.
+    pub fn with_track_records(mut self, mut track: BTreeMap<String, TrackRecord>) -> AdvisorsView {
+        for row in &mut self.advisors {
+            row.track_record = track.remove(&row.id).unwrap_or_default();
+        }
+        self.former = track
+            .into_iter()
+            .filter(|(_, t)| !t.is_empty())
+            .map(|(id, track_record)| FormerAdvisor { id, track_record })
+            .collect();
+        self
     }
 }
 
@@ -198,13 +234,40 @@ mod tests {
                 "recovering",
                 "until",
                 "capabilities",
-                "local"
+                "local",
+                "track_record"
             ]
         );
         assert_eq!(row["status"], "rate_limited");
         assert_eq!(row["until"], "2026-01-01T00:15:00Z");
         assert_eq!(row["transport"], "http");
         assert_eq!(json["advisors"][0]["until"], serde_json::Value::Null);
+        let track: Vec<&str> = row["track_record"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(track, ["resolutions", "favoured", "disfavoured"]);
+    }
+
+    #[test]
+    fn track_records_go_to_their_advisors_and_the_rest_are_former() {
+        let record = |n: u32| TrackRecord {
+            resolutions: n,
+            favoured: n,
+            ..TrackRecord::default()
+        };
+        let track = BTreeMap::from([
+            ("two".to_string(), record(2)),
+            ("gone".to_string(), record(1)),
+        ]);
+        let view = AdvisorsView::new(Mode::Standard, &catalogue(), &[]).with_track_records(track);
+        assert_eq!(view.advisors[1].track_record.favoured, 2);
+        assert!(view.advisors[0].track_record.is_empty());
+        assert_eq!(view.former.len(), 1);
+        assert_eq!(view.former[0].id, "gone");
+        assert_eq!(view.former[0].track_record.resolutions, 1);
     }
 
     #[test]

@@ -6,10 +6,15 @@
 use super::advisors::AdvisorsView;
 use super::status::{State, StatusView};
 use crate::core::records::{Materiality, Mode, Status};
+use crate::core::track::TrackRecord;
 use serde::{Deserialize, Serialize};
 
 /// The most items of each list a context carries.
 pub const MAX_ITEMS: usize = 5;
+
+/// The most track records a context carries (`advisors` lists them all), so that the
+/// plain text stays about 40 lines.
+pub const MAX_TRACK_LINES: usize = 3;
 
 /// The context of one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +31,22 @@ pub struct ContextView {
     pub open: Section<OpenAssessment>,
     /// Advisors the circuit or a budget leaves out for now.
     pub cooling: Section<CoolingAdvisor>,
+    /// Each advisor with a track record (see `core::track`), those of the catalogue first
+    /// and then those no longer in it, at most [`MAX_TRACK_LINES`]: information for the
+    /// reader, which changes no plan.
+    #[serde(default)]
+    pub track: Section<TrackLine>,
+}
+
+/// One advisor's track record, as a context carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrackLine {
+    /// Its id.
+    pub advisor: String,
+    /// Whether it is in the catalogue now.
+    pub in_catalogue: bool,
+    /// What the experiments that settled its disagreements found.
+    pub track_record: TrackRecord,
 }
 
 /// A list cut to [`MAX_ITEMS`], and how many were left out.
@@ -37,10 +58,23 @@ pub struct Section<T> {
     pub more: usize,
 }
 
+impl<T> Default for Section<T> {
+    fn default() -> Section<T> {
+        Section {
+            items: Vec::new(),
+            more: 0,
+        }
+    }
+}
+
 impl<T> Section<T> {
-    fn cut(mut items: Vec<T>) -> Section<T> {
-        let more = items.len().saturating_sub(MAX_ITEMS);
-        items.truncate(MAX_ITEMS);
+    fn cut(items: Vec<T>) -> Section<T> {
+        Section::cut_to(items, MAX_ITEMS)
+    }
+
+    fn cut_to(mut items: Vec<T>, max: usize) -> Section<T> {
+        let more = items.len().saturating_sub(max);
+        items.truncate(max);
         Section { items, more }
     }
 }
@@ -155,6 +189,23 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
             reason: a.reason.clone(),
         })
         .collect();
+    let in_catalogue = advisors
+        .advisors
+        .iter()
+        .map(|a| (a.id.as_str(), true, &a.track_record));
+    let former = advisors
+        .former
+        .iter()
+        .map(|f| (f.id.as_str(), false, &f.track_record));
+    let track = in_catalogue
+        .chain(former)
+        .filter(|(_, _, t)| !t.is_empty())
+        .map(|(advisor, in_catalogue, t)| TrackLine {
+            advisor: advisor.to_string(),
+            in_catalogue,
+            track_record: t.clone(),
+        })
+        .collect();
     ContextView {
         task: status.task.clone(),
         mode: advisors.mode,
@@ -162,5 +213,6 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
         disputed: Section::cut(disputed),
         open: Section::cut(open),
         cooling: Section::cut(cooling),
+        track: Section::cut_to(track, MAX_TRACK_LINES),
     }
 }

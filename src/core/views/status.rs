@@ -94,6 +94,11 @@ pub struct StatusView {
     /// How many entries the whole timeline has, when paged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline_total: Option<usize>,
+    /// Each advisor's track record in this task alone (see `core::track`), by advisor id,
+    /// whether or not it is still in the catalogue: information for the reader, which
+    /// changes no plan. Absent when no disagreement of the task was resolved.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub track_records: BTreeMap<String, crate::core::track::TrackRecord>,
 }
 
 impl StatusView {
@@ -385,6 +390,7 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
         spend: None,
         page: None,
         timeline_total: None,
+        track_records: crate::core::track::tally(&crate::core::track::settled_in(records, trust)),
     }
 }
 

@@ -149,6 +149,10 @@ def check(url, shots):
         expect(page.locator('#advisor-rows tr[data-advisor="c"]')).to_have_attribute("data-status", "temporarily_failed")
         expect(page.locator('#advisor-rows tr[data-advisor="c"] td.countdown')).to_have_text(re.compile(r"\d+ min"))
         out["checks"].append("cooldown shown")
+        # Each advisor has a track record cell (none settled yet), said to decide nothing.
+        expect(page.locator('#advisor-rows tr[data-advisor="a"] td.track')).to_have_text("—")
+        expect(page.locator("#track-note")).to_contain_text("change no plan, selection or review count")
+        out["checks"].append("track records shown as information")
         page.locator("#advisors-panel").screenshot(path=f"{shots}/advisors.png")
         del cooling
 
