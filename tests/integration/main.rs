@@ -16,7 +16,6 @@ mod docs_standalone;
 mod first_hour;
 mod golden;
 mod hardening;
-mod layering;
 mod mcp;
 mod mesh;
 mod new_advisor;
