@@ -30,7 +30,7 @@ mod job;
 pub mod openapi;
 mod timeout;
 
-pub use context::RequestContext;
+pub use context::{with_values, RequestContext, WithValues};
 pub use ids::{JobId, RecordId, Timestamp};
 pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState, Listening};
 pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
@@ -239,7 +239,12 @@ pub struct VerifyRequest {
 #[serde(deny_unknown_fields)]
 pub struct ConsultRequest {
     /// The asking process's context; its `PATH` and credential values are what the job's
-    /// availability and process advisors see.
+    /// availability and process advisors see. The only request whose context carries
+    /// credential values.
+    #[serde(
+        serialize_with = "with_values::serialize",
+        deserialize_with = "with_values::deserialize"
+    )]
     pub context: RequestContext,
     /// The assessment to consult on (a record of the context's task).
     pub assessment: RecordId,
@@ -737,6 +742,10 @@ pub mod codes {
     pub const NOT_FOUND: &str = "not_found";
     /// 404: no job has this id (never existed, or pruned).
     pub const UNKNOWN_JOB: &str = "unknown_job";
+    /// 403: over the TCP listener, a `Host` or `Origin` that is not the listener's own, or
+    /// a request naming what a token holder may not choose (a body `context`, a catalogue
+    /// or a state directory the daemon was not given by the user).
+    pub const FORBIDDEN: &str = "forbidden";
     /// 405: the route exists with another method.
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the job has already ended, so it cannot be cancelled.

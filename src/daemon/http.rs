@@ -26,7 +26,10 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod reach;
 mod sse;
+
+pub use reach::Vouched;
 
 /// The daemon's HTTP service: everything goes through [`dispatch`].
 pub(crate) fn router(served: Arc<Served>) -> Router {
@@ -41,6 +44,8 @@ struct Incoming {
     headers: axum::http::HeaderMap,
     conn: Option<crate::daemon::conn::ConnHandle>,
     body: Bytes,
+    /// Whether it came through the TCP listener (see [`reach`]).
+    tcp: bool,
 }
 
 /// A handler's answer.
@@ -84,6 +89,10 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
         Err(e) => return e.into_response(),
     };
     incoming.headers = parts.headers;
+    incoming.tcp = parts
+        .extensions
+        .get::<crate::daemon::listen::OverTcp>()
+        .is_some();
     incoming.conn = parts
         .extensions
         .get::<crate::daemon::conn::ConnHandle>()
@@ -103,23 +112,24 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
     match verb {
         VerbName::Health => reply(StatusCode::OK, api.health(HealthRequest {}).await?),
         VerbName::Advisors => {
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(
                 StatusCode::OK,
                 api.advisors(AdvisorsRequest { context }).await?,
             )
         }
         VerbName::Plan => {
-            let request: PlanRequest = body_with_context(&incoming, "plan request").await?;
+            let request: PlanRequest = body_with_context(api, &incoming, "plan request").await?;
             reply(StatusCode::OK, api.plan(request).await?)
         }
         VerbName::Record => {
-            let request: RecordRequest = json_body(&incoming.body, "record request")?;
+            let request: RecordRequest =
+                body_with_context(api, &incoming, "record request").await?;
             reply(StatusCode::CREATED, api.record(request).await?)
         }
         VerbName::Status => {
             let page: PageQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let mut view = api.status(StatusRequest { context }).await?;
             if page.offset.is_some() || page.limit.is_some() {
                 view.page(page.offset.unwrap_or(0), page.limit.unwrap_or(usize::MAX));
@@ -127,7 +137,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             reply(StatusCode::OK, view)
         }
         VerbName::Tasks => {
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(StatusCode::OK, api.tasks(TasksRequest { context }).await?)
         }
         VerbName::Feed => feed(api, &incoming),
@@ -145,7 +155,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             )
         }),
         VerbName::Spend => {
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
         }
         VerbName::Explain => {
@@ -156,7 +166,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
                     "`id` is missing: ask `/api/v1/reasoning/explain?id=RECORD_ID`",
                 )
             })?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(
                 StatusCode::OK,
                 api.explain(ExplainRequest { context, id }).await?,
@@ -164,7 +174,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Tree => {
             let query: TreeQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let request = TreeRequest {
                 context,
                 depth: query.depth,
@@ -178,7 +188,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Check => {
             let query: CheckQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let request = CheckRequest {
                 context,
                 path: query.path,
@@ -187,7 +197,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Verify => {
             let query: VerifyQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let request = VerifyRequest {
                 context,
                 all: query.all.unwrap_or(false),
@@ -199,7 +209,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
                 return Err(Error::ShuttingDown.into());
             }
             let request: ConsultRequest =
-                body_with_context(&incoming, "consultation request").await?;
+                body_with_context(api, &incoming, "consultation request").await?;
             reply(StatusCode::ACCEPTED, api.consult(request).await?)
         }
         VerbName::Jobs => {
@@ -372,7 +382,7 @@ struct ContextQuery {
 
 /// The context of a request that carries none: the query's, on the daemon's own
 /// environment.
-async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+async fn query_context(api: &Served, incoming: &Incoming) -> Result<RequestContext, ApiError> {
     let query: ContextQuery = query_of(incoming)?;
     let root = query.root.ok_or_else(|| {
         ApiError::bad_request(
@@ -381,8 +391,20 @@ async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> 
              `?root=/absolute/dir` (and optionally `&task=NAME`)",
         )
     })?;
+    let root = PathBuf::from(root);
+    if incoming.tcp {
+        if let Some(catalogue) = &query.catalogue {
+            api.vouched().permit_catalogue(catalogue)?;
+        }
+        if let Some(state_dir) = &query.state_dir {
+            api.vouched().permit_state_dir(&root, state_dir)?;
+        }
+    } else {
+        api.vouched()
+            .note(query.catalogue.as_deref(), query.state_dir.as_deref());
+    }
     let flags = crate::context::Locations {
-        root: Some(PathBuf::from(root)),
+        root: Some(root),
         task: query.task,
         catalogue: query.catalogue,
         state_dir: query.state_dir,
@@ -395,17 +417,24 @@ async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> 
 
 /// A POST body as `T`; when it has no `context`, the query's (see [`query_context`]).
 async fn body_with_context<T: DeserializeOwned>(
+    api: &Served,
     incoming: &Incoming,
     what: &str,
 ) -> Result<T, ApiError> {
     let mut value: serde_json::Value = json_body(&incoming.body, what)?;
     if let Some(object) = value.as_object_mut() {
-        if !object.contains_key("context") && incoming.uri.query().is_some() {
-            let context = query_context(incoming).await?;
-            object.insert(
-                "context".to_string(),
-                serde_json::to_value(context).map_err(|e| ApiError::internal(e.to_string()))?,
-            );
+        match object.get("context") {
+            Some(_) if incoming.tcp => return Err(reach::body_context_refused()),
+            Some(context) => note_context(api, context),
+            None if incoming.uri.query().is_some() => {
+                let context = query_context(api, incoming).await?;
+                object.insert(
+                    "context".to_string(),
+                    serde_json::to_value(context.with_values())
+                        .map_err(|e| ApiError::internal(e.to_string()))?,
+                );
+            }
+            None => {}
         }
     }
     serde_json::from_value(value).map_err(|e| {
@@ -437,11 +466,26 @@ fn query_of<T: DeserializeOwned + Default>(incoming: &Incoming) -> Result<T, Api
 
 /// The context of a GET request: the body's, else one built from the query's `root` and
 /// `task` and the daemon's own environment.
-async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+async fn context_of(api: &Served, incoming: &Incoming) -> Result<RequestContext, ApiError> {
     if !incoming.body.is_empty() {
-        return Ok(json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context);
+        if incoming.tcp {
+            return Err(reach::body_context_refused());
+        }
+        let context = json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context;
+        api.vouched().note(
+            context.catalogue_path.as_deref(),
+            context.state_dir.as_deref(),
+        );
+        return Ok(context);
     }
-    query_context(incoming).await
+    query_context(api, incoming).await
+}
+
+/// Note the catalogue and state directory a socket request's JSON `context` names.
+fn note_context(api: &Served, context: &serde_json::Value) {
+    let path = |key: &str| context.get(key).and_then(|v| v.as_str()).map(Path::new);
+    api.vouched()
+        .note(path("catalogue_path"), path("state_dir"));
 }
 
 /// Read the body under the bound (413 past it) and within `timeout` (408 after it: a
@@ -486,6 +530,7 @@ async fn read(
         headers: axum::http::HeaderMap::new(),
         conn: None,
         body,
+        tcp: false,
     })
 }
 

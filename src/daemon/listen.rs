@@ -142,6 +142,12 @@ pub fn token_path(data_dir: &Path) -> PathBuf {
     data_dir.join(TOKEN_FILE)
 }
 
+/// The mark of a request that came through the TCP listener (set by [`authorize`]): the
+/// HTTP mapping then lets it name only what the daemon already trusts
+/// (`crate::daemon::http::reach`).
+#[derive(Debug, Clone, Copy)]
+pub struct OverTcp;
+
 /// What the layer checks every TCP request against.
 #[derive(Debug)]
 pub struct Guard {
@@ -214,7 +220,7 @@ pub async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: 
     if let Some(why) = guard.foreign(request.headers()) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            crate::protocol::codes::FORBIDDEN,
             format!("{why}; open the cockpit at the address `advisor-consult cockpit` prints"),
         )
         .into_response();
@@ -230,6 +236,9 @@ pub async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: 
     }
     match guard.carried(request.headers()) {
         Some(given) if guard.token.matches(given) => {
+            let mut request = request;
+            // What a token holder may name is narrower than what the socket's peer may.
+            request.extensions_mut().insert(OverTcp);
             let mut response = next.run(request).await;
             harden(response.headers_mut());
             response

@@ -408,7 +408,7 @@ pub fn document() -> Value {
             "responses": {
                 op.ok.0.to_string(): {"description": "Done.", "content": op.ok.1},
                 "401": {"description": "TCP only: no token, or a wrong one (nothing else is said).", "content": json_content(error.clone())},
-                "403": {"description": "TCP only: the `Host` or `Origin` is not the listener's own.", "content": json_content(error.clone())},
+                "403": {"description": "TCP only: the `Host` or `Origin` is not the listener's own, or the request names what a token holder may not choose (a `context` in the body; a `catalogue` or `state_dir` the user's own processes did not name through the socket).", "content": json_content(error.clone())},
                 "default": {"description": "An error: `{\"error\": CODE, \"message\": ...}` (400 bad input, 404, 405, 409, 413 a body over 1 MiB, 422 refused by the writer, 500, 503).", "content": json_content(error.clone())},
             },
         });
@@ -438,7 +438,12 @@ pub fn document() -> Value {
                 is needed: the socket and its directory are the user's alone, and a peer of \
                 another uid is refused before a byte is read. On TCP every request needs the \
                 listener's token (bearer or cookie), and a `Host` or `Origin` that is not the \
-                listener's own is refused with 403. No CORS header is ever sent. Bodies over \
+                listener's own is refused with 403. Over TCP the daemon builds every request's \
+                context itself from the query (`root`, `task`, `catalogue`, `state_dir`): a \
+                `context` in the body is refused with 403, and so is a `catalogue` or \
+                `state_dir` the user's own processes did not name through the socket (the \
+                root's own state directory, the daemon's `ADVISORD_CATALOGUE` and trusted \
+                repository catalogues excepted). No CORS header is ever sent. Bodies over \
                 1 MiB get 413; malformed JSON gets 400 naming the problem.",
         },
         "servers": [
