@@ -410,15 +410,7 @@ fn connect_reason(e: &std::io::Error) -> String {
 
 /// `text` percent-encoded for a query string (everything but RFC 3986 unreserved).
 fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'/') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    crate::protocol::query_value(text)
 }
 
 /// Whether something accepts connections on `socket`; the reason when not.

@@ -22,7 +22,6 @@ pub mod journal;
 pub mod listen;
 pub mod memory;
 pub mod mesh;
-pub mod probe;
 mod runner;
 pub mod served;
 pub mod socket;

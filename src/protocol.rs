@@ -29,6 +29,7 @@ mod ids;
 mod job;
 pub mod openapi;
 mod timeout;
+pub mod token;
 
 pub use context::{with_values, RequestContext, WithValues};
 pub use ids::{JobId, RecordId, Timestamp};
@@ -46,6 +47,20 @@ use crate::core::views::tree::TreeView;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+
+/// What a query value keeps as it is: RFC 3986's unreserved characters and `/` (paths
+/// stay readable); everything else is percent-encoded.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+/// `text` percent-encoded as a query value (the client's calls, the cockpit's URL).
+pub fn query_value(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
+}
 
 /// The prefix of every route.
 pub const API_PREFIX: &str = "/api/v1";

@@ -284,7 +284,15 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
             }
             return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
         }
-        let health = runtime.block_on(daemon::probe::health(socket, Duration::from_millis(500)));
+        // The one client of the socket asks, as any surface does.
+        let client = advisord::client::Client::new(socket.to_path_buf())
+            .with_request_bound(Duration::from_millis(500));
+        let health = runtime
+            .block_on(advisord::facade::Api::health(
+                &client,
+                advisord::protocol::HealthRequest {},
+            ))
+            .ok();
         if health.is_some_and(|h| h.pid == child.id()) {
             println!(
                 "advisord {} running (pid {}) on `{}`; log `{}`",

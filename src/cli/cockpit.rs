@@ -4,9 +4,9 @@
 //! named (which this command, through the socket, names to the daemon for the page);
 //! `--open` hands it to `xdg-open`.
 
-use crate::daemon::listen::Token;
 use crate::error::Error;
 use crate::facade::Api;
+use crate::protocol::token::Token;
 use crate::protocol::{HealthRequest, RequestContext};
 use crate::render::Format;
 
@@ -101,14 +101,7 @@ fn url(address: &str, token: &Token, ctx: &RequestContext) -> String {
 
 /// `text` percent-encoded for a query value.
 fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
+    crate::protocol::query_value(text)
 }
 
 #[cfg(test)]
