@@ -3,7 +3,8 @@
 //! coming MCP server and web page) and every transport.
 //!
 //! HTTP is one way to carry a verb: [`ROUTES`] is the one table from verbs to a method and
-//! a path, and [`Verb::call`] says where each argument goes on the wire (the path, the
+//! a path (the daemon's axum router is built from it: one route per row, 404 and 405
+//! from axum), and [`Verb::call`] says where each argument goes on the wire (the path, the
 //! query, or a JSON body). `docs/DAEMON.md` shows each route with `curl --unix-socket`.
 //!
 //! This module depends only on the core's record and view types: nothing of the command
@@ -678,58 +679,6 @@ pub fn route_of(verb: VerbName) -> &'static Route {
         .expect("every verb has a route in ROUTES")
 }
 
-/// Why a method and path name no route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RouteError {
-    /// No route has this path (404 `not_found`).
-    NotFound,
-    /// The path exists but not with this method (405 `method_not_allowed`); the methods
-    /// it accepts, as `GET, POST`.
-    MethodNotAllowed(String),
-}
-
-/// The verb `method` and `path` (without its query string) carry, and the job id in the
-/// path if the route has one.
-pub fn parse_route(method: &str, path: &str) -> Result<(VerbName, Option<JobId>), RouteError> {
-    let trimmed = path
-        .strip_suffix('/')
-        .filter(|p| !p.is_empty())
-        .unwrap_or(path);
-    let mut allowed: Vec<&'static str> = Vec::new();
-    for route in ROUTES {
-        let Some(id) = matches(route.path, trimmed) else {
-            continue;
-        };
-        if route.method == method {
-            return Ok((route.verb, id.map(JobId::from)));
-        }
-        allowed.push(route.method);
-    }
-    if allowed.is_empty() {
-        Err(RouteError::NotFound)
-    } else {
-        Err(RouteError::MethodNotAllowed(allowed.join(", ")))
-    }
-}
-
-/// Whether `path` fits `pattern`: `Some(id)` when it does (`id` filling `{id}`, if any).
-fn matches<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
-    let mut id = None;
-    let mut given = path.split('/');
-    for want in pattern.split('/') {
-        let seg = given.next()?;
-        if want == "{id}" {
-            if seg.is_empty() {
-                return None;
-            }
-            id = Some(seg);
-        } else if want != seg {
-            return None;
-        }
-    }
-    given.next().is_none().then_some(id)
-}
-
 /// The body of every error reply: `{"error": CODE, "message": ...}`, plus `reason` for a
 /// writer refusal (`error` is then `refused` and `reason` the refusal's reason code).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -866,49 +815,6 @@ mod tests {
     use super::*;
     use crate::core::records::FailureKind;
 
-    fn check(method: &str, path: &str, expected: Result<(VerbName, Option<&str>), RouteError>) {
-        let expected = expected.map(|(verb, id)| (verb, id.map(JobId::from)));
-        assert_eq!(parse_route(method, path), expected, "{method} {path}");
-    }
-
-    #[test]
-    fn routes_parse() {
-        use RouteError::*;
-        use VerbName as V;
-        let id = "01J0000000000000000000000A";
-        check("GET", "/api/v1/health", Ok((V::Health, None)));
-        check("GET", "/api/v1/health/", Ok((V::Health, None)));
-        check("GET", "/api/v1/reasoning", Ok((V::Status, None)));
-        check("GET", "/api/v1/reasoning/advisors", Ok((V::Advisors, None)));
-        check("POST", "/api/v1/reasoning/plan", Ok((V::Plan, None)));
-        check("POST", "/api/v1/reasoning/records", Ok((V::Record, None)));
-        check("GET", "/api/v1/reasoning/explain", Ok((V::Explain, None)));
-        check("GET", "/api/v1/reasoning/tree", Ok((V::Tree, None)));
-        check("GET", "/api/v1/reasoning/check", Ok((V::Check, None)));
-        check("GET", "/api/v1/reasoning/verify", Ok((V::Verify, None)));
-        check("POST", "/api/v1/consultations", Ok((V::Consult, None)));
-        check("GET", "/api/v1/consultations", Ok((V::Jobs, None)));
-        let job = format!("/api/v1/consultations/{id}");
-        check("GET", &job, Ok((V::Job, Some(id))));
-        check("DELETE", &job, Ok((V::Cancel, Some(id))));
-        check("GET", &format!("{job}/events"), Ok((V::Events, Some(id))));
-        let not_allowed = |m: &str| Err(MethodNotAllowed(m.to_string()));
-        check("POST", "/api/v1/health", not_allowed("GET"));
-        check("GET", "/api/v1/reasoning/records", not_allowed("POST"));
-        check("PUT", "/api/v1/consultations", not_allowed("GET, POST"));
-        check(
-            "POST",
-            "/api/v1/consultations/x",
-            not_allowed("GET, DELETE"),
-        );
-        check("GET", "/api/v1/nothing", Err(NotFound));
-        check("GET", "/api/v2/health", Err(NotFound));
-        check("GET", "/", Err(NotFound));
-        check("GET", "/api/v1/consultations/x/events/more", Err(NotFound));
-        check("GET", "/api/v1/consultations//events", Err(NotFound));
-        check("GET", "/api/v1//", Err(NotFound));
-    }
-
     #[test]
     fn every_verb_has_one_route_and_its_calls_print_back() {
         use VerbName as V;
@@ -938,10 +844,6 @@ mod tests {
         assert_eq!(
             (call.method(), call.path().as_str()),
             ("GET", "/api/v1/consultations/J1")
-        );
-        assert_eq!(
-            parse_route(call.method(), &call.path()),
-            Ok((V::Job, Some("J1".into())))
         );
         let call = EventsRequest {
             id: "J1".into(),

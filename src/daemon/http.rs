@@ -8,16 +8,17 @@ use crate::daemon::served::Served;
 use crate::error::Error;
 use crate::facade::Api;
 use crate::protocol::{
-    codes, is_out_of_range, parse_route, AdvisorsRequest, CancelRequest, CheckRequest,
-    ConsultRequest, ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId,
-    JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
-    SpendRequest, StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
+    codes, is_out_of_range, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest,
+    ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId, JobRequest,
+    JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, SpendRequest, StatusRequest,
+    TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON, ROUTES,
 };
 use crate::protocol::{FeedRequest, PageQuery, TasksRequest, EVENT_STREAM};
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{Path as PathParam, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter};
 use axum::{Json, Router};
 use futures::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -31,9 +32,90 @@ mod sse;
 
 pub use reach::Vouched;
 
-/// The daemon's HTTP service: everything goes through [`dispatch`].
+/// The daemon's HTTP service: one axum route per row of `crate::protocol::ROUTES` (each
+/// also with a trailing `/`), a JSON `not_found` for any other path, and a JSON
+/// `method_not_allowed` naming the methods axum's `Allow` header lists.
 pub(crate) fn router(served: Arc<Served>) -> Router {
-    Router::new().fallback(dispatch).with_state(served)
+    let mut router = Router::new();
+    for route in ROUTES {
+        let verb = route.verb;
+        let filter = match route.method {
+            "GET" => MethodFilter::GET,
+            "POST" => MethodFilter::POST,
+            "DELETE" => MethodFilter::DELETE,
+            other => unreachable!("ROUTES names only GET, POST and DELETE, not {other}"),
+        };
+        let handler = if route.path.contains("{id}") {
+            on(
+                filter,
+                move |State(api): State<Arc<Served>>,
+                      PathParam(id): PathParam<String>,
+                      request: Request| async move {
+                    // An id is one whole, non-empty segment.
+                    if id.is_empty() || id.contains('/') {
+                        return not_found(request).await;
+                    }
+                    dispatch(api, verb, Some(JobId::from(id.as_str())), request).await
+                },
+            )
+        } else {
+            on(
+                filter,
+                move |State(api): State<Arc<Served>>, request: Request| {
+                    dispatch(api, verb, None, request)
+                },
+            )
+        };
+        router = router
+            .route(route.path, handler.clone())
+            .route(&format!("{}/", route.path), handler);
+    }
+    // The routes answer inside; `around` sees their finished replies (a 405 with its
+    // `Allow`), so it wraps them whole.
+    let routes = router.fallback(not_found).with_state(served.clone());
+    Router::new()
+        .fallback_service(routes)
+        .layer(axum::middleware::from_fn_with_state(served, around))
+}
+
+/// Around every request: the daemon is not idle, and a 405 says in JSON what is allowed.
+async fn around(
+    State(api): State<Arc<Served>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    api.touch();
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let response = next.run(request).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let allow = response
+        .headers()
+        .get(header::ALLOW)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ");
+    ApiError::method_not_allowed(method.as_str(), &path, allow).into_response()
+}
+
+/// No route has this path.
+async fn not_found(request: Request) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        codes::NOT_FOUND,
+        format!(
+            "no route `{} {}`; the routes are listed in docs/DAEMON.md and in \
+             `/api/v1/openapi.json` (they start with `/api/v1/`; the page is `/cockpit`)",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+    .into_response()
 }
 
 /// What a verb's mapping gets: the URI (for its query), the headers (`Accept`,
@@ -56,30 +138,15 @@ fn reply(status: StatusCode, value: impl Serialize) -> Answer {
     Ok((status, Json(value)).into_response())
 }
 
-async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response {
-    api.touch();
+/// One request of `verb` (`id` from its path): read, answered, written back.
+async fn dispatch(
+    api: Arc<Served>,
+    verb: VerbName,
+    id: Option<JobId>,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
-    let (verb, id) = match parse_route(parts.method.as_str(), &path) {
-        Ok(found) => found,
-        Err(RouteError::NotFound) => {
-            return ApiError::new(
-                StatusCode::NOT_FOUND,
-                codes::NOT_FOUND,
-                format!(
-                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md and in \
-                     `/api/v1/openapi.json` (they start with `/api/v1/`; the page is \
-                     `/cockpit`)",
-                    parts.method
-                ),
-            )
-            .into_response()
-        }
-        Err(RouteError::MethodNotAllowed(allow)) => {
-            return ApiError::method_not_allowed(parts.method.as_str(), &path, allow)
-                .into_response()
-        }
-    };
     let body_timeout = parts
         .extensions
         .get::<crate::daemon::conn::BodyTimeout>()

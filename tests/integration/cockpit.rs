@@ -585,3 +585,72 @@ async fn a_token_holder_cannot_name_a_catalogue_or_state_directory_the_user_did_
         "the planted advisor ran: a token reached a command the user never chose"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_match_as_the_one_table_says_with_json_404s_and_405s() {
+    let tcp = quiet().await;
+    let bearer = format!("Bearer {}", tcp.token());
+    let id = "01J0000000000000000000000A";
+    let job = format!("/api/v1/consultations/{id}");
+    let events = format!("{job}/events");
+    // A route of the table (a trailing `/` too): answered by its verb, whatever it says.
+    for (method, path) in [
+        ("GET", "/api/v1/health"),
+        ("GET", "/api/v1/health/"),
+        ("GET", "/api/v1/reasoning"),
+        ("GET", "/api/v1/reasoning/advisors"),
+        ("POST", "/api/v1/reasoning/plan"),
+        ("POST", "/api/v1/reasoning/records"),
+        ("GET", "/api/v1/reasoning/explain"),
+        ("GET", "/api/v1/reasoning/tree"),
+        ("GET", "/api/v1/reasoning/check"),
+        ("GET", "/api/v1/reasoning/verify"),
+        ("POST", "/api/v1/consultations"),
+        ("GET", "/api/v1/consultations"),
+        ("GET", job.as_str()),
+        ("DELETE", job.as_str()),
+        ("GET", events.as_str()),
+    ] {
+        let reply = tcp
+            .call(method, path, &[("authorization", &bearer)], None)
+            .await;
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
+        assert!(
+            reply.status != 405 && body["error"] != "not_found",
+            "{method} {path}: {} {}",
+            reply.status,
+            reply.text()
+        );
+    }
+    // The path with another method: 405, `Allow` and the message naming the methods.
+    for (method, path, allowed) in [
+        ("POST", "/api/v1/health", "GET"),
+        ("GET", "/api/v1/reasoning/records", "POST"),
+        ("PUT", "/api/v1/consultations", "GET, HEAD, POST"),
+        ("POST", "/api/v1/consultations/x", "GET, HEAD, DELETE"),
+    ] {
+        let reply = tcp
+            .call(method, path, &[("authorization", &bearer)], None)
+            .await;
+        let body = reply.expect(405);
+        assert_eq!(body["error"], "method_not_allowed", "{method} {path}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(allowed), "{method} {path}: {message}");
+        let allow = reply.headers["allow"].to_str().unwrap();
+        assert!(allow.contains(allowed), "{method} {path}: {allow}");
+    }
+    // No such path: 404 `not_found`, naming it.
+    for path in [
+        "/api/v1/nothing",
+        "/api/v2/health",
+        "/",
+        "/api/v1/consultations/x/events/more",
+        "/api/v1/consultations//events",
+        "/api/v1//",
+    ] {
+        let reply = tcp
+            .call("GET", path, &[("authorization", &bearer)], None)
+            .await;
+        assert_eq!(reply.expect(404)["error"], "not_found", "{path}");
+    }
+}
