@@ -80,7 +80,8 @@ pub const EVENT_STREAM: &str = "text/event-stream";
 // The verbs
 // ---------------------------------------------------------------------------------------
 
-/// Every verb, by name: the key of [`ROUTES`].
+/// Every verb, by name: the key of [`ROUTES`]. Pages (the cockpit, its files, the OpenAPI
+/// document) are not verbs: they are [`PAGES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum VerbName {
     /// [`HealthRequest`] → [`Health`].
@@ -122,13 +123,44 @@ pub enum VerbName {
     /// [`FeedRequest`] → server-sent events of a root (and task): job events, records
     /// written, advisors' status. Served by the daemon only (no façade verb).
     Feed,
-    /// The OpenAPI 3.1 document of every route (the daemon only).
+}
+
+/// A page the daemon serves beside the verbs (always `GET`): not a verb, so no request
+/// type, no façade method and no client call; the key of [`PAGES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PageName {
+    /// The OpenAPI 3.1 document of every route and page.
     OpenApi,
-    /// The cockpit page (the daemon only; on TCP behind the token).
+    /// The cockpit page (on TCP behind the token).
     Cockpit,
     /// One of the cockpit page's embedded files, by name (`{id}`).
     CockpitFile,
 }
+
+/// One page: its path (`{id}` a file's name), served with `GET`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRoute {
+    /// The page.
+    pub page: PageName,
+    /// The path.
+    pub path: &'static str,
+}
+
+/// Every page the daemon serves.
+pub const PAGES: &[PageRoute] = &[
+    PageRoute {
+        page: PageName::OpenApi,
+        path: "/api/v1/openapi.json",
+    },
+    PageRoute {
+        page: PageName::Cockpit,
+        path: "/cockpit",
+    },
+    PageRoute {
+        page: PageName::CockpitFile,
+        path: "/cockpit/{id}",
+    },
+];
 
 /// A request of one verb: it names its response type and how HTTP carries it. Its JSON
 /// Schema (`schemars::schema_for!`) is the input schema a tool-calling surface (MCP)
@@ -648,21 +680,6 @@ pub const ROUTES: &[Route] = &[
         verb: VerbName::Feed,
         method: "GET",
         path: "/api/v1/events",
-    },
-    Route {
-        verb: VerbName::OpenApi,
-        method: "GET",
-        path: "/api/v1/openapi.json",
-    },
-    Route {
-        verb: VerbName::Cockpit,
-        method: "GET",
-        path: "/cockpit",
-    },
-    Route {
-        verb: VerbName::CockpitFile,
-        method: "GET",
-        path: "/cockpit/{id}",
     },
     Route {
         verb: VerbName::ReviewAnswer,

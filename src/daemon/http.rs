@@ -13,12 +13,12 @@ use crate::protocol::{
     JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, SpendRequest, StatusRequest,
     TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON, ROUTES,
 };
-use crate::protocol::{FeedRequest, PageQuery, TasksRequest, EVENT_STREAM};
+use crate::protocol::{FeedRequest, PageName, PageQuery, TasksRequest, EVENT_STREAM, PAGES};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path as PathParam, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{on, MethodFilter};
+use axum::routing::{get, on, MethodFilter};
 use axum::{Json, Router};
 use futures::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -69,6 +69,31 @@ pub(crate) fn router(served: Arc<Served>) -> Router {
         router = router
             .route(route.path, handler.clone())
             .route(&format!("{}/", route.path), handler);
+    }
+    for page in PAGES {
+        let handler = match page.page {
+            PageName::OpenApi => get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    crate::protocol::openapi::document_text(),
+                )
+                    .into_response()
+            }),
+            PageName::Cockpit => get(|| async { crate::daemon::cockpit::page() }),
+            PageName::CockpitFile => get(|PathParam(name): PathParam<String>| async move {
+                crate::daemon::cockpit::file(&name).unwrap_or_else(|| {
+                    ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        codes::NOT_FOUND,
+                        "the cockpit has no such file; open `/cockpit`",
+                    )
+                    .into_response()
+                })
+            }),
+        };
+        router = router
+            .route(page.path, handler.clone())
+            .route(&format!("{}/", page.path), handler);
     }
     // The routes answer inside; `around` sees their finished replies (a 405 with its
     // `Allow`), so it wraps them whole.
@@ -208,19 +233,6 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             reply(StatusCode::OK, api.tasks(TasksRequest { context }).await?)
         }
         VerbName::Feed => feed(api, &incoming),
-        VerbName::OpenApi => Ok((
-            [(header::CONTENT_TYPE, "application/json")],
-            crate::protocol::openapi::document_text(),
-        )
-            .into_response()),
-        VerbName::Cockpit => Ok(crate::daemon::cockpit::page()),
-        VerbName::CockpitFile => crate::daemon::cockpit::file(id()?.as_str()).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                codes::NOT_FOUND,
-                "the cockpit has no such file; open `/cockpit`",
-            )
-        }),
         VerbName::Spend => {
             let context = context_of(api, &incoming).await?;
             reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
