@@ -445,7 +445,7 @@ pub struct Route {
 /// wire. [`VerbName`], [`ROUTES`] and each request's [`Verb`] come from this one table.
 macro_rules! verbs {
     ($(
-        $(#[$doc:meta])*
+        $(#[doc = $doc:literal])*
         $name:ident = $method:literal $path:literal
             $(, $request:ty => $response:ty, consults: $consults:literal, |$r:ident| $call:expr)?;
     )*) => {
@@ -453,7 +453,7 @@ macro_rules! verbs {
         /// OpenAPI document) are not verbs: they are [`PAGES`].
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum VerbName {
-            $($(#[$doc])* $name,)*
+            $($(#[doc = $doc])* $name,)*
         }
 
         /// Every route, the one table from verbs to HTTP.
