@@ -294,10 +294,7 @@ pub async fn run(
         stop_accepting.clone(),
     );
     let tcp = tcp.map(|(listener, guard, _)| {
-        let app = app.layer(axum::middleware::from_fn_with_state(
-            Arc::new(guard),
-            listen::authorize,
-        ));
+        let app = listen::guarded(app, guard);
         conn::serve(
             conn::Listener::Tcp(listener),
             app,

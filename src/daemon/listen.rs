@@ -24,6 +24,7 @@ use axum::response::{IntoResponse, Response};
 use cookie::{Cookie, SameSite};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 /// The cookie the page's token is kept in.
 pub const COOKIE: &str = "advisord_token";
@@ -162,9 +163,7 @@ pub async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: 
             let mut request = request;
             // What a token holder may name is narrower than what the socket's peer may.
             request.extensions_mut().insert(OverTcp);
-            let mut response = next.run(request).await;
-            harden(response.headers_mut());
-            response
+            next.run(request).await
         }
         _ => unauthorized(),
     }
@@ -206,7 +205,6 @@ fn trade_for_cookie(token: &Token, uri: &axum::http::Uri) -> Response {
         headers.insert(header::LOCATION, location);
         headers.insert(header::SET_COOKIE, cookie);
     }
-    harden(headers);
     response
 }
 
@@ -222,22 +220,23 @@ fn unauthorized() -> Response {
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    harden(response.headers_mut());
     response
 }
 
-/// Headers every TCP reply carries: nothing is framed, sniffed or referred elsewhere.
-fn harden(headers: &mut HeaderMap) {
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+/// The router as the TCP listener serves it: [`authorize`] in front, and on every reply
+/// (a refusal included) the headers that keep it from being framed, sniffed, referred
+/// elsewhere or cached.
+pub fn guarded(app: axum::Router, guard: Guard) -> axum::Router {
+    let header =
+        |name, value| SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value));
+    app.layer(axum::middleware::from_fn_with_state(
+        Arc::new(guard),
+        authorize,
+    ))
+    .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+    .layer(header(header::X_FRAME_OPTIONS, "DENY"))
+    .layer(header(header::REFERRER_POLICY, "no-referrer"))
+    .layer(header(header::CACHE_CONTROL, "no-store"))
 }
 
 #[cfg(test)]
