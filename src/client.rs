@@ -267,85 +267,51 @@ impl Client {
 }
 
 /// Every verb is one request to the daemon; its JSON reply is read back into the same
-/// type `--no-daemon` computes, so both print alike.
+/// type `--no-daemon` computes, so both print alike. Credential values travel only with a
+/// consultation: the request types hold that rule (`crate::protocol::RequestContext`), not
+/// these methods.
 impl Api for Client {
     fn health(&self, request: HealthRequest) -> Answer<'_, Health> {
         Box::pin(async move { self.call(&request).await })
     }
 
-    fn advisors(&self, mut request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn plan(&self, mut request: PlanRequest) -> Answer<'_, Plan> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn record(&self, mut request: RecordRequest) -> Answer<'_, Record> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn status(&self, mut request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn explain(&self, mut request: ExplainRequest) -> Answer<'_, ExplainView> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn tree(&self, mut request: TreeRequest) -> Answer<'_, TreeView> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
+        Box::pin(async move { self.call(&request).await })
     }
 
     fn tasks(
         &self,
-        mut request: crate::protocol::TasksRequest,
+        request: crate::protocol::TasksRequest,
     ) -> Answer<'_, crate::protocol::TaskList> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn spend(&self, mut request: SpendRequest) -> Answer<'_, SpendView> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView> {
+        Box::pin(async move { self.call(&request).await })
     }
 
-    fn check(&self, mut request: CheckRequest) -> Answer<'_, CheckReport> {
-        Box::pin(async move {
-            // Only a consultation carries credential values; this verb sends their names.
-            request.context = request.context.presence_only();
-            self.call(&request).await
-        })
+    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
+        Box::pin(async move { self.call(&request).await })
     }
 
     fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
@@ -444,15 +410,7 @@ fn connect_reason(e: &std::io::Error) -> String {
 
 /// `text` percent-encoded for a query string (everything but RFC 3986 unreserved).
 fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~' | b'/') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    crate::protocol::query_value(text)
 }
 
 /// Whether something accepts connections on `socket`; the reason when not.
@@ -804,6 +762,140 @@ mod tests {
             let (code, shown) = exit_of(err);
             assert_eq!(code, 4);
             assert!(shown.contains("did not answer within 0.2 s"), "{shown}");
+        });
+    }
+
+    /// A server on `socket` that answers every request with a 400 error body and hands
+    /// each request's bytes (head and body) to the returned receiver.
+    async fn capturing_server(socket: &Path) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::UnixListener::bind(socket).expect("bind");
+        let (sent, received) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut bytes = Vec::new();
+                let mut buffer = [0u8; 8192];
+                // The head, then as many body bytes as `content-length` says.
+                loop {
+                    let n = stream.read(&mut buffer).await.unwrap_or(0);
+                    bytes.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&bytes).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text[..end]
+                            .lines()
+                            .filter_map(|l| l.split_once(':'))
+                            .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if bytes.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let _ = sent.send(String::from_utf8_lossy(&bytes).to_string());
+                let body = r#"{"error":"usage","message":"captured"}"#;
+                let reply = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        });
+        received
+    }
+
+    #[test]
+    fn only_a_consultation_sends_credential_values() {
+        use crate::protocol::{
+            AdvisorsRequest, CatalogueRequest, CheckRequest, ConsultRequest, ExplainRequest,
+            PlanRequest, RecordRequest, RequestContext, SpendRequest, StatusRequest, TasksRequest,
+            TreeRequest, VerifyRequest,
+        };
+        const SECRET: &str = "sk-never-sent-but-to-consult";
+        let runtime = test_runtime();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("capture.sock");
+        runtime.block_on(async {
+            let mut requests = capturing_server(&socket).await;
+            let client = Client::new(socket.clone());
+            let mut context: RequestContext =
+                serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap();
+            context.credentials.insert("MY_KEY".into(), SECRET.into());
+            let c = || context.clone();
+            // Every verb whose request has a context, each as its surfaces build it.
+            let _ = client.advisors(AdvisorsRequest { context: c() }).await;
+            let _ = client
+                .plan(PlanRequest {
+                    context: c(),
+                    materiality: crate::core::records::Materiality::High,
+                    confidence: Default::default(),
+                    capabilities: vec![],
+                })
+                .await;
+            let _ = client
+                .record(RecordRequest {
+                    context: c(),
+                    record: serde_json::json!({"kind": "assessment"}),
+                })
+                .await;
+            let _ = client.status(StatusRequest { context: c() }).await;
+            let _ = client.tasks(TasksRequest { context: c() }).await;
+            let _ = client.spend(SpendRequest { context: c() }).await;
+            let _ = client
+                .explain(ExplainRequest {
+                    context: c(),
+                    id: "R1".into(),
+                })
+                .await;
+            let _ = client
+                .tree(TreeRequest {
+                    context: c(),
+                    depth: None,
+                    show_superseded: false,
+                })
+                .await;
+            let _ = client
+                .check(CheckRequest {
+                    context: c(),
+                    path: None,
+                })
+                .await;
+            let _ = client
+                .verify(VerifyRequest {
+                    context: c(),
+                    all: false,
+                })
+                .await;
+            let read_only = 10;
+            for _ in 0..read_only {
+                let request = requests.recv().await.expect("a request");
+                assert!(!request.contains(SECRET), "a value was sent: {request}");
+                assert!(request.contains("MY_KEY"), "its name is sent: {request}");
+            }
+            // The catalogue is read in this process: nothing is sent at all.
+            let _ = client.catalogue(CatalogueRequest { context: c() }).await;
+            let _ = client
+                .consult(ConsultRequest {
+                    context: c(),
+                    assessment: "A1".into(),
+                    question: None,
+                    prior_opinion: None,
+                    timeout: None,
+                })
+                .await;
+            let consult = requests.recv().await.expect("the consultation");
+            assert!(
+                consult.starts_with("POST /api/v1/consultations"),
+                "{consult}"
+            );
+            assert!(
+                consult.contains(SECRET),
+                "a consultation carries the values"
+            );
         });
     }
 

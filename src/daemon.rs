@@ -22,7 +22,6 @@ pub mod journal;
 pub mod listen;
 pub mod memory;
 pub mod mesh;
-pub mod probe;
 mod runner;
 pub mod served;
 pub mod socket;
@@ -37,7 +36,7 @@ use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -170,19 +169,14 @@ impl DataDir {
                 source,
             }
         };
-        // One of ours is used as it is; a directory the daemon did not create keeps its
-        // mode, so a shared or foreign one is refused rather than tightened.
+        // One of ours (the user's, writable by nobody else) is made private (`0700`): it
+        // holds question text and paths. A shared or foreign one is refused, not tightened.
         match crate::ownership::check_dir(dir, crate::ownership::me()) {
-            Ok(true) => {}
-            Ok(false) => {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(fail(format!("cannot create `{}`", dir.display())))?;
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
-                    fail(format!("cannot make `{}` private (0700)", dir.display())),
-                )?;
+            Ok(_) => {
+                crate::paths::private_dir(dir).map_err(fail(format!(
+                    "cannot create `{}` private (0700)",
+                    dir.display()
+                )))?;
             }
             Err(not_ours) => {
                 return Err(fail(format!(
@@ -194,11 +188,7 @@ impl DataDir {
             }
         }
         let lock_path = dir.join(LOCK_FILE);
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
+        let file = crate::paths::private_file(&lock_path, false)
             .map_err(fail(format!("cannot open `{}`", lock_path.display())))?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
             DaemonError::DataDirBusy {
@@ -206,7 +196,11 @@ impl DataDir {
             }
         })?;
         let pid_file = dir.join(PID_FILE);
-        std::fs::write(&pid_file, format!("{}\n", std::process::id()))
+        crate::paths::private_file(&pid_file, false)
+            .and_then(|mut file| {
+                file.set_len(0)?;
+                std::io::Write::write_all(&mut file, format!("{}\n", std::process::id()).as_bytes())
+            })
             .map_err(fail(format!("cannot write `{}`", pid_file.display())))?;
         Ok(DataDir {
             pid_file,
@@ -300,10 +294,7 @@ pub async fn run(
         stop_accepting.clone(),
     );
     let tcp = tcp.map(|(listener, guard, _)| {
-        let app = app.layer(axum::middleware::from_fn_with_state(
-            Arc::new(guard),
-            listen::authorize,
-        ));
+        let app = listen::guarded(app, guard);
         conn::serve(
             conn::Listener::Tcp(listener),
             app,

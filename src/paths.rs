@@ -1,8 +1,53 @@
 //! Where things live, for the client and the daemon alike: the daemon's socket, its data
 //! directory (job journal, pid file, lock, log) and a root's state directory. Both sides
 //! resolve through these functions, so they always agree.
+//!
+//! The data directory holds question text, paths and the listener's token: it is the
+//! user's alone, `0700` with every directory in it `0700` and every file `0600`, made so by
+//! [`private_dir`] and [`private_file`] whoever creates them (the daemon, or `--detach`
+//! before it).
 
+use std::fs::{DirBuilder, File, OpenOptions, Permissions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// The mode of the data directory and of every directory in it.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+/// The mode of every file in the data directory.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Create `dir` (and its missing parents) `0700`, or make an existing one `0700`.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(PRIVATE_DIR_MODE)
+        .create(dir)?;
+    tighten(dir, PRIVATE_DIR_MODE)
+}
+
+/// Open `path` for writing, created `0600` when missing and made `0600` when not (`append`
+/// or not; never truncated).
+pub fn private_file(path: &Path, append: bool) -> std::io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    if file.metadata()?.permissions().mode() & 0o777 != PRIVATE_FILE_MODE {
+        file.set_permissions(Permissions::from_mode(PRIVATE_FILE_MODE))?;
+    }
+    Ok(file)
+}
+
+/// Give `path` `mode` unless it has it already.
+fn tighten(path: &Path, mode: u32) -> std::io::Result<()> {
+    if std::fs::metadata(path)?.permissions().mode() & 0o777 != mode {
+        std::fs::set_permissions(path, Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}
 
 /// The variable naming the daemon's socket when `--socket` is not given.
 pub const ENV_SOCKET: &str = "ADVISORD_SOCKET";
@@ -112,6 +157,30 @@ mod tests {
             expected.map(PathBuf::from),
             "flag {flag:?}, vars {vars:?}"
         );
+    }
+
+    #[test]
+    fn private_directories_and_files_are_the_users_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("a/b");
+        private_dir(&data).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&data), 0o700);
+        std::fs::set_permissions(&data, Permissions::from_mode(0o755)).unwrap();
+        private_dir(&data).unwrap();
+        assert_eq!(mode(&data), 0o700, "an existing one is made private");
+        let log = data.join("log");
+        std::fs::write(&log, "before\n").unwrap();
+        std::fs::set_permissions(&log, Permissions::from_mode(0o644)).unwrap();
+        use std::io::Write;
+        private_file(&log, true)
+            .unwrap()
+            .write_all(b"after\n")
+            .unwrap();
+        assert_eq!(mode(&log), 0o600);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "before\nafter\n");
+        private_file(&data.join("new"), false).unwrap();
+        assert_eq!(mode(&data.join("new")), 0o600);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! coming MCP server and web page) and every transport.
 //!
 //! HTTP is one way to carry a verb: [`ROUTES`] is the one table from verbs to a method and
-//! a path, and [`Verb::call`] says where each argument goes on the wire (the path, the
+//! a path (the daemon's axum router is built from it: one route per row, 404 and 405
+//! from axum), and [`Verb::call`] says where each argument goes on the wire (the path, the
 //! query, or a JSON body). `docs/DAEMON.md` shows each route with `curl --unix-socket`.
 //!
 //! This module depends only on the core's record and view types: nothing of the command
@@ -29,8 +30,9 @@ mod ids;
 mod job;
 pub mod openapi;
 mod timeout;
+pub mod token;
 
-pub use context::RequestContext;
+pub use context::{with_values, RequestContext, WithValues};
 pub use ids::{JobId, RecordId, Timestamp};
 pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState, Listening};
 pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
@@ -46,6 +48,20 @@ use crate::core::views::tree::TreeView;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+
+/// What a query value keeps as it is: RFC 3986's unreserved characters and `/` (paths
+/// stay readable); everything else is percent-encoded.
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b'/');
+
+/// `text` percent-encoded as a query value (the client's calls, the cockpit's URL).
+pub fn query_value(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
+}
 
 /// The prefix of every route.
 pub const API_PREFIX: &str = "/api/v1";
@@ -64,55 +80,42 @@ pub const EVENT_STREAM: &str = "text/event-stream";
 // The verbs
 // ---------------------------------------------------------------------------------------
 
-/// Every verb, by name: the key of [`ROUTES`].
+/// A page the daemon serves beside the verbs (always `GET`): not a verb, so no request
+/// type, no façade method and no client call; the key of [`PAGES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum VerbName {
-    /// [`HealthRequest`] → [`Health`].
-    Health,
-    /// [`AdvisorsRequest`] → [`AdvisorsView`].
-    Advisors,
-    /// [`PlanRequest`] → [`Plan`] (a preview, not recorded).
-    Plan,
-    /// [`RecordRequest`] → the stored [`Record`].
-    Record,
-    /// [`StatusRequest`] → [`StatusView`].
-    Status,
-    /// [`ExplainRequest`] → [`ExplainView`].
-    Explain,
-    /// [`TreeRequest`] → [`TreeView`].
-    Tree,
-    /// [`CheckRequest`] → [`CheckReport`].
-    Check,
-    /// [`VerifyRequest`] → [`VerifyReport`].
-    Verify,
-    /// [`SpendRequest`] → [`SpendView`].
-    Spend,
-    /// [`ConsultRequest`] → the queued [`Job`].
-    Consult,
-    /// [`JobsRequest`] → [`JobList`].
-    Jobs,
-    /// [`JobRequest`] → one [`Job`].
-    Job,
-    /// [`EventsRequest`] → the job's [`Event`]s, past then live, until `done`.
-    Events,
-    /// [`CancelRequest`] → the [`Job`] once it ended (or still stopping).
-    Cancel,
-    /// [`ReviewsRequest`] → the [`ReviewList`] waiting in this daemon's mesh inbox.
-    Reviews,
-    /// [`ReviewAnswerRequest`] → the [`ReviewAnswered`], sent to the asker.
-    ReviewAnswer,
-    /// [`TasksRequest`] → the [`TaskList`] of the context's state directory.
-    Tasks,
-    /// [`FeedRequest`] → server-sent events of a root (and task): job events, records
-    /// written, advisors' status. Served by the daemon only (no façade verb).
-    Feed,
-    /// The OpenAPI 3.1 document of every route (the daemon only).
+pub enum PageName {
+    /// The OpenAPI 3.1 document of every route and page.
     OpenApi,
-    /// The cockpit page (the daemon only; on TCP behind the token).
+    /// The cockpit page (on TCP behind the token).
     Cockpit,
     /// One of the cockpit page's embedded files, by name (`{id}`).
     CockpitFile,
 }
+
+/// One page: its path (`{id}` a file's name), served with `GET`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRoute {
+    /// The page.
+    pub page: PageName,
+    /// The path.
+    pub path: &'static str,
+}
+
+/// Every page the daemon serves.
+pub const PAGES: &[PageRoute] = &[
+    PageRoute {
+        page: PageName::OpenApi,
+        path: "/api/v1/openapi.json",
+    },
+    PageRoute {
+        page: PageName::Cockpit,
+        path: "/cockpit",
+    },
+    PageRoute {
+        page: PageName::CockpitFile,
+        path: "/cockpit/{id}",
+    },
+];
 
 /// A request of one verb: it names its response type and how HTTP carries it. Its JSON
 /// Schema (`schemars::schema_for!`) is the input schema a tool-calling surface (MCP)
@@ -122,6 +125,9 @@ pub trait Verb: Serialize + JsonSchema {
     type Response;
     /// Which verb this is.
     const NAME: VerbName;
+    /// Whether it consults, and so is the one kind of request whose context carries
+    /// credential values (see [`RequestContext`]).
+    const CONSULTS: bool;
     /// The request as an HTTP call: the route's method and path, the query, the body.
     fn call(&self) -> HttpCall;
 }
@@ -239,7 +245,12 @@ pub struct VerifyRequest {
 #[serde(deny_unknown_fields)]
 pub struct ConsultRequest {
     /// The asking process's context; its `PATH` and credential values are what the job's
-    /// availability and process advisors see.
+    /// availability and process advisors see. The only request whose context carries
+    /// credential values.
+    #[serde(
+        serialize_with = "with_values::serialize",
+        deserialize_with = "with_values::deserialize"
+    )]
     pub context: RequestContext,
     /// The assessment to consult on (a record of the context's task).
     pub assessment: RecordId,
@@ -414,113 +425,6 @@ impl HttpCall {
     }
 }
 
-macro_rules! verb {
-    ($request:ty, $response:ty, $name:ident, |$r:ident| $call:expr) => {
-        impl Verb for $request {
-            type Response = $response;
-            const NAME: VerbName = VerbName::$name;
-            fn call(&self) -> HttpCall {
-                let $r = self;
-                $call
-            }
-        }
-    };
-}
-
-verb!(HealthRequest, Health, Health, |_r| HttpCall::new(
-    VerbName::Health
-));
-verb!(AdvisorsRequest, AdvisorsView, Advisors, |r| HttpCall::new(
-    VerbName::Advisors
-)
-.with_context(&r.context));
-verb!(PlanRequest, Plan, Plan, |r| HttpCall::new(VerbName::Plan)
-    .with_body(r));
-verb!(RecordRequest, Record, Record, |r| HttpCall::new(
-    VerbName::Record
-)
-.with_body(r));
-verb!(StatusRequest, StatusView, Status, |r| HttpCall::new(
-    VerbName::Status
-)
-.with_context(&r.context));
-verb!(SpendRequest, SpendView, Spend, |r| HttpCall::new(
-    VerbName::Spend
-)
-.with_context(&r.context));
-verb!(ExplainRequest, ExplainView, Explain, |r| {
-    let mut call = HttpCall::new(VerbName::Explain).with_context(&r.context);
-    call.query.push(("id", r.id.to_string()));
-    call
-});
-verb!(TreeRequest, TreeView, Tree, |r| {
-    let mut call = HttpCall::new(VerbName::Tree).with_context(&r.context);
-    call.query
-        .push(("show_superseded", r.show_superseded.to_string()));
-    if let Some(depth) = r.depth {
-        call.query.push(("depth", depth.to_string()));
-    }
-    call
-});
-verb!(CheckRequest, CheckReport, Check, |r| {
-    let mut call = HttpCall::new(VerbName::Check).with_context(&r.context);
-    if let Some(path) = &r.path {
-        call.query.push(("path", path.display().to_string()));
-    }
-    call
-});
-verb!(VerifyRequest, VerifyReport, Verify, |r| {
-    let mut call = HttpCall::new(VerbName::Verify).with_context(&r.context);
-    if r.all {
-        call.query.push(("all", "true".to_string()));
-    }
-    call
-});
-verb!(ConsultRequest, Job, Consult, |r| HttpCall::new(
-    VerbName::Consult
-)
-.with_body(r));
-verb!(JobsRequest, JobList, Jobs, |r| {
-    let mut call = HttpCall::new(VerbName::Jobs);
-    if let Some(root) = &r.root {
-        call.query.push(("root", root.clone()));
-    }
-    if let Some(task) = &r.task {
-        call.query.push(("task", task.clone()));
-    }
-    if let Some(state) = r.state {
-        call.query.push(("state", state.as_str().to_string()));
-    }
-    call
-});
-verb!(JobRequest, Job, Job, |r| HttpCall::new(VerbName::Job)
-    .with_id(&r.id));
-verb!(EventsRequest, Event, Events, |r| {
-    let mut call = HttpCall::new(VerbName::Events).with_id(&r.id);
-    if r.from > 0 {
-        call.query.push(("from", r.from.to_string()));
-    }
-    call
-});
-verb!(CancelRequest, Job, Cancel, |r| HttpCall::new(
-    VerbName::Cancel
-)
-.with_id(&r.id));
-verb!(TasksRequest, TaskList, Tasks, |r| HttpCall::new(
-    VerbName::Tasks
-)
-.with_context(&r.context));
-verb!(ReviewsRequest, ReviewList, Reviews, |_r| HttpCall::new(
-    VerbName::Reviews
-));
-verb!(ReviewAnswerRequest, ReviewAnswered, ReviewAnswer, |r| {
-    HttpCall::new(VerbName::ReviewAnswer)
-        .with_id(&JobId::from(r.id.as_str()))
-        .with_body(&ReviewAnswer {
-            answer: r.answer.clone(),
-        })
-});
-
 // ---------------------------------------------------------------------------------------
 // The routes
 // ---------------------------------------------------------------------------------------
@@ -536,119 +440,149 @@ pub struct Route {
     pub path: &'static str,
 }
 
-/// Every route, the one table from verbs to HTTP.
-pub const ROUTES: &[Route] = &[
-    Route {
-        verb: VerbName::Health,
-        method: "GET",
-        path: "/api/v1/health",
-    },
-    Route {
-        verb: VerbName::Advisors,
-        method: "GET",
-        path: "/api/v1/reasoning/advisors",
-    },
-    Route {
-        verb: VerbName::Plan,
-        method: "POST",
-        path: "/api/v1/reasoning/plan",
-    },
-    Route {
-        verb: VerbName::Record,
-        method: "POST",
-        path: "/api/v1/reasoning/records",
-    },
-    Route {
-        verb: VerbName::Status,
-        method: "GET",
-        path: "/api/v1/reasoning",
-    },
-    Route {
-        verb: VerbName::Spend,
-        method: "GET",
-        path: "/api/v1/reasoning/spend",
-    },
-    Route {
-        verb: VerbName::Explain,
-        method: "GET",
-        path: "/api/v1/reasoning/explain",
-    },
-    Route {
-        verb: VerbName::Tree,
-        method: "GET",
-        path: "/api/v1/reasoning/tree",
-    },
-    Route {
-        verb: VerbName::Check,
-        method: "GET",
-        path: "/api/v1/reasoning/check",
-    },
-    Route {
-        verb: VerbName::Verify,
-        method: "GET",
-        path: "/api/v1/reasoning/verify",
-    },
-    Route {
-        verb: VerbName::Jobs,
-        method: "GET",
-        path: "/api/v1/consultations",
-    },
-    Route {
-        verb: VerbName::Consult,
-        method: "POST",
-        path: "/api/v1/consultations",
-    },
-    Route {
-        verb: VerbName::Job,
-        method: "GET",
-        path: "/api/v1/consultations/{id}",
-    },
-    Route {
-        verb: VerbName::Cancel,
-        method: "DELETE",
-        path: "/api/v1/consultations/{id}",
-    },
-    Route {
-        verb: VerbName::Events,
-        method: "GET",
-        path: "/api/v1/consultations/{id}/events",
-    },
-    Route {
-        verb: VerbName::Reviews,
-        method: "GET",
-        path: "/api/v1/reviews",
-    },
-    Route {
-        verb: VerbName::Tasks,
-        method: "GET",
-        path: "/api/v1/reasoning/tasks",
-    },
-    Route {
-        verb: VerbName::Feed,
-        method: "GET",
-        path: "/api/v1/events",
-    },
-    Route {
-        verb: VerbName::OpenApi,
-        method: "GET",
-        path: "/api/v1/openapi.json",
-    },
-    Route {
-        verb: VerbName::Cockpit,
-        method: "GET",
-        path: "/cockpit",
-    },
-    Route {
-        verb: VerbName::CockpitFile,
-        method: "GET",
-        path: "/cockpit/{id}",
-    },
-    Route {
-        verb: VerbName::ReviewAnswer,
-        method: "POST",
-        path: "/api/v1/reviews/{id}/answer",
-    },
-];
+/// Declares every verb once: its name, its route (method and path, `{id}` a job id), its
+/// request and response types, whether it consults, and where its arguments go on the
+/// wire. [`VerbName`], [`ROUTES`] and each request's [`Verb`] come from this one table.
+macro_rules! verbs {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident = $method:literal $path:literal
+            $(, $request:ty => $response:ty, consults: $consults:literal, |$r:ident| $call:expr)?;
+    )*) => {
+        /// Every verb, by name: the key of [`ROUTES`]. Pages (the cockpit, its files, the
+        /// OpenAPI document) are not verbs: they are [`PAGES`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum VerbName {
+            $($(#[doc = $doc])* $name,)*
+        }
+
+        /// Every route, the one table from verbs to HTTP.
+        pub const ROUTES: &[Route] = &[
+            $(Route { verb: VerbName::$name, method: $method, path: $path },)*
+        ];
+
+        $($(
+            impl Verb for $request {
+                type Response = $response;
+                const NAME: VerbName = VerbName::$name;
+                const CONSULTS: bool = $consults;
+                fn call(&self) -> HttpCall {
+                    let $r = self;
+                    $call
+                }
+            }
+        )?)*
+    };
+}
+
+verbs! {
+    /// [`HealthRequest`] → [`Health`].
+    Health = "GET" "/api/v1/health",
+        HealthRequest => Health, consults: false, |_r| HttpCall::new(VerbName::Health);
+    /// [`AdvisorsRequest`] → [`AdvisorsView`].
+    Advisors = "GET" "/api/v1/reasoning/advisors",
+        AdvisorsRequest => AdvisorsView, consults: false,
+        |r| HttpCall::new(VerbName::Advisors).with_context(&r.context);
+    /// [`PlanRequest`] → [`Plan`] (a preview, not recorded).
+    Plan = "POST" "/api/v1/reasoning/plan",
+        PlanRequest => Plan, consults: false, |r| HttpCall::new(VerbName::Plan).with_body(r);
+    /// [`RecordRequest`] → the stored [`Record`].
+    Record = "POST" "/api/v1/reasoning/records",
+        RecordRequest => Record, consults: false, |r| HttpCall::new(VerbName::Record).with_body(r);
+    /// [`StatusRequest`] → [`StatusView`].
+    Status = "GET" "/api/v1/reasoning",
+        StatusRequest => StatusView, consults: false,
+        |r| HttpCall::new(VerbName::Status).with_context(&r.context);
+    /// [`SpendRequest`] → [`SpendView`].
+    Spend = "GET" "/api/v1/reasoning/spend",
+        SpendRequest => SpendView, consults: false,
+        |r| HttpCall::new(VerbName::Spend).with_context(&r.context);
+    /// [`ExplainRequest`] → [`ExplainView`].
+    Explain = "GET" "/api/v1/reasoning/explain",
+        ExplainRequest => ExplainView, consults: false, |r| {
+            let mut call = HttpCall::new(VerbName::Explain).with_context(&r.context);
+            call.query.push(("id", r.id.to_string()));
+            call
+        };
+    /// [`TreeRequest`] → [`TreeView`].
+    Tree = "GET" "/api/v1/reasoning/tree",
+        TreeRequest => TreeView, consults: false, |r| {
+            let mut call = HttpCall::new(VerbName::Tree).with_context(&r.context);
+            call.query.push(("show_superseded", r.show_superseded.to_string()));
+            if let Some(depth) = r.depth {
+                call.query.push(("depth", depth.to_string()));
+            }
+            call
+        };
+    /// [`CheckRequest`] → [`CheckReport`].
+    Check = "GET" "/api/v1/reasoning/check",
+        CheckRequest => CheckReport, consults: false, |r| {
+            let mut call = HttpCall::new(VerbName::Check).with_context(&r.context);
+            if let Some(path) = &r.path {
+                call.query.push(("path", path.display().to_string()));
+            }
+            call
+        };
+    /// [`VerifyRequest`] → [`VerifyReport`].
+    Verify = "GET" "/api/v1/reasoning/verify",
+        VerifyRequest => VerifyReport, consults: false, |r| {
+            let mut call = HttpCall::new(VerbName::Verify).with_context(&r.context);
+            if r.all {
+                call.query.push(("all", "true".to_string()));
+            }
+            call
+        };
+    /// [`JobsRequest`] → [`JobList`].
+    Jobs = "GET" "/api/v1/consultations",
+        JobsRequest => JobList, consults: false, |r| {
+            let mut call = HttpCall::new(VerbName::Jobs);
+            if let Some(root) = &r.root {
+                call.query.push(("root", root.clone()));
+            }
+            if let Some(task) = &r.task {
+                call.query.push(("task", task.clone()));
+            }
+            if let Some(state) = r.state {
+                call.query.push(("state", state.as_str().to_string()));
+            }
+            call
+        };
+    /// [`ConsultRequest`] → the queued [`Job`].
+    Consult = "POST" "/api/v1/consultations",
+        ConsultRequest => Job, consults: true, |r| HttpCall::new(VerbName::Consult).with_body(r);
+    /// [`JobRequest`] → one [`Job`].
+    Job = "GET" "/api/v1/consultations/{id}",
+        JobRequest => Job, consults: false, |r| HttpCall::new(VerbName::Job).with_id(&r.id);
+    /// [`CancelRequest`] → the [`Job`] once it ended (or still stopping).
+    Cancel = "DELETE" "/api/v1/consultations/{id}",
+        CancelRequest => Job, consults: false, |r| HttpCall::new(VerbName::Cancel).with_id(&r.id);
+    /// [`EventsRequest`] → the job's [`Event`]s, past then live, until `done`.
+    Events = "GET" "/api/v1/consultations/{id}/events",
+        EventsRequest => Event, consults: false, |r| {
+            let mut call = HttpCall::new(VerbName::Events).with_id(&r.id);
+            if r.from > 0 {
+                call.query.push(("from", r.from.to_string()));
+            }
+            call
+        };
+    /// [`ReviewsRequest`] → the [`ReviewList`] waiting in this daemon's mesh inbox.
+    Reviews = "GET" "/api/v1/reviews",
+        ReviewsRequest => ReviewList, consults: false, |_r| HttpCall::new(VerbName::Reviews);
+    /// [`TasksRequest`] → the [`TaskList`] of the context's state directory.
+    Tasks = "GET" "/api/v1/reasoning/tasks",
+        TasksRequest => TaskList, consults: false,
+        |r| HttpCall::new(VerbName::Tasks).with_context(&r.context);
+    /// [`FeedRequest`] → server-sent events of a root (and task): job events, records
+    /// written, advisors' status. Served by the daemon only (no façade verb).
+    Feed = "GET" "/api/v1/events";
+    /// [`ReviewAnswerRequest`] → the [`ReviewAnswered`], sent to the asker.
+    ReviewAnswer = "POST" "/api/v1/reviews/{id}/answer",
+        ReviewAnswerRequest => ReviewAnswered, consults: false, |r| {
+            HttpCall::new(VerbName::ReviewAnswer)
+                .with_id(&JobId::from(r.id.as_str()))
+                .with_body(&ReviewAnswer { answer: r.answer.clone() })
+        };
+}
 
 /// The route of `verb`.
 pub fn route_of(verb: VerbName) -> &'static Route {
@@ -656,58 +590,6 @@ pub fn route_of(verb: VerbName) -> &'static Route {
         .iter()
         .find(|r| r.verb == verb)
         .expect("every verb has a route in ROUTES")
-}
-
-/// Why a method and path name no route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RouteError {
-    /// No route has this path (404 `not_found`).
-    NotFound,
-    /// The path exists but not with this method (405 `method_not_allowed`); the methods
-    /// it accepts, as `GET, POST`.
-    MethodNotAllowed(String),
-}
-
-/// The verb `method` and `path` (without its query string) carry, and the job id in the
-/// path if the route has one.
-pub fn parse_route(method: &str, path: &str) -> Result<(VerbName, Option<JobId>), RouteError> {
-    let trimmed = path
-        .strip_suffix('/')
-        .filter(|p| !p.is_empty())
-        .unwrap_or(path);
-    let mut allowed: Vec<&'static str> = Vec::new();
-    for route in ROUTES {
-        let Some(id) = matches(route.path, trimmed) else {
-            continue;
-        };
-        if route.method == method {
-            return Ok((route.verb, id.map(JobId::from)));
-        }
-        allowed.push(route.method);
-    }
-    if allowed.is_empty() {
-        Err(RouteError::NotFound)
-    } else {
-        Err(RouteError::MethodNotAllowed(allowed.join(", ")))
-    }
-}
-
-/// Whether `path` fits `pattern`: `Some(id)` when it does (`id` filling `{id}`, if any).
-fn matches<'p>(pattern: &str, path: &'p str) -> Option<Option<&'p str>> {
-    let mut id = None;
-    let mut given = path.split('/');
-    for want in pattern.split('/') {
-        let seg = given.next()?;
-        if want == "{id}" {
-            if seg.is_empty() {
-                return None;
-            }
-            id = Some(seg);
-        } else if want != seg {
-            return None;
-        }
-    }
-    given.next().is_none().then_some(id)
 }
 
 /// The body of every error reply: `{"error": CODE, "message": ...}`, plus `reason` for a
@@ -737,6 +619,10 @@ pub mod codes {
     pub const NOT_FOUND: &str = "not_found";
     /// 404: no job has this id (never existed, or pruned).
     pub const UNKNOWN_JOB: &str = "unknown_job";
+    /// 403: over the TCP listener, a `Host` or `Origin` that is not the listener's own, or
+    /// a request naming what a token holder may not choose (a body `context`, a catalogue
+    /// or a state directory the daemon was not given by the user).
+    pub const FORBIDDEN: &str = "forbidden";
     /// 405: the route exists with another method.
     pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
     /// 409: the job has already ended, so it cannot be cancelled.
@@ -842,49 +728,6 @@ mod tests {
     use super::*;
     use crate::core::records::FailureKind;
 
-    fn check(method: &str, path: &str, expected: Result<(VerbName, Option<&str>), RouteError>) {
-        let expected = expected.map(|(verb, id)| (verb, id.map(JobId::from)));
-        assert_eq!(parse_route(method, path), expected, "{method} {path}");
-    }
-
-    #[test]
-    fn routes_parse() {
-        use RouteError::*;
-        use VerbName as V;
-        let id = "01J0000000000000000000000A";
-        check("GET", "/api/v1/health", Ok((V::Health, None)));
-        check("GET", "/api/v1/health/", Ok((V::Health, None)));
-        check("GET", "/api/v1/reasoning", Ok((V::Status, None)));
-        check("GET", "/api/v1/reasoning/advisors", Ok((V::Advisors, None)));
-        check("POST", "/api/v1/reasoning/plan", Ok((V::Plan, None)));
-        check("POST", "/api/v1/reasoning/records", Ok((V::Record, None)));
-        check("GET", "/api/v1/reasoning/explain", Ok((V::Explain, None)));
-        check("GET", "/api/v1/reasoning/tree", Ok((V::Tree, None)));
-        check("GET", "/api/v1/reasoning/check", Ok((V::Check, None)));
-        check("GET", "/api/v1/reasoning/verify", Ok((V::Verify, None)));
-        check("POST", "/api/v1/consultations", Ok((V::Consult, None)));
-        check("GET", "/api/v1/consultations", Ok((V::Jobs, None)));
-        let job = format!("/api/v1/consultations/{id}");
-        check("GET", &job, Ok((V::Job, Some(id))));
-        check("DELETE", &job, Ok((V::Cancel, Some(id))));
-        check("GET", &format!("{job}/events"), Ok((V::Events, Some(id))));
-        let not_allowed = |m: &str| Err(MethodNotAllowed(m.to_string()));
-        check("POST", "/api/v1/health", not_allowed("GET"));
-        check("GET", "/api/v1/reasoning/records", not_allowed("POST"));
-        check("PUT", "/api/v1/consultations", not_allowed("GET, POST"));
-        check(
-            "POST",
-            "/api/v1/consultations/x",
-            not_allowed("GET, DELETE"),
-        );
-        check("GET", "/api/v1/nothing", Err(NotFound));
-        check("GET", "/api/v2/health", Err(NotFound));
-        check("GET", "/", Err(NotFound));
-        check("GET", "/api/v1/consultations/x/events/more", Err(NotFound));
-        check("GET", "/api/v1/consultations//events", Err(NotFound));
-        check("GET", "/api/v1//", Err(NotFound));
-    }
-
     #[test]
     fn every_verb_has_one_route_and_its_calls_print_back() {
         use VerbName as V;
@@ -915,10 +758,6 @@ mod tests {
             (call.method(), call.path().as_str()),
             ("GET", "/api/v1/consultations/J1")
         );
-        assert_eq!(
-            parse_route(call.method(), &call.path()),
-            Ok((V::Job, Some("J1".into())))
-        );
         let call = EventsRequest {
             id: "J1".into(),
             from: 3,
@@ -935,6 +774,63 @@ mod tests {
         .call();
         assert_eq!(call.query, vec![("id", "R1".to_string())]);
         assert_eq!(call.body.unwrap()["context"]["root"], "/r");
+    }
+
+    #[test]
+    fn only_the_consultation_consults_and_only_its_call_carries_values() {
+        const SECRET: &str = "v4lue-never-sent";
+        let mut context: RequestContext =
+            serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap();
+        context.credentials.insert("K".into(), SECRET.into());
+        fn sent<V: Verb>(request: &V) -> (bool, bool) {
+            let call = request.call();
+            let body = call.body.map(|b| b.to_string()).unwrap_or_default();
+            (V::CONSULTS, body.contains(SECRET))
+        }
+        let c = || context.clone();
+        for (consults, carries) in [
+            sent(&AdvisorsRequest { context: c() }),
+            sent(&StatusRequest { context: c() }),
+            sent(&SpendRequest { context: c() }),
+            sent(&TasksRequest { context: c() }),
+            sent(&VerifyRequest {
+                context: c(),
+                all: true,
+            }),
+            sent(&CheckRequest {
+                context: c(),
+                path: None,
+            }),
+            sent(&ExplainRequest {
+                context: c(),
+                id: "R".into(),
+            }),
+            sent(&TreeRequest {
+                context: c(),
+                depth: None,
+                show_superseded: false,
+            }),
+            sent(&RecordRequest {
+                context: c(),
+                record: serde_json::json!({}),
+            }),
+            sent(&PlanRequest {
+                context: c(),
+                materiality: Materiality::High,
+                confidence: Confidence::default(),
+                capabilities: vec![],
+            }),
+        ] {
+            assert_eq!((consults, carries), (false, false));
+        }
+        let consult = ConsultRequest {
+            context: c(),
+            assessment: "A".into(),
+            question: None,
+            prior_opinion: None,
+            timeout: None,
+        };
+        assert_eq!(sent(&consult), (true, true));
     }
 
     #[test]

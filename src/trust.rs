@@ -9,7 +9,11 @@
 //! of its content: a changed file (one byte is enough) needs trusting again.
 //!
 //! The embedded catalogue and one the user names (`--catalogue`, `ADVISORD_CATALOGUE`)
-//! are trusted as they are: naming it is the user's choice.
+//! are trusted as they are when the user's own processes name them (the command line, the
+//! daemon's socket): naming it is the user's choice. Over the daemon's TCP listener a
+//! token holder is not the user, so it may name only a catalogue the daemon already
+//! trusts: one the user's own processes named through the socket, the daemon's own, or
+//! one trusted here (`crate::daemon::http`'s `reach`).
 
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

@@ -217,13 +217,11 @@ async fn shutdown_signal() {
 /// Start this executable again, detached (its own session, standard streams to the log in
 /// the data directory), and wait until it answers on the socket.
 fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(data_dir)
+    // The user's alone (`0700`, the log `0600`): the log holds paths and questions.
+    advisord::paths::private_dir(data_dir)
         .with_context(|| format!("cannot create the data directory `{}`", data_dir.display()))?;
     let log_path = data_dir.join(LOG_FILE);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
+    let log = advisord::paths::private_file(&log_path, true)
         .with_context(|| format!("cannot open the log `{}`", log_path.display()))?;
     // What the child writes from here on is what it says about this start.
     let log_start = log.metadata().map_or(0, |m| m.len());
@@ -286,7 +284,15 @@ fn detach(args: &Args, socket: &Path, data_dir: &Path) -> anyhow::Result<ExitCod
             }
             return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
         }
-        let health = runtime.block_on(daemon::probe::health(socket, Duration::from_millis(500)));
+        // The one client of the socket asks, as any surface does.
+        let client = advisord::client::Client::new(socket.to_path_buf())
+            .with_request_bound(Duration::from_millis(500));
+        let health = runtime
+            .block_on(advisord::facade::Api::health(
+                &client,
+                advisord::protocol::HealthRequest {},
+            ))
+            .ok();
         if health.is_some_and(|h| h.pid == child.id()) {
             println!(
                 "advisord {} running (pid {}) on `{}`; log `{}`",

@@ -1,10 +1,12 @@
 //! `advisor-consult cockpit [--open]`: the URL of the daemon's cockpit page, carrying the
 //! TCP listener's token (read from the file the daemon names in `health`, which only the
-//! user can read), the asker's root and task; `--open` hands it to `xdg-open`.
+//! user can read), the asker's root and task, and the catalogue and state directory when
+//! named (which this command, through the socket, names to the daemon for the page);
+//! `--open` hands it to `xdg-open`.
 
-use crate::daemon::listen::Token;
 use crate::error::Error;
 use crate::facade::Api;
+use crate::protocol::token::Token;
 use crate::protocol::{HealthRequest, RequestContext};
 use crate::render::Format;
 
@@ -32,6 +34,17 @@ pub async fn run(
             listening.token_file.display()
         ))
     })?;
+    if ctx.catalogue_path.is_some() || ctx.state_dir.is_some() {
+        // Over TCP the page may name only a catalogue and a state directory the user's own
+        // processes named through the socket: this request, from the user's shell, does.
+        // Whether the root and task serve is for the page to show, so its answer is not
+        // needed here.
+        let _ = api
+            .tasks(crate::protocol::TasksRequest {
+                context: ctx.clone(),
+            })
+            .await;
+    }
     let url = url(&listening.address, &token, ctx);
     match format {
         Format::Json => {
@@ -88,14 +101,7 @@ fn url(address: &str, token: &Token, ctx: &RequestContext) -> String {
 
 /// `text` percent-encoded for a query value.
 fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
+    crate::protocol::query_value(text)
 }
 
 #[cfg(test)]

@@ -8,16 +8,17 @@ use crate::daemon::served::Served;
 use crate::error::Error;
 use crate::facade::Api;
 use crate::protocol::{
-    codes, is_out_of_range, parse_route, AdvisorsRequest, CancelRequest, CheckRequest,
-    ConsultRequest, ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId,
-    JobRequest, JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, RouteError,
-    SpendRequest, StatusRequest, TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON,
+    codes, is_out_of_range, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest,
+    ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId, JobRequest,
+    JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, SpendRequest, StatusRequest,
+    TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON, ROUTES,
 };
-use crate::protocol::{FeedRequest, PageQuery, TasksRequest, EVENT_STREAM};
+use crate::protocol::{FeedRequest, PageName, PageQuery, TasksRequest, EVENT_STREAM, PAGES};
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{Path as PathParam, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, on, MethodFilter};
 use axum::{Json, Router};
 use futures::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
@@ -26,11 +27,120 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod reach;
 mod sse;
 
-/// The daemon's HTTP service: everything goes through [`dispatch`].
+pub use reach::Vouched;
+
+/// The daemon's HTTP service: one axum route per row of `crate::protocol::ROUTES` (each
+/// also with a trailing `/`), a JSON `not_found` for any other path, and a JSON
+/// `method_not_allowed` naming the methods axum's `Allow` header lists.
 pub(crate) fn router(served: Arc<Served>) -> Router {
-    Router::new().fallback(dispatch).with_state(served)
+    let mut router = Router::new();
+    for route in ROUTES {
+        let verb = route.verb;
+        let filter = match route.method {
+            "GET" => MethodFilter::GET,
+            "POST" => MethodFilter::POST,
+            "DELETE" => MethodFilter::DELETE,
+            other => unreachable!("ROUTES names only GET, POST and DELETE, not {other}"),
+        };
+        let handler = if route.path.contains("{id}") {
+            on(
+                filter,
+                move |State(api): State<Arc<Served>>,
+                      PathParam(id): PathParam<String>,
+                      request: Request| async move {
+                    // An id is one whole, non-empty segment.
+                    if id.is_empty() || id.contains('/') {
+                        return not_found(request).await;
+                    }
+                    dispatch(api, verb, Some(JobId::from(id.as_str())), request).await
+                },
+            )
+        } else {
+            on(
+                filter,
+                move |State(api): State<Arc<Served>>, request: Request| {
+                    dispatch(api, verb, None, request)
+                },
+            )
+        };
+        router = router
+            .route(route.path, handler.clone())
+            .route(&format!("{}/", route.path), handler);
+    }
+    for page in PAGES {
+        let handler = match page.page {
+            PageName::OpenApi => get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/json")],
+                    crate::protocol::openapi::document_text(),
+                )
+                    .into_response()
+            }),
+            PageName::Cockpit => get(|| async { crate::daemon::cockpit::page() }),
+            PageName::CockpitFile => get(|PathParam(name): PathParam<String>| async move {
+                crate::daemon::cockpit::file(&name).unwrap_or_else(|| {
+                    ApiError::new(
+                        StatusCode::NOT_FOUND,
+                        codes::NOT_FOUND,
+                        "the cockpit has no such file; open `/cockpit`",
+                    )
+                    .into_response()
+                })
+            }),
+        };
+        router = router
+            .route(page.path, handler.clone())
+            .route(&format!("{}/", page.path), handler);
+    }
+    // The routes answer inside; `around` sees their finished replies (a 405 with its
+    // `Allow`), so it wraps them whole.
+    let routes = router.fallback(not_found).with_state(served.clone());
+    Router::new()
+        .fallback_service(routes)
+        .layer(axum::middleware::from_fn_with_state(served, around))
+}
+
+/// Around every request: the daemon is not idle, and a 405 says in JSON what is allowed.
+async fn around(
+    State(api): State<Arc<Served>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    api.touch();
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let response = next.run(request).await;
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        return response;
+    }
+    let allow = response
+        .headers()
+        .get(header::ALLOW)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ");
+    ApiError::method_not_allowed(method.as_str(), &path, allow).into_response()
+}
+
+/// No route has this path.
+async fn not_found(request: Request) -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        codes::NOT_FOUND,
+        format!(
+            "no route `{} {}`; the routes are listed in docs/DAEMON.md and in \
+             `/api/v1/openapi.json` (they start with `/api/v1/`; the page is `/cockpit`)",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+    .into_response()
 }
 
 /// What a verb's mapping gets: the URI (for its query), the headers (`Accept`,
@@ -41,6 +151,8 @@ struct Incoming {
     headers: axum::http::HeaderMap,
     conn: Option<crate::daemon::conn::ConnHandle>,
     body: Bytes,
+    /// Whether it came through the TCP listener (see [`reach`]).
+    tcp: bool,
 }
 
 /// A handler's answer.
@@ -51,30 +163,15 @@ fn reply(status: StatusCode, value: impl Serialize) -> Answer {
     Ok((status, Json(value)).into_response())
 }
 
-async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response {
-    api.touch();
+/// One request of `verb` (`id` from its path): read, answered, written back.
+async fn dispatch(
+    api: Arc<Served>,
+    verb: VerbName,
+    id: Option<JobId>,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
-    let (verb, id) = match parse_route(parts.method.as_str(), &path) {
-        Ok(found) => found,
-        Err(RouteError::NotFound) => {
-            return ApiError::new(
-                StatusCode::NOT_FOUND,
-                codes::NOT_FOUND,
-                format!(
-                    "no route `{} {path}`; the routes are listed in docs/DAEMON.md and in \
-                     `/api/v1/openapi.json` (they start with `/api/v1/`; the page is \
-                     `/cockpit`)",
-                    parts.method
-                ),
-            )
-            .into_response()
-        }
-        Err(RouteError::MethodNotAllowed(allow)) => {
-            return ApiError::method_not_allowed(parts.method.as_str(), &path, allow)
-                .into_response()
-        }
-    };
     let body_timeout = parts
         .extensions
         .get::<crate::daemon::conn::BodyTimeout>()
@@ -84,6 +181,10 @@ async fn dispatch(State(api): State<Arc<Served>>, request: Request) -> Response 
         Err(e) => return e.into_response(),
     };
     incoming.headers = parts.headers;
+    incoming.tcp = parts
+        .extensions
+        .get::<crate::daemon::listen::OverTcp>()
+        .is_some();
     incoming.conn = parts
         .extensions
         .get::<crate::daemon::conn::ConnHandle>()
@@ -103,23 +204,24 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
     match verb {
         VerbName::Health => reply(StatusCode::OK, api.health(HealthRequest {}).await?),
         VerbName::Advisors => {
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(
                 StatusCode::OK,
                 api.advisors(AdvisorsRequest { context }).await?,
             )
         }
         VerbName::Plan => {
-            let request: PlanRequest = body_with_context(&incoming, "plan request").await?;
+            let request: PlanRequest = body_with_context(api, &incoming, "plan request").await?;
             reply(StatusCode::OK, api.plan(request).await?)
         }
         VerbName::Record => {
-            let request: RecordRequest = json_body(&incoming.body, "record request")?;
+            let request: RecordRequest =
+                body_with_context(api, &incoming, "record request").await?;
             reply(StatusCode::CREATED, api.record(request).await?)
         }
         VerbName::Status => {
             let page: PageQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let mut view = api.status(StatusRequest { context }).await?;
             if page.offset.is_some() || page.limit.is_some() {
                 view.page(page.offset.unwrap_or(0), page.limit.unwrap_or(usize::MAX));
@@ -127,25 +229,12 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             reply(StatusCode::OK, view)
         }
         VerbName::Tasks => {
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(StatusCode::OK, api.tasks(TasksRequest { context }).await?)
         }
         VerbName::Feed => feed(api, &incoming),
-        VerbName::OpenApi => Ok((
-            [(header::CONTENT_TYPE, "application/json")],
-            crate::protocol::openapi::document_text(),
-        )
-            .into_response()),
-        VerbName::Cockpit => Ok(crate::daemon::cockpit::page()),
-        VerbName::CockpitFile => crate::daemon::cockpit::file(id()?.as_str()).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                codes::NOT_FOUND,
-                "the cockpit has no such file; open `/cockpit`",
-            )
-        }),
         VerbName::Spend => {
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
         }
         VerbName::Explain => {
@@ -156,7 +245,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
                     "`id` is missing: ask `/api/v1/reasoning/explain?id=RECORD_ID`",
                 )
             })?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             reply(
                 StatusCode::OK,
                 api.explain(ExplainRequest { context, id }).await?,
@@ -164,7 +253,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Tree => {
             let query: TreeQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let request = TreeRequest {
                 context,
                 depth: query.depth,
@@ -178,7 +267,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Check => {
             let query: CheckQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let request = CheckRequest {
                 context,
                 path: query.path,
@@ -187,7 +276,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
         }
         VerbName::Verify => {
             let query: VerifyQuery = query_of(&incoming)?;
-            let context = context_of(&incoming).await?;
+            let context = context_of(api, &incoming).await?;
             let request = VerifyRequest {
                 context,
                 all: query.all.unwrap_or(false),
@@ -199,7 +288,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
                 return Err(Error::ShuttingDown.into());
             }
             let request: ConsultRequest =
-                body_with_context(&incoming, "consultation request").await?;
+                body_with_context(api, &incoming, "consultation request").await?;
             reply(StatusCode::ACCEPTED, api.consult(request).await?)
         }
         VerbName::Jobs => {
@@ -372,7 +461,7 @@ struct ContextQuery {
 
 /// The context of a request that carries none: the query's, on the daemon's own
 /// environment.
-async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+async fn query_context(api: &Served, incoming: &Incoming) -> Result<RequestContext, ApiError> {
     let query: ContextQuery = query_of(incoming)?;
     let root = query.root.ok_or_else(|| {
         ApiError::bad_request(
@@ -381,8 +470,20 @@ async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> 
              `?root=/absolute/dir` (and optionally `&task=NAME`)",
         )
     })?;
+    let root = PathBuf::from(root);
+    if incoming.tcp {
+        if let Some(catalogue) = &query.catalogue {
+            api.vouched().permit_catalogue(catalogue)?;
+        }
+        if let Some(state_dir) = &query.state_dir {
+            api.vouched().permit_state_dir(&root, state_dir)?;
+        }
+    } else {
+        api.vouched()
+            .note(query.catalogue.as_deref(), query.state_dir.as_deref());
+    }
     let flags = crate::context::Locations {
-        root: Some(PathBuf::from(root)),
+        root: Some(root),
         task: query.task,
         catalogue: query.catalogue,
         state_dir: query.state_dir,
@@ -395,17 +496,24 @@ async fn query_context(incoming: &Incoming) -> Result<RequestContext, ApiError> 
 
 /// A POST body as `T`; when it has no `context`, the query's (see [`query_context`]).
 async fn body_with_context<T: DeserializeOwned>(
+    api: &Served,
     incoming: &Incoming,
     what: &str,
 ) -> Result<T, ApiError> {
     let mut value: serde_json::Value = json_body(&incoming.body, what)?;
     if let Some(object) = value.as_object_mut() {
-        if !object.contains_key("context") && incoming.uri.query().is_some() {
-            let context = query_context(incoming).await?;
-            object.insert(
-                "context".to_string(),
-                serde_json::to_value(context).map_err(|e| ApiError::internal(e.to_string()))?,
-            );
+        match object.get("context") {
+            Some(_) if incoming.tcp => return Err(reach::body_context_refused()),
+            Some(context) => note_context(api, context),
+            None if incoming.uri.query().is_some() => {
+                let context = query_context(api, incoming).await?;
+                object.insert(
+                    "context".to_string(),
+                    serde_json::to_value(context.with_values())
+                        .map_err(|e| ApiError::internal(e.to_string()))?,
+                );
+            }
+            None => {}
         }
     }
     serde_json::from_value(value).map_err(|e| {
@@ -437,11 +545,26 @@ fn query_of<T: DeserializeOwned + Default>(incoming: &Incoming) -> Result<T, Api
 
 /// The context of a GET request: the body's, else one built from the query's `root` and
 /// `task` and the daemon's own environment.
-async fn context_of(incoming: &Incoming) -> Result<RequestContext, ApiError> {
+async fn context_of(api: &Served, incoming: &Incoming) -> Result<RequestContext, ApiError> {
     if !incoming.body.is_empty() {
-        return Ok(json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context);
+        if incoming.tcp {
+            return Err(reach::body_context_refused());
+        }
+        let context = json_body::<ContextBody>(&incoming.body, "`{\"context\": {...}}`")?.context;
+        api.vouched().note(
+            context.catalogue_path.as_deref(),
+            context.state_dir.as_deref(),
+        );
+        return Ok(context);
     }
-    query_context(incoming).await
+    query_context(api, incoming).await
+}
+
+/// Note the catalogue and state directory a socket request's JSON `context` names.
+fn note_context(api: &Served, context: &serde_json::Value) {
+    let path = |key: &str| context.get(key).and_then(|v| v.as_str()).map(Path::new);
+    api.vouched()
+        .note(path("catalogue_path"), path("state_dir"));
 }
 
 /// Read the body under the bound (413 past it) and within `timeout` (408 after it: a
@@ -486,6 +609,7 @@ async fn read(
         headers: axum::http::HeaderMap::new(),
         conn: None,
         body,
+        tcp: false,
     })
 }
 

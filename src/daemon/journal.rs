@@ -7,6 +7,7 @@ use crate::protocol::{Job, RequestContext, Timeout};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The version of the journal entry's shape.
@@ -55,13 +56,10 @@ impl Journal {
     /// The journal under `data_dir` (its `jobs/` directory is created, `0700`).
     pub fn open(data_dir: &Path) -> Result<Journal, JournalError> {
         let dir = data_dir.join("jobs");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .create(&dir)
-            .map_err(|source| JournalError {
-                context: format!("cannot create `{}`", dir.display()),
-                source,
-            })?;
+        crate::paths::private_dir(&dir).map_err(|source| JournalError {
+            context: format!("cannot create `{}`", dir.display()),
+            source,
+        })?;
         Ok(Journal { dir })
     }
 
@@ -96,7 +94,14 @@ impl Journal {
             context: format!("cannot encode job `{}`", entry.job.id),
             source: io::Error::other(e),
         })?;
-        let mut file = File::create(&tmp_path).map_err(fail("create", &tmp_path))?;
+        // `0600`: an entry holds the question's context (paths, the task).
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(crate::paths::PRIVATE_FILE_MODE)
+            .open(&tmp_path)
+            .map_err(fail("create", &tmp_path))?;
         file.write_all(&bytes)
             .and_then(|()| file.sync_all())
             .map_err(fail("write", &tmp_path))

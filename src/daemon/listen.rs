@@ -16,19 +16,15 @@
 //!   read a reply.
 
 use crate::daemon::http::ApiError;
+pub use crate::protocol::token::{token_path, Token, TOKEN_FILE};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::fmt;
-use std::io::{self, Write};
+use cookie::{Cookie, SameSite};
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The token's file in the data directory (mode `0600`).
-pub const TOKEN_FILE: &str = "cockpit.token";
+use tower_http::set_header::SetResponseHeaderLayer;
 
 /// The cookie the page's token is kept in.
 pub const COOKIE: &str = "advisord_token";
@@ -69,78 +65,11 @@ pub fn check_address(addr: SocketAddr, public: bool) -> Result<(), String> {
     ))
 }
 
-/// The listener's secret. Its `Debug` and `Display` never show it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(…)")
-    }
-}
-
-impl Token {
-    /// The token kept in `data_dir`, generated (and saved `0600`) the first time.
-    pub fn load_or_create(data_dir: &Path) -> io::Result<Token> {
-        let path = token_path(data_dir);
-        match std::fs::read_to_string(&path) {
-            Ok(text) if is_token(text.trim()) => {
-                // Ours, in our private directory: keep it private whatever happened to it.
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-                return Ok(Token(text.trim().to_string()));
-            }
-            Ok(_) => std::fs::remove_file(&path)?, // not a token: made again
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        file.write_all(token.as_bytes())?;
-        file.write_all(b"\n")?;
-        file.sync_all()?;
-        Ok(Token(token))
-    }
-
-    /// The token read from `path` (the client side: `advisor-consult cockpit`).
-    pub fn read(path: &Path) -> io::Result<Token> {
-        let text = std::fs::read_to_string(path)?;
-        Token::parse(&text).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, "the file does not hold a token")
-        })
-    }
-
-    /// A token written as text (64 hex digits, surrounding whitespace ignored).
-    pub fn parse(text: &str) -> Option<Token> {
-        let text = text.trim();
-        is_token(text).then(|| Token(text.to_string()))
-    }
-
-    /// The secret itself, for the URL the user opens. Never log it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether `given` is this token (in time independent of where they differ).
-    fn matches(&self, given: &str) -> bool {
-        let (a, b) = (self.0.as_bytes(), given.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-    }
-}
-
-fn is_token(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Where the token of a daemon using `data_dir` lives.
-pub fn token_path(data_dir: &Path) -> PathBuf {
-    data_dir.join(TOKEN_FILE)
-}
+/// The mark of a request that came through the TCP listener (set by [`authorize`]): the
+/// HTTP mapping then lets it name only what the daemon already trusts
+/// (`crate::daemon::http::reach`).
+#[derive(Debug, Clone, Copy)]
+pub struct OverTcp;
 
 /// What the layer checks every TCP request against.
 #[derive(Debug)]
@@ -191,21 +120,22 @@ impl Guard {
     }
 
     /// The token the request carries (bearer first, then the cookie).
-    fn carried<'r>(&self, headers: &'r HeaderMap) -> Option<&'r str> {
+    fn carried(&self, headers: &HeaderMap) -> Option<String> {
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        bearer.or_else(|| {
-            headers
-                .get_all(header::COOKIE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(';'))
-                .filter_map(|pair| pair.trim().split_once('='))
-                .find(|(name, _)| *name == COOKIE)
-                .map(|(_, value)| value)
-        })
+        if let Some(bearer) = bearer {
+            return Some(bearer.to_string());
+        }
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(Cookie::split_parse)
+            .filter_map(Result::ok)
+            .find(|cookie| cookie.name() == COOKIE)
+            .map(|cookie| cookie.value().to_string())
     }
 }
 
@@ -214,7 +144,7 @@ pub async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: 
     if let Some(why) = guard.foreign(request.headers()) {
         return ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            crate::protocol::codes::FORBIDDEN,
             format!("{why}; open the cockpit at the address `advisor-consult cockpit` prints"),
         )
         .into_response();
@@ -229,10 +159,11 @@ pub async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: 
         }
     }
     match guard.carried(request.headers()) {
-        Some(given) if guard.token.matches(given) => {
-            let mut response = next.run(request).await;
-            harden(response.headers_mut());
-            response
+        Some(given) if guard.token.matches(&given) => {
+            let mut request = request;
+            // What a token holder may name is narrower than what the socket's peer may.
+            request.extensions_mut().insert(OverTcp);
+            next.run(request).await
         }
         _ => unauthorized(),
     }
@@ -241,35 +172,9 @@ pub async fn authorize(State(guard): State<Arc<Guard>>, request: Request, next: 
 /// The `token` query parameter, if any.
 fn query_token(uri: &axum::http::Uri) -> Option<String> {
     let query = uri.query()?;
-    form_pairs(query)
+    form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "token")
-        .map(|(_, v)| v)
-}
-
-/// The pairs of a query string, decoded.
-fn form_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    query.split('&').filter_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        Some((decode(k)?, decode(v)?))
-    })
-}
-
-/// `%XX` and `+` decoded (`None` when malformed).
-fn decode(text: &str) -> Option<String> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut bytes = text.bytes();
-    while let Some(b) = bytes.next() {
-        match b {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hi = (bytes.next()? as char).to_digit(16)?;
-                let lo = (bytes.next()? as char).to_digit(16)?;
-                out.push(u8::try_from(hi * 16 + lo).ok()?);
-            }
-            other => out.push(other),
-        }
-    }
-    String::from_utf8(out).ok()
+        .map(|(_, v)| v.into_owned())
 }
 
 /// `303` to the page without the token, setting the cookie.
@@ -285,10 +190,12 @@ fn trade_for_cookie(token: &Token, uri: &axum::http::Uri) -> Response {
     } else {
         format!("{COCKPIT_PATH}?{}", rest.join("&"))
     };
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-        token.expose()
-    );
+    let cookie = Cookie::build((COOKIE, token.expose()))
+        .http_only(true)
+        .same_site(SameSite::Strict)
+        .path("/")
+        .build()
+        .to_string();
     let mut response = StatusCode::SEE_OTHER.into_response();
     let headers = response.headers_mut();
     if let (Ok(location), Ok(cookie)) = (
@@ -298,7 +205,6 @@ fn trade_for_cookie(token: &Token, uri: &axum::http::Uri) -> Response {
         headers.insert(header::LOCATION, location);
         headers.insert(header::SET_COOKIE, cookie);
     }
-    harden(headers);
     response
 }
 
@@ -314,22 +220,23 @@ fn unauthorized() -> Response {
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    harden(response.headers_mut());
     response
 }
 
-/// Headers every TCP reply carries: nothing is framed, sniffed or referred elsewhere.
-fn harden(headers: &mut HeaderMap) {
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+/// The router as the TCP listener serves it: [`authorize`] in front, and on every reply
+/// (a refusal included) the headers that keep it from being framed, sniffed, referred
+/// elsewhere or cached.
+pub fn guarded(app: axum::Router, guard: Guard) -> axum::Router {
+    let header =
+        |name, value| SetResponseHeaderLayer::overriding(name, HeaderValue::from_static(value));
+    app.layer(axum::middleware::from_fn_with_state(
+        Arc::new(guard),
+        authorize,
+    ))
+    .layer(header(header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+    .layer(header(header::X_FRAME_OPTIONS, "DENY"))
+    .layer(header(header::REFERRER_POLICY, "no-referrer"))
+    .layer(header(header::CACHE_CONTROL, "no-store"))
 }
 
 #[cfg(test)]
@@ -337,7 +244,10 @@ mod tests {
     use super::*;
 
     fn guard(addr: &str) -> Guard {
-        Guard::new(Token("ab".repeat(32)), addr.parse().unwrap())
+        Guard::new(
+            Token::parse(&"ab".repeat(32)).unwrap(),
+            addr.parse().unwrap(),
+        )
     }
 
     #[test]
@@ -369,15 +279,6 @@ mod tests {
     }
 
     #[test]
-    fn tokens_compare_whole_and_never_show() {
-        let token = Token("ab".repeat(32));
-        assert!(token.matches(&"ab".repeat(32)));
-        assert!(!token.matches(&"ab".repeat(31)));
-        assert!(!token.matches(&format!("{}ac", "ab".repeat(31))));
-        assert_eq!(format!("{token:?}"), "Token(…)");
-    }
-
-    #[test]
     fn only_loopback_without_the_flag() {
         assert!(check_address("127.0.0.1:1".parse().unwrap(), false).is_ok());
         assert!(check_address("[::1]:1".parse().unwrap(), false).is_ok());
@@ -387,22 +288,8 @@ mod tests {
     }
 
     #[test]
-    fn a_token_is_made_once_and_kept_private() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = Token::load_or_create(dir.path()).unwrap();
-        let again = Token::load_or_create(dir.path()).unwrap();
-        assert_eq!(first, again);
-        let mode = std::fs::metadata(token_path(dir.path()))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(Token::read(&token_path(dir.path())).unwrap(), first);
-    }
-
-    #[test]
     fn the_trade_keeps_everything_but_the_token() {
-        let token = Token("ab".repeat(32));
+        let token = Token::parse(&"ab".repeat(32)).unwrap();
         let uri: axum::http::Uri = format!("/cockpit?root=%2Fr&token={}&task=t", "ab".repeat(32))
             .parse()
             .unwrap();

@@ -30,13 +30,23 @@ use std::sync::Arc;
 pub struct Served {
     jobs: Arc<Jobs>,
     listening: Option<crate::protocol::Listening>,
+    vouched: crate::daemon::http::Vouched,
 }
 
 impl Served {
-    /// The verbs over `jobs`.
     /// The verbs over `jobs`; `listening` is the TCP listener, if the daemon has one.
     pub(crate) fn new(jobs: Arc<Jobs>, listening: Option<crate::protocol::Listening>) -> Served {
-        Served { jobs, listening }
+        Served {
+            jobs,
+            listening,
+            vouched: Default::default(),
+        }
+    }
+
+    /// The catalogues and state directories the user's own processes named through the
+    /// socket: all a request over TCP may name.
+    pub fn vouched(&self) -> &crate::daemon::http::Vouched {
+        &self.vouched
     }
 
     /// The daemon's feed (job events, records written, advisors' status).

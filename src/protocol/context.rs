@@ -10,12 +10,20 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-/// The asking process's context, sent with every request .
+/// The asking process's context, sent with every request.
 ///
 /// Paths are absolute (made so against the client's working directory) because the
 /// daemon runs elsewhere. Credential values are held for the request only and never
 /// appear in `Debug` output.
+///
+/// **Credential values travel only with a consultation, and the types hold that rule.**
+/// A `RequestContext` never carries its values on the wire: encoded, `credentials` is
+/// empty and the variables that are set are named in `present`; decoded, any value sent
+/// is dropped the same way. Only the `context` of [`super::ConsultRequest`], encoded and
+/// decoded through [`with_values`], carries them. So a verb that does not consult cannot
+/// send a value, whoever builds its request.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(into = "Wire", from = "Wire")]
 pub struct RequestContext {
     /// The project root: absolute, an existing directory.
     pub root: PathBuf,
@@ -50,7 +58,7 @@ pub struct RequestContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub utc_offset_s: Option<i32>,
     /// The values of the credential variables the catalogue names, by variable name:
-    /// carried only by a request that consults (see [`RequestContext::presence_only`]).
+    /// carried only by a consultation's request; empty in every other.
     #[serde(default)]
     pub credentials: BTreeMap<String, String>,
     /// The credential variables that are set and non-empty, without their values: all
@@ -65,6 +73,11 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// The context as a consultation's request carries it: with its credential values.
+    pub fn with_values(&self) -> WithValues<'_> {
+        WithValues(self)
+    }
+
     /// The same context with its credential values replaced by their names: what every
     /// request that does not consult sends.
     pub fn presence_only(mut self) -> RequestContext {
@@ -104,5 +117,152 @@ impl std::fmt::Debug for RequestContext {
             .field("present", &self.present)
             .field("mesh_peers", &self.mesh_peers.len())
             .finish()
+    }
+}
+
+/// The wire form of a [`RequestContext`]: the same fields, `credentials` included so a
+/// consultation can fill it (see [`with_values`]).
+#[derive(Clone, Serialize, Deserialize)]
+struct Wire {
+    root: PathBuf,
+    #[serde(default)]
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    catalogue_path: Option<PathBuf>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    ci: Option<String>,
+    #[serde(default)]
+    disable: Option<String>,
+    #[serde(default)]
+    cooldown_s: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    budgets: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    utc_offset_s: Option<i32>,
+    #[serde(default)]
+    credentials: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    present: BTreeSet<String>,
+}
+
+impl Wire {
+    /// The context with its values (a consultation's).
+    fn of(ctx: &RequestContext) -> Wire {
+        Wire {
+            root: ctx.root.clone(),
+            state_dir: ctx.state_dir.clone(),
+            task: ctx.task.clone(),
+            catalogue_path: ctx.catalogue_path.clone(),
+            mode: ctx.mode.clone(),
+            ci: ctx.ci.clone(),
+            disable: ctx.disable.clone(),
+            cooldown_s: ctx.cooldown_s.clone(),
+            path: ctx.path.clone(),
+            budgets: ctx.budgets.clone(),
+            utc_offset_s: ctx.utc_offset_s,
+            credentials: ctx.credentials.clone(),
+            present: ctx.present.clone(),
+        }
+    }
+
+    /// Back into a context, the values kept (a consultation's).
+    fn into_context(self) -> RequestContext {
+        RequestContext {
+            root: self.root,
+            state_dir: self.state_dir,
+            task: self.task,
+            catalogue_path: self.catalogue_path,
+            mode: self.mode,
+            ci: self.ci,
+            disable: self.disable,
+            cooldown_s: self.cooldown_s,
+            path: self.path,
+            budgets: self.budgets,
+            utc_offset_s: self.utc_offset_s,
+            credentials: self.credentials,
+            present: self.present,
+            mesh_peers: Vec::new(),
+        }
+    }
+}
+
+impl From<RequestContext> for Wire {
+    // Every request but a consultation: the values become names.
+    fn from(ctx: RequestContext) -> Wire {
+        Wire::of(&ctx.presence_only())
+    }
+}
+
+impl From<Wire> for RequestContext {
+    // Every request but a consultation: a value sent anyway is dropped, its name kept.
+    fn from(wire: Wire) -> RequestContext {
+        wire.into_context().presence_only()
+    }
+}
+
+/// A context encoded with its credential values: only a consultation's request is.
+pub struct WithValues<'c>(&'c RequestContext);
+
+impl Serialize for WithValues<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Wire::of(self.0).serialize(serializer)
+    }
+}
+
+/// The `context` field of a consultation's request: `serialize_with` and `deserialize_with`
+/// encodes and decodes it with its credential values, the one place they travel.
+pub mod with_values {
+    use super::{RequestContext, Wire};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// Encode `ctx` with its values.
+    pub fn serialize<S: Serializer>(
+        ctx: &RequestContext,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        Wire::of(ctx).serialize(serializer)
+    }
+
+    /// Decode a context, its values kept.
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<RequestContext, D::Error> {
+        Wire::deserialize(deserializer).map(Wire::into_context)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> RequestContext {
+        let mut ctx: RequestContext =
+            serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap();
+        ctx.credentials.insert("KEY".into(), "s3cret-value".into());
+        ctx.credentials.insert("EMPTY".into(), String::new());
+        ctx
+    }
+
+    #[test]
+    fn a_context_never_carries_values_unless_a_consultation_sends_it() {
+        let ctx = context();
+        let plain = serde_json::to_value(&ctx).unwrap();
+        assert!(!plain.to_string().contains("s3cret-value"), "{plain}");
+        assert_eq!(plain["credentials"], serde_json::json!({}));
+        assert_eq!(plain["present"], serde_json::json!(["KEY"]));
+        let sent = serde_json::to_value(ctx.with_values()).unwrap();
+        assert_eq!(sent["credentials"]["KEY"], "s3cret-value");
+        // Decoded as a plain context, a value sent anyway is dropped and its name kept.
+        let decoded: RequestContext = serde_json::from_value(sent.clone()).unwrap();
+        assert!(decoded.credentials.is_empty());
+        assert!(decoded.has_credential("KEY") && !decoded.has_credential("EMPTY"));
+        let kept = with_values::deserialize(sent).unwrap();
+        assert_eq!(kept.credentials["KEY"], "s3cret-value");
     }
 }

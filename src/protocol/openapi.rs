@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document of the daemon's HTTP API (`GET /api/v1/openapi.json`,
-//! checked in as `share/openapi.json`): one operation per row of [`super::ROUTES`], its
+//! checked in as `share/openapi.json`): one operation per row of [`super::ROUTES`] and of
+//! [`super::PAGES`], its
 //! request and response schemas generated from the protocol's types (`schemars`), both
 //! authentications of the TCP listener, the unix socket's peer check, and both event
 //! streams.
@@ -354,13 +355,30 @@ fn operation(verb: VerbName, generator: &mut SchemaGenerator) -> Operation {
             body: Some(request_body::<ReviewAnswer>(generator)),
             ok: ok(200, schema::<ReviewAnswered>(generator)),
         },
-        V::OpenApi => Operation {
+    }
+}
+
+/// The replies of every operation: its success, the TCP listener's 401 and 403, errors.
+fn responses(ok: (u16, Value), error: &Value) -> Value {
+    json!({
+        ok.0.to_string(): {"description": "Done.", "content": ok.1},
+        "401": {"description": "TCP only: no token, or a wrong one (nothing else is said).", "content": json_content(error.clone())},
+        "403": {"description": "TCP only: the `Host` or `Origin` is not the listener's own, or the request names what a token holder may not choose (a `context` in the body; a `catalogue` or `state_dir` the user's own processes did not name through the socket).", "content": json_content(error.clone())},
+        "default": {"description": "An error: `{\"error\": CODE, \"message\": ...}` (400 bad input, 404, 405, 409, 413 a body over 1 MiB, 422 refused by the writer, 500, 503).", "content": json_content(error.clone())},
+    })
+}
+
+/// What a page gives (a page takes no body).
+fn page_operation(page: PageName) -> Operation {
+    use PageName as P;
+    match page {
+        P::OpenApi => Operation {
             summary: "This document.",
             params: vec![],
             body: None,
             ok: (200, json_content(json!({"type": "object"}))),
         },
-        V::Cockpit => Operation {
+        P::Cockpit => Operation {
             summary: "The cockpit page. On TCP, `?token=` is traded for the cookie (303 to \
                       the same page without it).",
             params: vec![
@@ -376,7 +394,7 @@ fn operation(verb: VerbName, generator: &mut SchemaGenerator) -> Operation {
             body: None,
             ok: (200, json!({"text/html": {"schema": {"type": "string"}}})),
         },
-        V::CockpitFile => Operation {
+        P::CockpitFile => Operation {
             summary: "One of the cockpit page's embedded files (`cockpit.js`, `cockpit.css`).",
             params: vec![job_id_param("The file's name.")],
             body: None,
@@ -405,12 +423,7 @@ pub fn document() -> Value {
         let mut value = json!({
             "operationId": format!("{:?}", route.verb),
             "summary": op.summary,
-            "responses": {
-                op.ok.0.to_string(): {"description": "Done.", "content": op.ok.1},
-                "401": {"description": "TCP only: no token, or a wrong one (nothing else is said).", "content": json_content(error.clone())},
-                "403": {"description": "TCP only: the `Host` or `Origin` is not the listener's own.", "content": json_content(error.clone())},
-                "default": {"description": "An error: `{\"error\": CODE, \"message\": ...}` (400 bad input, 404, 405, 409, 413 a body over 1 MiB, 422 refused by the writer, 500, 503).", "content": json_content(error.clone())},
-            },
+            "responses": responses(op.ok, &error),
         });
         if !op.params.is_empty() {
             value["parameters"] = Value::Array(op.params);
@@ -421,6 +434,21 @@ pub fn document() -> Value {
         let path = route.path.to_string();
         let entry = paths.entry(path).or_insert_with(|| json!({}));
         entry[route.method.to_lowercase()] = value;
+    }
+    for route in PAGES {
+        let op = page_operation(route.page);
+        let mut value = json!({
+            "operationId": format!("{:?}", route.page),
+            "summary": op.summary,
+            "responses": responses(op.ok, &error),
+        });
+        if !op.params.is_empty() {
+            value["parameters"] = Value::Array(op.params);
+        }
+        let entry = paths
+            .entry(route.path.to_string())
+            .or_insert_with(|| json!({}));
+        entry["get"] = value;
     }
     let schemas: Map<String, Value> = generator
         .take_definitions()
@@ -438,7 +466,12 @@ pub fn document() -> Value {
                 is needed: the socket and its directory are the user's alone, and a peer of \
                 another uid is refused before a byte is read. On TCP every request needs the \
                 listener's token (bearer or cookie), and a `Host` or `Origin` that is not the \
-                listener's own is refused with 403. No CORS header is ever sent. Bodies over \
+                listener's own is refused with 403. Over TCP the daemon builds every request's \
+                context itself from the query (`root`, `task`, `catalogue`, `state_dir`): a \
+                `context` in the body is refused with 403, and so is a `catalogue` or \
+                `state_dir` the user's own processes did not name through the socket (the \
+                root's own state directory, the daemon's `ADVISORD_CATALOGUE` and trusted \
+                repository catalogues excepted). No CORS header is ever sent. Bodies over \
                 1 MiB get 413; malformed JSON gets 400 naming the problem.",
         },
         "servers": [

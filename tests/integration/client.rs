@@ -366,3 +366,49 @@ fn demo_runs_to_completion_and_shows_the_disagreement() {
     let left: Vec<_> = std::fs::read_dir(world.tmp()).expect("tmp").collect();
     assert!(left.is_empty(), "the demo left {left:?}");
 }
+
+#[test]
+fn an_autostarted_daemon_keeps_its_data_directory_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let world = World::new(&two_quick());
+    assert!(!world.data().exists(), "the autostart creates it");
+    let assessment = world.assessment();
+    let id = world
+        .run(&["--assessment", &assessment, "--detach"])
+        .expect_exit(0)
+        .stdout
+        .trim()
+        .to_string();
+    world.run(&["wait", &id]).expect_exit(0);
+    // The journal, the log, the pid and the lock hold question text and paths: the user's
+    // alone, the directories `0700` and every file `0600`.
+    let mode = |path: &std::path::Path| {
+        std::fs::symlink_metadata(path)
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    let mut seen = Vec::new();
+    let mut dirs = vec![world.data()];
+    while let Some(dir) = dirs.pop() {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        for entry in std::fs::read_dir(&dir).expect("read the data directory") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                assert_eq!(mode(&path), 0o600, "{}", path.display());
+                seen.push(path.file_name().unwrap().to_string_lossy().to_string());
+            }
+        }
+    }
+    for wanted in [
+        "advisord.log",
+        "advisord.pid",
+        "advisord.lock",
+        &format!("{id}.json"),
+    ] {
+        assert!(seen.iter().any(|s| s == wanted), "{wanted}: {seen:?}");
+    }
+}

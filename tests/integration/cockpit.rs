@@ -327,6 +327,21 @@ fn the_binary_listens_on_loopback_only_keeps_the_token_out_of_its_log_and_cockpi
     assert!(opened.status.success());
     assert!(String::from_utf8_lossy(&opened.stderr).contains("xdg-open"));
 
+    // Named with flags, the catalogue and state directory travel in the URL, and the page
+    // may use them: `cockpit` named them to the daemon through the socket.
+    let (cat, state) = (place.catalogue(), place.state());
+    let named = cockpit(&[
+        "--catalogue",
+        cat.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "cockpit",
+    ]);
+    assert!(named.status.success(), "{named:?}");
+    let named = String::from_utf8_lossy(&named.stdout).trim().to_string();
+    assert!(named.contains("&catalogue="), "{named}");
+    let named_query = named[named.find("&root=").unwrap() + 1..].to_string();
+
     // Use the token over TCP, then look for it in the log.
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     let addr: std::net::SocketAddr = url["http://".len()..url.find("/cockpit").unwrap()]
@@ -338,6 +353,15 @@ fn the_binary_listens_on_loopback_only_keeps_the_token_out_of_its_log_and_cockpi
         let traded = call(addr, "GET", path, &[("host", &host)], None).await;
         assert_eq!(traded.status, 303);
         let bearer = format!("Bearer {token}");
+        let status = call(
+            addr,
+            "GET",
+            &format!("/api/v1/reasoning?{named_query}"),
+            &[("host", &host), ("authorization", &bearer)],
+            None,
+        )
+        .await;
+        assert_eq!(status.status, 200, "{}", status.text());
         call(
             addr,
             "GET",
@@ -432,4 +456,201 @@ async fn status_and_tree_page_server_side_and_tasks_are_listed() {
         .await
         .expect(200);
     assert_eq!(tasks["tasks"], json!(["other", "t"]));
+}
+
+/// A repository catalogue whose one advisor, if it ever ran, would leave `marker` behind.
+fn planted_catalogue(place: &Place, marker: &std::path::Path) -> std::path::PathBuf {
+    let script = place.script(
+        "planted-advisor",
+        &format!("touch {}\necho '{{}}'", marker.display()),
+    );
+    let dir = place.root().join(".advisord");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("advisors.yaml");
+    std::fs::write(
+        &file,
+        catalogue(&[crate::support::daemon::Advisor::process("planted", &script)]),
+    )
+    .unwrap();
+    file
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_holder_cannot_name_a_catalogue_or_state_directory_the_user_did_not() {
+    let tcp = quiet().await;
+    let place = &tcp.daemon.place;
+    let marker = place.path().join("planted-ran");
+    let planted = planted_catalogue(place, &marker);
+    // The user's own process names the place's catalogue and state directory (socket).
+    let assessment = tcp.daemon.assessment().await;
+    let root = place.root().display().to_string();
+    let bearer = format!("Bearer {}", tcp.token());
+    let json = [
+        ("authorization", bearer.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let body = |v: serde_json::Value| Some(v.to_string().into_bytes());
+    let ours = format!(
+        "root={root}&task=t&state_dir={}&catalogue={}",
+        place.state().display(),
+        place.catalogue().display()
+    );
+
+    // A catalogue the user never named, in the query...
+    let reply = tcp
+        .call(
+            "POST",
+            &format!(
+                "/api/v1/consultations?root={root}&task=t&state_dir={}&catalogue={}",
+                place.state().display(),
+                planted.display()
+            ),
+            &json,
+            body(json!({ "assessment": assessment })),
+        )
+        .await;
+    let refused = reply.expect(403);
+    assert_eq!(refused["error"], "forbidden");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains(&planted.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("advisor-consult --catalogue"), "{message}");
+    // ... or in the body's context: over TCP the daemon builds the context itself.
+    let mut context = place.context();
+    context["catalogue_path"] = json!(planted);
+    let reply = tcp
+        .call(
+            "POST",
+            "/api/v1/consultations",
+            &json,
+            body(json!({ "context": context, "assessment": assessment })),
+        )
+        .await;
+    assert_eq!(reply.expect(403)["error"], "forbidden");
+    let reply = tcp
+        .call(
+            "POST",
+            &format!("/api/v1/reasoning/plan?{ours}"),
+            &json,
+            body(json!({ "context": context, "materiality": "high" })),
+        )
+        .await;
+    assert_eq!(reply.expect(403)["error"], "forbidden");
+    // A state directory the user never named.
+    let elsewhere = place.path().join("elsewhere");
+    let reply = tcp
+        .get(&format!(
+            "/api/v1/reasoning?root={root}&task=t&state_dir={}",
+            elsewhere.display()
+        ))
+        .await;
+    assert!(
+        reply.expect(403)["message"]
+            .as_str()
+            .unwrap()
+            .contains("state directory"),
+        "{}",
+        reply.text()
+    );
+    assert!(!elsewhere.exists());
+
+    // What the user's own processes named, and the root's own state directory, are served.
+    tcp.get(&format!("/api/v1/reasoning?{ours}"))
+        .await
+        .expect(200);
+    tcp.get(&format!(
+        "/api/v1/reasoning/advisors?root={root}&state_dir={}",
+        place.root().join(".ai/local/state/reasoning").display()
+    ))
+    .await
+    .expect(200);
+
+    // The place's own catalogue (the user named it through the socket) is served; the
+    // planted advisor never ran.
+    let reply = tcp
+        .call(
+            "POST",
+            &format!("/api/v1/consultations?{ours}"),
+            &json,
+            body(json!({ "assessment": assessment, "timeout_s": 5 })),
+        )
+        .await;
+    let job = reply.expect(202)["id"].as_str().unwrap().to_string();
+    let events = tcp.daemon.events(&job).await;
+    assert_eq!(events.last().unwrap()["event"], "done", "{events:?}");
+    assert!(
+        !marker.exists(),
+        "the planted advisor ran: a token reached a command the user never chose"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_match_as_the_one_table_says_with_json_404s_and_405s() {
+    let tcp = quiet().await;
+    let bearer = format!("Bearer {}", tcp.token());
+    let id = "01J0000000000000000000000A";
+    let job = format!("/api/v1/consultations/{id}");
+    let events = format!("{job}/events");
+    // A route of the table (a trailing `/` too): answered by its verb, whatever it says.
+    for (method, path) in [
+        ("GET", "/api/v1/health"),
+        ("GET", "/api/v1/health/"),
+        ("GET", "/api/v1/reasoning"),
+        ("GET", "/api/v1/reasoning/advisors"),
+        ("POST", "/api/v1/reasoning/plan"),
+        ("POST", "/api/v1/reasoning/records"),
+        ("GET", "/api/v1/reasoning/explain"),
+        ("GET", "/api/v1/reasoning/tree"),
+        ("GET", "/api/v1/reasoning/check"),
+        ("GET", "/api/v1/reasoning/verify"),
+        ("POST", "/api/v1/consultations"),
+        ("GET", "/api/v1/consultations"),
+        ("GET", job.as_str()),
+        ("DELETE", job.as_str()),
+        ("GET", events.as_str()),
+    ] {
+        let reply = tcp
+            .call(method, path, &[("authorization", &bearer)], None)
+            .await;
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
+        assert!(
+            reply.status != 405 && body["error"] != "not_found",
+            "{method} {path}: {} {}",
+            reply.status,
+            reply.text()
+        );
+    }
+    // The path with another method: 405, `Allow` and the message naming the methods.
+    for (method, path, allowed) in [
+        ("POST", "/api/v1/health", "GET"),
+        ("GET", "/api/v1/reasoning/records", "POST"),
+        ("PUT", "/api/v1/consultations", "GET, HEAD, POST"),
+        ("POST", "/api/v1/consultations/x", "GET, HEAD, DELETE"),
+    ] {
+        let reply = tcp
+            .call(method, path, &[("authorization", &bearer)], None)
+            .await;
+        let body = reply.expect(405);
+        assert_eq!(body["error"], "method_not_allowed", "{method} {path}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.contains(allowed), "{method} {path}: {message}");
+        let allow = reply.headers["allow"].to_str().unwrap();
+        assert!(allow.contains(allowed), "{method} {path}: {allow}");
+    }
+    // No such path: 404 `not_found`, naming it.
+    for path in [
+        "/api/v1/nothing",
+        "/api/v2/health",
+        "/",
+        "/api/v1/consultations/x/events/more",
+        "/api/v1/consultations//events",
+        "/api/v1//",
+    ] {
+        let reply = tcp
+            .call("GET", path, &[("authorization", &bearer)], None)
+            .await;
+        assert_eq!(reply.expect(404)["error"], "not_found", "{path}");
+    }
 }

@@ -6,9 +6,8 @@
 use crate::daemon::conn::ConnHandle;
 use crate::daemon::feed::{Feed, Limits, Message, Subscription};
 use crate::facade::EventStream;
-use crate::protocol::EVENT_STREAM;
-use axum::body::{Body, Bytes};
-use axum::http::header;
+use axum::http::{header, HeaderValue};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -21,46 +20,32 @@ use tokio_util::sync::CancellationToken;
 const RETRY_MS: u64 = 2000;
 
 /// One event: `id`, `event`, `data` (one line of JSON).
-fn frame(id: Option<&str>, event: &str, data: &str) -> Bytes {
-    let mut out = String::with_capacity(data.len() + 48);
-    if let Some(id) = id {
-        out.push_str("id: ");
-        out.push_str(id);
-        out.push('\n');
-    }
-    out.push_str("event: ");
-    out.push_str(event);
-    out.push_str("\ndata: ");
-    out.push_str(data);
-    out.push_str("\n\n");
-    Bytes::from(out)
+fn frame(id: Option<&str>, event: &str, data: &str) -> Event {
+    let frame = Event::default();
+    let frame = match id {
+        Some(id) => frame.id(id),
+        None => frame,
+    };
+    frame.event(event).data(data)
 }
 
 /// `frames` as a `text/event-stream` reply, opened with the retry delay and kept alive
-/// with a comment every `keepalive` while nothing else is sent.
-fn respond(frames: BoxStream<'static, Bytes>, keepalive: Duration) -> Response {
-    let opening = Bytes::from(format!("retry: {RETRY_MS}\n: advisord events\n\n"));
-    let start = tokio::time::Instant::now() + keepalive;
-    let ticks = tokio::time::interval_at(start, keepalive.max(Duration::from_millis(10)));
-    let body = futures::stream::once(async move { opening })
-        .chain(futures::stream::unfold(
-            (frames, ticks),
-            |(mut frames, mut ticks)| async move {
-                tokio::select! {
-                    next = frames.next() => next.map(|f| (f, (frames, ticks))),
-                    _ = ticks.tick() => Some((Bytes::from_static(b": keep-alive\n\n"), (frames, ticks))),
-                }
-            },
-        ))
+/// with a comment after `keepalive` with nothing else sent.
+fn respond(frames: BoxStream<'static, Event>, keepalive: Duration) -> Response {
+    let opening = Event::default()
+        .retry(Duration::from_millis(RETRY_MS))
+        .comment("advisord events");
+    let events = futures::stream::once(async move { opening })
+        .chain(frames)
         .map(Ok::<_, Infallible>);
-    (
-        [
-            (header::CONTENT_TYPE, EVENT_STREAM),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response()
+    let keep_alive = KeepAlive::new()
+        .interval(keepalive.max(Duration::from_millis(10)))
+        .text("keep-alive");
+    let mut response = Sse::new(events).keep_alive(keep_alive).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 /// A job's events from position `from`, each with its position as `id`; ends after `done`.
@@ -133,15 +118,35 @@ pub fn feed_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
+    use http_body_util::BodyExt;
+
+    /// The bytes `event` is sent as.
+    fn bytes_of(event: Event) -> Bytes {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let events = futures::stream::once(async move { Ok::<_, Infallible>(event) });
+        runtime.block_on(async {
+            Sse::new(events)
+                .into_response()
+                .into_body()
+                .collect()
+                .await
+                .expect("the body")
+                .to_bytes()
+        })
+    }
 
     #[test]
     fn a_frame_has_id_event_and_one_data_line() {
         assert_eq!(
-            frame(Some("3"), "started", r#"{"a":1}"#),
+            bytes_of(frame(Some("3"), "started", r#"{"a":1}"#)),
             Bytes::from("id: 3\nevent: started\ndata: {\"a\":1}\n\n")
         );
         assert_eq!(
-            frame(None, "reset", "{}"),
+            bytes_of(frame(None, "reset", "{}")),
             Bytes::from("event: reset\ndata: {}\n\n")
         );
     }
