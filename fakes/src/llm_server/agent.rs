@@ -18,6 +18,14 @@
 use super::{event, responses_object, Protocol};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Each call gets an id of its own (hosts match results to calls by it).
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+fn call_id(prefix: &str) -> String {
+    format!("{prefix}_fake{}", CALLS.fetch_add(1, Ordering::Relaxed))
+}
 
 /// One turn of the scripted model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -270,7 +278,7 @@ pub fn call_body(protocol: Protocol, model: &str, turn: &Turn) -> Value {
     match (protocol, turn) {
         (Protocol::Anthropic, Turn::Call { name, arguments }) => json!({
             "id": "msg_fake", "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "tool_use", "id": "toolu_fake", "name": name, "input": arguments}],
+            "content": [{"type": "tool_use", "id": call_id("toolu"), "name": name, "input": arguments}],
             "stop_reason": "tool_use", "stop_sequence": null,
             "usage": {"input_tokens": 10, "output_tokens": 10},
         }),
@@ -300,14 +308,14 @@ pub fn call_body(protocol: Protocol, model: &str, turn: &Turn) -> Value {
 
 /// The Responses API output item of a call.
 fn responses_item(turn: &Turn) -> Value {
-    let call_id = format!("call_fake_{}", std::process::id());
+    let call_id = call_id("call");
     match turn {
         Turn::Exec(source) => json!({
-            "type": "custom_tool_call", "id": "ctc_fake", "call_id": call_id,
+            "type": "custom_tool_call", "id": format!("ctc_{call_id}"), "call_id": call_id,
             "name": "exec", "input": source, "status": "completed",
         }),
         Turn::Call { name, arguments } => json!({
-            "type": "function_call", "id": "fc_fake", "call_id": call_id,
+            "type": "function_call", "id": format!("fc_{call_id}"), "call_id": call_id,
             "name": name, "arguments": arguments.to_string(), "status": "completed",
         }),
         Turn::Say(_) => json!({}),
@@ -328,7 +336,7 @@ pub fn call_events(protocol: Protocol, model: &str, turn: &Turn) -> Vec<String> 
             event(
                 Some("content_block_start"),
                 &json!({"type": "content_block_start", "index": 0, "content_block": {
-                    "type": "tool_use", "id": "toolu_fake", "name": name, "input": {}}}),
+                    "type": "tool_use", "id": call_id("toolu"), "name": name, "input": {}}}),
             ),
             event(
                 Some("content_block_delta"),
