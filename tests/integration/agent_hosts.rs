@@ -120,10 +120,20 @@ struct Place {
     dir: tempfile::TempDir,
     host: &'static str,
     base_url: String,
+    by: Registration,
+}
+
+/// Who registers advisord with the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Registration {
+    /// The test, exactly as `docs/MCP.md` shows (cap 3 s under a 10 s host timeout).
+    Docs,
+    /// `advisor-consult init --hosts HOST` alone (cap 50 s under a 120 s host timeout).
+    Init,
 }
 
 impl Place {
-    fn new(host: &'static str, base_url: &str) -> Place {
+    fn new(host: &'static str, base_url: &str, by: Registration) -> Place {
         let dir = tempfile::Builder::new()
             .prefix(&format!("host-{host}-"))
             .tempdir()
@@ -132,6 +142,7 @@ impl Place {
             dir,
             host,
             base_url: base_url.to_owned(),
+            by,
         };
         for sub in ["home", "work/.advisord", "bin", "run", "advisors"] {
             std::fs::create_dir_all(place.path(sub)).expect("a directory");
@@ -150,7 +161,11 @@ impl Place {
         }
         place.catalogue();
         place.set_mode("fast");
-        place.register();
+        place.user_setup();
+        match by {
+            Registration::Docs => place.register(),
+            Registration::Init => place.init(),
+        }
         place
     }
 
@@ -205,17 +220,12 @@ impl Place {
         std::fs::write(path, text).expect("a config file");
     }
 
-    /// The host pointed at the fake model (as a user points it at a provider), the project
-    /// trusted once (what a person does at the host's first start), and advisord
-    /// registered as `docs/MCP.md` says: the server with its cap below the host's timeout,
-    /// and the approvals for exactly advisord's tools.
-    fn register(&self) {
+    /// What a user has before advisord: the host pointed at the fake model (as at a
+    /// provider) and the project trusted once (what a person does at the host's first
+    /// start in it).
+    fn user_setup(&self) {
         let home = self.path("home");
-        let work = self.work();
-        let server_args = json!(["mcp", "--wait-cap", CAP_S.to_string()]);
-        let tools = [
-            "advisors", "plan", "record", "consult", "job", "cancel", "status", "explain",
-        ];
+        let work = self.work().display().to_string();
         match self.host {
             "claude" => {
                 self.write(
@@ -224,25 +234,7 @@ impl Place {
                 );
                 self.write(
                     home.join(".claude.json"),
-                    &json!({"projects": {work.display().to_string(): {"hasTrustDialogAccepted": true}}})
-                        .to_string(),
-                );
-                self.write(
-                    work.join(".mcp.json"),
-                    &json!({"mcpServers": {"advisord": {
-                        "command": "advisor-consult", "args": server_args,
-                        "timeout": HOST_TIMEOUT_S * 1000}}})
-                    .to_string(),
-                );
-                let allow: Vec<String> = tools
-                    .iter()
-                    .map(|t| format!("mcp__advisord__{t}"))
-                    .collect();
-                self.write(
-                    work.join(".claude/settings.json"),
-                    &json!({"enableAllProjectMcpServers": true,
-                            "permissions": {"allow": allow}})
-                    .to_string(),
+                    &json!({"projects": {work: {"hasTrustDialogAccepted": true}}}).to_string(),
                 );
             }
             "gemini" => {
@@ -256,8 +248,53 @@ impl Place {
                 );
                 self.write(
                     home.join(".gemini/trustedFolders.json"),
-                    &json!({work.display().to_string(): "TRUST_FOLDER"}).to_string(),
+                    &json!({work: "TRUST_FOLDER"}).to_string(),
                 );
+            }
+            "codex" => {
+                self.write(
+                    home.join(".codex/config.toml"),
+                    &format!(
+                        "model_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
+                         base_url = \"{}/v1\"\nenv_key = \"CODEX_API_KEY\"\nwire_api = \"responses\"\n\n\
+                         [projects.\"{work}\"]\ntrust_level = \"trusted\"\n",
+                        self.base_url
+                    ),
+                );
+            }
+            other => panic!("no setup for `{other}`"),
+        }
+    }
+
+    /// advisord registered as `docs/MCP.md` says: the server with its cap below the
+    /// host's timeout, and the approvals for exactly advisord's tools.
+    fn register(&self) {
+        let work = self.work();
+        let server_args = json!(["mcp", "--wait-cap", CAP_S.to_string()]);
+        let tools = [
+            "advisors", "plan", "status", "explain", "job", "consult", "cancel",
+        ];
+        match self.host {
+            "claude" => {
+                self.write(
+                    work.join(".mcp.json"),
+                    &json!({"mcpServers": {"advisord": {
+                        "command": "advisor-consult", "args": server_args,
+                        "timeout": HOST_TIMEOUT_S * 1000}}})
+                    .to_string(),
+                );
+                let allow: Vec<String> = tools
+                    .iter()
+                    .map(|t| format!("mcp__advisord__{t}"))
+                    .collect();
+                self.write(
+                    work.join(".claude/settings.json"),
+                    &json!({"enabledMcpjsonServers": ["advisord"],
+                            "permissions": {"allow": allow}})
+                    .to_string(),
+                );
+            }
+            "gemini" => {
                 self.write(
                     work.join(".gemini/settings.json"),
                     &json!({"mcpServers": {"advisord": {
@@ -268,24 +305,37 @@ impl Place {
                 );
             }
             "codex" => {
-                let runtime = self.path("run");
+                let quoted: Vec<String> = tools.iter().map(|t| format!("\"{t}\"")).collect();
                 self.write(
-                    home.join(".codex/config.toml"),
+                    work.join(".codex/config.toml"),
                     &format!(
-                        "model_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
-                         base_url = \"{}/v1\"\nenv_key = \"CODEX_API_KEY\"\nwire_api = \"responses\"\n\n\
-                         [mcp_servers.advisord]\ncommand = \"advisor-consult\"\n\
+                        "[mcp_servers.advisord]\ncommand = \"advisor-consult\"\n\
                          args = [\"mcp\", \"--wait-cap\", \"{CAP_S}\"]\n\
                          tool_timeout_sec = {HOST_TIMEOUT_S}\n\
+                         enabled_tools = [{}]\n\
                          default_tools_approval_mode = \"approve\"\n\
-                         env = {{ XDG_RUNTIME_DIR = \"{}\" }}\n",
-                        self.base_url,
-                        runtime.display()
+                         env_vars = [\"XDG_RUNTIME_DIR\"]\n",
+                        quoted.join(", ")
                     ),
                 );
             }
             other => panic!("no registration for `{other}`"),
         }
+    }
+
+    /// `advisor-consult init --hosts HOST` in the project, and nothing else.
+    fn init(&self) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_advisor-consult"));
+        self.env(&mut command);
+        let out = command
+            .args(["init", "--hosts", self.host])
+            .output()
+            .expect("init runs");
+        assert!(
+            out.status.success(),
+            "init failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// The environment of every process: nothing of the test's own.
@@ -409,11 +459,11 @@ fn results_of(server: &FakeLlmServer, phrase: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn drive(host: &'static str) {
+fn drive(host: &'static str, by: Registration) {
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     let server = runtime.block_on(FakeLlmServer::start(script()));
-    let place = Place::new(host, &server.base_url());
-    let phrase = |name: &str| format!("AGENT-{name} ({host})");
+    let place = Place::new(host, &server.base_url(), by);
+    let phrase = |name: &str| format!("AGENT-{name} ({host}, {by:?})");
 
     // consult, a refusal, an unknown job.
     let prompt = phrase("CONSULT");
@@ -485,11 +535,20 @@ fn drive(host: &'static str) {
         2,
         "{host}: {results:#?}\nstdout: {stdout}\nstderr: {stderr}"
     );
-    assert!(
-        results[0].contains("running") && results[0].contains("supports"),
-        "{host}: at the cap the model gets the partial outcome and the running job: {}",
-        results[0]
-    );
+    match by {
+        // The cap (3 s) passes before the slow advisor (5 s) answers.
+        Registration::Docs => assert!(
+            results[0].contains("running") && results[0].contains("supports"),
+            "{host}: at the cap the model gets the partial outcome and the running job: {}",
+            results[0]
+        ),
+        // `init`'s cap (50 s) waits for both.
+        Registration::Init => assert!(
+            results[0].contains("done") && results[0].contains("opposes"),
+            "{host}: under init's cap the consult ends in one call: {}",
+            results[0]
+        ),
+    }
     assert!(
         !results[0].to_lowercase().contains("timed out"),
         "{host}: the host timed out before the cap: {}",
@@ -541,16 +600,31 @@ fn drive(host: &'static str) {
 }
 
 #[test]
-fn claude_code_drives_advisord() {
-    drive("claude");
+fn claude_code_drives_advisord_registered_as_the_docs_say() {
+    drive("claude", Registration::Docs);
 }
 
 #[test]
-fn gemini_cli_drives_advisord() {
-    drive("gemini");
+fn gemini_cli_drives_advisord_registered_as_the_docs_say() {
+    drive("gemini", Registration::Docs);
 }
 
 #[test]
-fn codex_drives_advisord() {
-    drive("codex");
+fn codex_drives_advisord_registered_as_the_docs_say() {
+    drive("codex", Registration::Docs);
+}
+
+#[test]
+fn claude_code_drives_advisord_in_a_repository_prepared_by_init() {
+    drive("claude", Registration::Init);
+}
+
+#[test]
+fn gemini_cli_drives_advisord_in_a_repository_prepared_by_init() {
+    drive("gemini", Registration::Init);
+}
+
+#[test]
+fn codex_drives_advisord_in_a_repository_prepared_by_init() {
+    drive("codex", Registration::Init);
 }
