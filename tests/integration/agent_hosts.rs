@@ -16,6 +16,9 @@
 //!   the rest;
 //! - **exit**: the host is killed mid-job; the job finishes in the daemon and is recorded.
 //!
+//! Plus the MCP Inspector's CLI (`@modelcontextprotocol/inspector`, a TypeScript-SDK
+//! client) as a fourth client: `tools/list`, a consult and a refusal.
+//!
 //! The hosts are found as the real-CLI suite finds them (`ADVISORD_REAL_CLIS`, else the
 //! install script's cache); when one is missing the suite FAILS and says how to install it.
 
@@ -262,6 +265,8 @@ impl Place {
                     ),
                 );
             }
+            // The inspector is configured on its command line.
+            "mcp-inspector" => {}
             other => panic!("no setup for `{other}`"),
         }
     }
@@ -319,6 +324,7 @@ impl Place {
                     ),
                 );
             }
+            "mcp-inspector" => {}
             other => panic!("no registration for `{other}`"),
         }
     }
@@ -627,4 +633,98 @@ fn gemini_cli_drives_advisord_in_a_repository_prepared_by_init() {
 #[test]
 fn codex_drives_advisord_in_a_repository_prepared_by_init() {
     drive("codex", Registration::Init);
+}
+
+/// The MCP Inspector's CLI on the server, once: its JSON answer.
+fn inspect(place: &Place, args: &[&str]) -> Value {
+    let mut command = Command::new(place.path("bin").join("mcp-inspector"));
+    place.env(&mut command);
+    let out = command
+        .args(["--cli", "advisor-consult", "mcp", "--wait-cap", "30"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the inspector runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the inspector's answer to {args:?} is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn the_mcp_inspector_lists_consults_and_sees_a_refusal() {
+    let place = Place::new("mcp-inspector", "http://127.0.0.1:9", Registration::Docs);
+    let listed = inspect(&place, &["--method", "tools/list"]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["advisors", "plan", "record", "consult", "job", "cancel", "status", "explain"]
+    );
+    let record = format!("record={}", assessment("Use SQLite for the job queue"));
+    let consulted = inspect(
+        &place,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "consult",
+            "--tool-arg",
+            &record,
+        ],
+    );
+    assert_ne!(consulted["isError"], true, "{consulted}");
+    let job = &consulted["structuredContent"];
+    assert_eq!(job["state"], "done", "{consulted}");
+    let stances: Vec<&str> = job["consultations"]
+        .as_array()
+        .expect("consultations")
+        .iter()
+        .filter_map(|c| c["stance"].as_str())
+        .collect();
+    assert_eq!(stances, ["supports", "opposes"], "{job}");
+    assert!(
+        job["disagreement_detail"]["discriminating_question"].is_string(),
+        "{job}"
+    );
+    // A refusal: a tool error the TypeScript SDK accepts (no structured content to fail
+    // the output schema), carrying the reason code.
+    let refused = inspect(
+        &place,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "record",
+            "--tool-arg",
+            r#"record={"kind":"assessment","subject":"x","materiality":"high","hypothesis":"h"}"#,
+        ],
+    );
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("refused (material_without_evidence)"),
+        "{refused}"
+    );
+    let unknown = inspect(
+        &place,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "job",
+            "--tool-arg",
+            &format!("id={NO_JOB}"),
+        ],
+    );
+    assert_eq!(unknown["isError"], true, "{unknown}");
+    assert!(unknown.to_string().contains("unknown_job"), "{unknown}");
 }
