@@ -728,3 +728,81 @@ fn the_mcp_inspector_lists_consults_and_sees_a_refusal() {
     assert_eq!(unknown["isError"], true, "{unknown}");
     assert!(unknown.to_string().contains("unknown_job"), "{unknown}");
 }
+
+/// `S (sleeping)`, `Z (zombie)`, ... of `pid`, and its parent; `None` once it is gone.
+fn state_and_parent(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rfind(')').and_then(|i| stat.get(i + 2..))?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+/// An advisor CLI that leaves a process behind (as `codex` leaves its background `git
+/// ls-remote`): the orphan comes to the daemon, a child subreaper, and exits there; the
+/// daemon reaps it instead of keeping one zombie per consultation.
+#[test]
+fn the_daemon_reaps_the_orphans_an_advisor_cli_leaves() {
+    let world = crate::support::client::World::new(&[]);
+    let dir = world.root().parent().expect("a parent").join("orphans");
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let script = dir.join("leaves-one.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n/usr/bin/env -i /bin/sleep 0.5 >/dev/null 2>&1 &\necho $! >> {orphans}\n\
+             exec {exe} __demo-advisor --stance supports --delay-ms 50\n",
+            orphans = dir.join("pids").display(),
+            exe = env!("CARGO_BIN_EXE_advisor-consult"),
+        ),
+    )
+    .expect("the script");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(
+        world.root().join(".advisord/advisors.yaml"),
+        format!(
+            "mode: strict\nadvisors:\n  - id: leaver\n    title: Leaves an orphan\n    \
+             transport: process\n    adapter: process\n    \
+             references: {{ provider: p, vendor: v, model: m }}\n    \
+             executable: {script:?}\n    capabilities: [independent_reasoning]\n"
+        ),
+    )
+    .expect("the catalogue");
+    world.trust_catalogue();
+    for _ in 0..3 {
+        let assessment = world.assessment();
+        world.run(&["--assessment", &assessment]).expect_exit(0);
+    }
+    let daemon = world.daemon_pid().expect("the daemon runs");
+    let orphans: Vec<i32> = std::fs::read_to_string(dir.join("pids"))
+        .expect("the orphans' pids")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(orphans.len(), 3);
+    let started = Instant::now();
+    loop {
+        let zombies: Vec<i32> = orphans
+            .iter()
+            .copied()
+            .filter(|&pid| state_and_parent(pid) == Some(('Z', daemon)))
+            .collect();
+        let alive: Vec<i32> = orphans
+            .iter()
+            .copied()
+            .filter(|&pid| state_and_parent(pid).is_some_and(|(_, parent)| parent == daemon))
+            .collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the daemon keeps {} zombie(s) of the orphans it inherited: {zombies:?} (of {alive:?})",
+            zombies.len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::support::client::stop(daemon);
+}
