@@ -290,8 +290,38 @@ impl Place {
         }
     }
 
-    /// `advisor-consult init --hosts HOST` in the project, and nothing else.
+    /// `advisor-consult init --hosts HOST` in the project, and nothing else (after a dry
+    /// run, which shows each change as a diff and writes nothing).
     fn init(&self) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_advisor-consult"));
+        self.env(&mut command);
+        let out = command
+            .args([
+                "init",
+                "--hosts",
+                self.host,
+                "--dry-run",
+                "--format",
+                "json",
+            ])
+            .output()
+            .expect("init runs");
+        let preview: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "init --dry-run --format json is not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let changes = preview["changes"].as_array().expect("changes");
+        assert!(
+            changes.iter().all(|c| c["action"] == "create"
+                && c["diff"].as_str().is_some_and(|d| d.starts_with('+'))),
+            "{preview}"
+        );
+        assert!(
+            !self.work().join("AGENTS.md").exists(),
+            "a dry run wrote AGENTS.md"
+        );
         let mut command = Command::new(env!("CARGO_BIN_EXE_advisor-consult"));
         self.env(&mut command);
         let out = command
