@@ -214,8 +214,7 @@ fn drive(host: &'static str, by: Registration) {
         .as_array()
         .and_then(|all| {
             all.iter()
-                .filter(|j| j["state"] == "running" || j["state"] == "queued")
-                .last()
+                .rfind(|j| j["state"] == "running" || j["state"] == "queued")
                 .or(all.last())
         })
         .and_then(|j| j["id"].as_str())
