@@ -3,7 +3,10 @@
 //! a `consult` of three advisors that each answer after 0.5 s, made by the host's model
 //! through `advisor-consult mcp`, beside the host's own cost (the same host, not
 //! registered, whose model answers at once). The difference less the 0.5 s the advisors
-//! take is what the server and the daemon add (goal: at most 50 ms). Medians of
+//! take is what the server and the daemon add (goal: at most 50 ms), and it splits in two:
+//! the host registered but its model answering at once (the host starting the server
+//! and listing its tools), and the consult itself (the model's extra turn, the record,
+//! the plan, the three exchanges, the disagreement). Medians of
 //! [`RUNS`] interleaved runs, after one warm-up of each (the daemon started, the caches
 //! filled).
 //!
@@ -64,7 +67,9 @@ fn main() {
         ],
         fast_ms: ADVISOR_MS,
     };
-    println!("host     alone (ms)  consult (ms)  advisors (ms)  server+daemon (ms)");
+    println!(
+        "host     alone (ms)  registered (ms)  consult (ms)  advisors (ms)  server+daemon (ms)"
+    );
     let mut over = Vec::new();
     for host in ["claude", "codex", "gemini"] {
         let alone = Place::with_cast(host, &server.base_url(), Registration::Bare, &cast);
@@ -74,14 +79,16 @@ fn main() {
         timed(&alone, &alone_prompt);
         timed(&registered, &consult_prompt);
         let mut alone_ms = Vec::new();
+        let mut idle_ms = Vec::new();
         let mut consult_ms = Vec::new();
         for _ in 0..RUNS {
             alone_ms.push(ms(timed(&alone, &alone_prompt)));
+            idle_ms.push(ms(timed(&registered, &alone_prompt)));
             consult_ms.push(ms(timed(&registered, &consult_prompt)));
         }
-        let (a, c) = (median(alone_ms), median(consult_ms));
+        let (a, r, c) = (median(alone_ms), median(idle_ms), median(consult_ms));
         let share = c - a - ADVISOR_MS as f64;
-        println!("{host:<8} {a:>10.0}  {c:>12.0}  {ADVISOR_MS:>13}  {share:>18.0}");
+        println!("{host:<8} {a:>10.0}  {r:>15.0}  {c:>12.0}  {ADVISOR_MS:>13}  {share:>18.0}");
         if share > SHARE_GOAL_MS {
             over.push(format!("{host}: {share:.0} ms"));
         }
