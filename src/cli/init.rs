@@ -286,6 +286,7 @@ pub fn plan(root: &Path, hosts: &[String], dry_run: bool) -> Result<Report, Erro
                 changes.push(json_change(
                     ".mcp.json",
                     read(".mcp.json")?,
+                    Some(&entry),
                     |v| server_entry(v, entry.clone()),
                     "the advisord server, its timeout and wait cap",
                 )?);
@@ -296,6 +297,7 @@ pub fn plan(root: &Path, hosts: &[String], dry_run: bool) -> Result<Report, Erro
                 changes.push(json_change(
                     ".claude/settings.json",
                     read(".claude/settings.json")?,
+                    None,
                     |v| {
                         let mut changed = add_all(v, &["permissions", "allow"], &allow);
                         changed |=
@@ -318,6 +320,7 @@ pub fn plan(root: &Path, hosts: &[String], dry_run: bool) -> Result<Report, Erro
                 changes.push(json_change(
                     ".gemini/settings.json",
                     read(".gemini/settings.json")?,
+                    Some(&entry),
                     |v| server_entry(v, entry.clone()),
                     "the advisord server (trusted, advisord's tools only), timeout, wait cap",
                 )?);
@@ -482,6 +485,7 @@ fn project_change(old: Option<String>) -> Result<Change, Error> {
 fn json_change(
     path: &str,
     old: Option<String>,
+    ours: Option<&Value>,
     merge: impl FnOnce(&mut Value) -> bool,
     note: &str,
 ) -> Result<Change, Error> {
@@ -498,18 +502,20 @@ fn json_change(
             "`{path}` is not a JSON object; fix it, then run `init` again"
         )));
     }
-    let kept = value.pointer("/mcpServers/advisord").is_some();
+    let before = value.pointer("/mcpServers/advisord").cloned();
     if !merge(&mut value) {
+        // Nothing added: either it is all there already, or the user's own `advisord`
+        // entry differs from the one `init` would write, and is kept as it is.
+        let theirs = match (&before, ours) {
+            (Some(entry), Some(ours)) => entry != ours,
+            _ => false,
+        };
         return Ok(Change {
             path: path.to_owned(),
-            action: if kept && path != ".claude/settings.json" {
-                "kept"
-            } else {
-                "unchanged"
-            },
+            action: if theirs { "kept" } else { "unchanged" },
             diff: String::new(),
-            note: if kept {
-                "an `advisord` entry is there; left as it is".to_owned()
+            note: if theirs {
+                "your own `advisord` entry is there; left as it is".to_owned()
             } else {
                 "already there".to_owned()
             },
@@ -711,7 +717,7 @@ mod tests {
 
         let second = plan(root, &all(), false).unwrap();
         for change in &second.changes {
-            assert!(matches!(change.action, "unchanged" | "kept"), "{change:?}");
+            assert_eq!(change.action, "unchanged", "{change:?}");
         }
     }
 

@@ -134,7 +134,7 @@ pub fn list() -> Vec<Tool> {
                     "question": {"type": "string"},
                     "prior_opinion": {"type": "string"},
                     "timeout_s": {"type": "number", "description": "Deadline of every exchange (default 90)"},
-                    "wait": {"type": "boolean", "description": "Wait for the outcomes (default true)"}
+                    "wait": {"type": "boolean", "description": "Wait for the outcomes (default true); false answers at once with the job id"}
                 })),
                 &[],
             ),
