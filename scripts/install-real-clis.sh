@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install the real codex, gemini and claude CLIs, at the versions tests/integration/real_clis.rs pins,
+# and the MCP Inspector's CLI (the fourth MCP client of tests/integration/agent_hosts.rs),
 # from npm into a cache OUTSIDE the repository:
 #   ${ADVISORD_REAL_CLIS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/advisord-ci/npm}
 # The suite finds them in its node_modules/.bin (or wherever ADVISORD_REAL_CLIS points).
@@ -16,8 +17,9 @@ packages=(
   "@openai/codex@0.171.0"
   "@google/gemini-cli@0.61.0"
   "@anthropic-ai/claude-code@2.1.197"
+  "@modelcontextprotocol/inspector@0.15.0"
 )
-commands=(codex gemini claude)
+commands=(codex gemini claude mcp-inspector)
 
 cache="${ADVISORD_REAL_CLIS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/advisord-ci/npm}"
 bin="$cache/node_modules/.bin"
@@ -56,6 +58,11 @@ fi
 
 for command in "${commands[@]}"; do
   [ -x "$bin/$command" ] || fail "\`$bin/$command\` is missing after the install"
+  # The inspector has no --version; its package says it.
+  if [ "$command" = mcp-inspector ]; then
+    echo "install-real-clis: mcp-inspector $(installed_version @modelcontextprotocol/inspector)" >&2
+    continue
+  fi
   version="$("$bin/$command" --version 2>&1 | head -n 1)" \
     || fail "\`$bin/$command --version\` fails: $version"
   echo "install-real-clis: $command $version" >&2

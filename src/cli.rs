@@ -10,6 +10,7 @@ pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod exit;
+pub mod init;
 pub mod jobs;
 pub mod output;
 pub mod reviews;
@@ -239,6 +240,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Trust => trust::run(&ctx),
+        Verb::Init { hosts, dry_run } => init::run(&ctx.root, hosts.as_deref(), dry_run, format),
         Verb::Cockpit { open } => {
             cockpit::run(select_api(&global).await?.as_ref(), &ctx, open, format).await
         }

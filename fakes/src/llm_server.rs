@@ -20,6 +20,10 @@
 //! server would: the protocol's auth header when the script sets an `api_key`, the body's
 //! shape, `anthropic-version` and `max_tokens` for Anthropic.
 
+mod agent;
+
+pub use agent::{Action, Turn};
+
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, Method, Request, StatusCode, Uri};
@@ -115,6 +119,12 @@ pub enum Reply {
     },
     /// Read the request, then close the connection with a TCP reset and no response.
     Reset,
+    /// Act as an agent's model: the request carrying N tool results takes action N (call
+    /// a tool by the end of its name, or answer with text); after the last, "Done.".
+    Agent {
+        /// The conversation's turns.
+        actions: Vec<Action>,
+    },
 }
 
 impl Reply {
@@ -124,6 +134,13 @@ impl Reply {
             text: text.to_owned(),
             input_tokens,
             output_tokens,
+        }
+    }
+
+    /// An agent's model taking `actions` in turn.
+    pub fn agent(actions: impl IntoIterator<Item = Action>) -> Self {
+        Self::Agent {
+            actions: actions.into_iter().collect(),
         }
     }
 
@@ -315,6 +332,31 @@ impl RecordedRequest {
         self.headers
             .get(&name.to_ascii_lowercase())
             .map(String::as_str)
+    }
+
+    /// The name of every tool the request offered the model (with the host's prefix).
+    pub fn tool_names(&self) -> Vec<String> {
+        self.protocol
+            .map(|p| agent::tool_names(p, &self.body))
+            .unwrap_or_default()
+    }
+
+    /// How many bytes the request's tool list weighs (its JSON).
+    pub fn tools_bytes(&self) -> usize {
+        let mut bytes = self.body.get("tools").map_or(0, |t| t.to_string().len());
+        for item in self.body["input"].as_array().into_iter().flatten() {
+            if item["type"] == "additional_tools" {
+                bytes += item["tools"].to_string().len();
+            }
+        }
+        bytes
+    }
+
+    /// The text of every tool result the request carried back to the model, in order.
+    pub fn tool_results(&self) -> Vec<String> {
+        self.protocol
+            .map(|p| agent::tool_results(p, &self.body))
+            .unwrap_or_default()
     }
 
     /// The prompt the request carried (the first user message's text).
@@ -677,7 +719,7 @@ async fn handle(
         path: incoming.uri.to_string(),
         model: model.clone(),
         headers,
-        body,
+        body: body.clone(),
     };
     let refusal = refuse(
         protocol,
@@ -767,6 +809,14 @@ async fn handle(
                 forever,
             )
         }
+        Reply::Agent { actions } => match agent::turn(protocol, &body, &actions) {
+            Turn::Say(text) => wire.ok(&text, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS),
+            call if stream => sse_response(
+                agent::call_events(protocol, &model, &call),
+                futures::stream::empty(),
+            ),
+            call => json_response(StatusCode::OK, &agent::call_body(protocol, &model, &call)),
+        },
         Reply::Reset => {
             incoming.connection.0.notify_one();
             // The connection task drops this future with the connection: no response.

@@ -382,7 +382,12 @@ let refresh = null;
 
 function soon() {
   clearTimeout(refresh);
-  refresh = setTimeout(() => { loadStatus().catch(() => {}); loadTree().catch(() => {}); }, 250);
+  // A record may be a task's first: the Tasks panel follows the feed as the list does.
+  refresh = setTimeout(() => {
+    loadStatus().catch(() => {});
+    loadTree().catch(() => {});
+    loadTasks().catch(() => {});
+  }, 250);
 }
 
 function follow() {

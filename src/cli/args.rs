@@ -277,6 +277,21 @@ pub enum Verb {
         #[arg(long)]
         all: bool,
     },
+    /// Adopt advisord in this repository: .gitignore, the project file, the practice in
+    /// AGENTS.md, each host's MCP registration and a CI workflow (idempotent; merges)
+    #[command(
+        after_help = "Examples:\n  advisor-consult init --dry-run\n  advisor-consult init \
+                      --hosts claude,codex,gemini --format json"
+    )]
+    Init {
+        /// The hosts to register with, comma-separated: claude, codex, gemini [default:
+        /// those found on PATH]
+        #[arg(long, value_name = "LIST")]
+        hosts: Option<String>,
+        /// Show every change as a diff and write nothing
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Trust this repository's own catalogue (`.advisord/advisors.yaml`) as it is now, so
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
@@ -388,6 +403,7 @@ impl Verb {
             Verb::Check { .. } => "check",
             Verb::Verify { .. } => "verify",
             Verb::Trust => "trust",
+            Verb::Init { .. } => "init",
             Verb::Mcp { .. } => "mcp",
             Verb::Reviews { .. } => "reviews",
             Verb::Schema { .. } => "schema",

@@ -22,6 +22,10 @@ pub struct Progress {
     peer: Peer<RoleServer>,
     token: ProgressToken,
     sent: u32,
+    /// The job's events this host was already sent (by an earlier call), not sent again.
+    skip: usize,
+    /// The job's events passed so far (sent or skipped).
+    events: usize,
 }
 
 impl Progress {
@@ -31,7 +35,20 @@ impl Progress {
             peer,
             token,
             sent: 0,
+            skip: 0,
+            events: 0,
         }
+    }
+
+    /// Send nothing for the job's first `events` events: the host was sent them already.
+    pub fn skipping(mut self, events: usize) -> Progress {
+        self.skip = events;
+        self
+    }
+
+    /// How many of the job's events the host has been sent, by this call and before it.
+    pub fn events(&self) -> usize {
+        self.events.max(self.skip)
     }
 
     /// The progress token of `mcp`'s call, if the host sent one.
@@ -42,7 +59,10 @@ impl Progress {
     }
 
     async fn event(&mut self, event: &Event) {
-        self.say(describe(event)).await;
+        self.events += 1;
+        if self.events > self.skip {
+            self.say(describe(event)).await;
+        }
     }
 
     /// One notification saying `message`.
@@ -121,7 +141,7 @@ pub async fn follow(
     api: &dyn Api,
     id: &JobId,
     deadline: Instant,
-    mut progress: Option<Progress>,
+    progress: &mut Option<Progress>,
 ) -> Result<JobReport> {
     let mut seen = Seen::default();
     let mut ids: Vec<String> = Vec::new();

@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::facade::Api;
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, ConsultRequest, ExplainRequest, JobId, PlanRequest,
-    RecordRequest, RequestContext, StatusRequest,
+    RecordRequest, RequestContext, StatusRequest, MAX_BODY_BYTES,
 };
 use crate::render::{self, Format, Render};
 use rmcp::model::{
@@ -56,14 +56,33 @@ pub struct Server {
     locations: Locations,
     config: Config,
     calls: Arc<Mutex<HashMap<RequestId, Call>>>,
+    /// Per job, how many of its events the host has been sent as progress notifications
+    /// (a later `job` call sends only the ones after them).
+    notified: Arc<Mutex<HashMap<JobId, usize>>>,
     /// Cancellations under way, waited for before the process exits.
     pub(super) cancelling: TaskTracker,
 }
 
-/// A tool's failure: the text shown to the model and the typed shape beside it.
-struct Failure {
+/// A tool's failure: the text shown to the model (the message, with the reason code of a
+/// refusal) and the same as JSON (`{"error": CODE, "message": ...}`, or `{"refused": true,
+/// "reason": CODE, "message": ...}`).
+///
+/// An error result carries no `structuredContent`: a tool's `outputSchema` describes its
+/// answer, and SDKs that check every result against it (the TypeScript SDK, hence Gemini
+/// CLI and the MCP Inspector) would throw the error away before the model saw it.
+pub(super) struct Failure {
     message: String,
     structured: Value,
+}
+
+impl Failure {
+    /// The result the host shows the model: the message, then the JSON.
+    fn into_result(self) -> CallToolResult {
+        CallToolResult::error(vec![
+            ContentBlock::text(self.message),
+            ContentBlock::text(self.structured.to_string()),
+        ])
+    }
 }
 
 impl From<ArgError> for Failure {
@@ -85,7 +104,7 @@ impl From<Error> for Failure {
         };
         let message = match e.refusal() {
             Some((reason, message)) => format!("refused ({reason}): {message}"),
-            None => e.to_string(),
+            None => format!("{} ({})", e.message(), e.code()),
         };
         Failure {
             message,
@@ -106,6 +125,25 @@ fn answer(view: &impl Render) -> Answer {
     Ok((value, text))
 }
 
+/// A record request the daemon can take: at most [`MAX_BODY_BYTES`] as JSON (a larger
+/// one would be cut off by the daemon before the writer saw it).
+fn within_limit(request: &RecordRequest) -> Result<(), Failure> {
+    let size = serde_json::to_vec(request).map_or(usize::MAX, |bytes| bytes.len());
+    if size <= MAX_BODY_BYTES {
+        return Ok(());
+    }
+    Err(Failure {
+        message: format!(
+            "the record is too large: {size} bytes as JSON, over the limit of {MAX_BODY_BYTES} \
+             bytes (1 MiB) for one record; cite large evidence by its `ref` (a file, a \
+             command, a URL) instead of inlining it"
+        ),
+        structured: serde_json::json!({"error": "record_too_large", "message": format!(
+            "{size} bytes, over the limit of {MAX_BODY_BYTES} bytes for one record"
+        ), "limit": MAX_BODY_BYTES}),
+    })
+}
+
 impl Server {
     /// A server over `api`, judging its context from `locations` and the environment.
     pub fn new(
@@ -121,6 +159,7 @@ impl Server {
             locations,
             config,
             calls: Arc::new(Mutex::new(HashMap::new())),
+            notified: Arc::new(Mutex::new(HashMap::new())),
             cancelling: TaskTracker::new(),
         }
     }
@@ -194,6 +233,7 @@ impl Server {
                     context: self.located(&args)?,
                     record: Value::Object(record),
                 };
+                within_limit(&request)?;
                 answer(&self.api.record(request).await?)
             }
             "status" => {
@@ -215,7 +255,9 @@ impl Server {
             "job" => {
                 let id = args.job()?;
                 let wait = args.boolean("wait")?.unwrap_or(false);
-                let report = self.follow(&id, wait, Progress::of(mcp), mcp).await?;
+                let sent = self.notified_of(&id);
+                let mut progress = Progress::of(mcp).map(|p| p.skipping(sent));
+                let report = self.follow(&id, wait, &mut progress, mcp).await?;
                 answer(&report)
             }
             "consult" => self.consult(args, mcp).await,
@@ -250,6 +292,7 @@ impl Server {
                     context: context.clone(),
                     record: Value::Object(fields),
                 };
+                within_limit(&request)?;
                 self.api.record(request).await?.id().into()
             }
             (Some(_), Some(_)) => {
@@ -291,7 +334,7 @@ impl Server {
         if let Some(p) = progress.as_mut() {
             p.say(format!("job {} queued", job.id)).await;
         }
-        let report = self.follow(&job.id, wait, progress, mcp).await;
+        let report = self.follow(&job.id, wait, &mut progress, mcp).await;
         // A call cancelled by the host is `on_cancelled`'s to finish (it may run after
         // this): it finds the job here and cancels it.
         if !mcp.ct.is_cancelled() {
@@ -309,7 +352,7 @@ impl Server {
         &self,
         id: &JobId,
         wait: bool,
-        progress: Option<Progress>,
+        progress: &mut Option<Progress>,
         mcp: &McpContext<RoleServer>,
     ) -> Result<crate::render::job::JobReport, Error> {
         let deadline = Instant::now()
@@ -318,14 +361,30 @@ impl Server {
             } else {
                 std::time::Duration::ZERO
             };
-        tokio::select! {
+        let report = tokio::select! {
             report = follow(self.api.as_ref(), id, deadline, progress) => report,
             // The host cancelled the call or went away: stop waiting. Whether the job is
             // cancelled is `on_cancelled`'s business, not a disconnection's.
             () = mcp.ct.cancelled() => Err(Error::Internal(format!(
                 "the call was cancelled; job `{id}` is followed by `job`"
             ))),
+        };
+        if let Some(sent) = progress.as_ref().map(Progress::events) {
+            let mut notified = self.notified.lock().unwrap_or_else(|e| e.into_inner());
+            let known = notified.entry(id.clone()).or_default();
+            *known = (*known).max(sent);
         }
+        report
+    }
+
+    /// How many of job `id`'s events the host has been sent.
+    fn notified_of(&self, id: &JobId) -> usize {
+        self.notified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Cancel `job` in the background (tracked, so the process waits for it to be sent).
@@ -368,7 +427,7 @@ impl Server {
                     .await,
             )?,
             resources::Resource::Job(id) => {
-                let report = follow(self.api.as_ref(), &id.into(), Instant::now(), None).await;
+                let report = follow(self.api.as_ref(), &id.into(), Instant::now(), &mut None).await;
                 json(report)?
             }
         };
@@ -376,16 +435,22 @@ impl Server {
     }
 }
 
+/// A verb's error as a JSON-RPC error: an unknown record or job is the caller's
+/// resource-not-found (`-32002`), every other mistake of the caller's (a 4xx of the
+/// daemon's) invalid params (`-32602`), and only the daemon's own failures internal
+/// (`-32603`).
 fn internal(e: Error) -> McpError {
-    match e {
-        Error::NotFound(_) | Error::UnknownJob(_) => {
-            McpError::resource_not_found(e.to_string(), None)
-        }
-        Error::Usage(_)
-        | Error::InvalidTask(_)
-        | Error::InvalidRoot(_)
-        | Error::InvalidRequest(_) => McpError::invalid_params(e.to_string(), None),
-        _ => McpError::internal_error(e.to_string(), None),
+    let data = Some(serde_json::json!({"error": e.code()}));
+    let message = format!("{} ({})", e.message(), e.code());
+    if matches!(
+        e.code(),
+        crate::protocol::codes::NOT_FOUND | crate::protocol::codes::UNKNOWN_JOB
+    ) {
+        return McpError::resource_not_found(message, data);
+    }
+    match e.http_status() {
+        400..=499 => McpError::invalid_params(message, data),
+        _ => McpError::internal_error(message, data),
     }
 }
 
@@ -444,11 +509,7 @@ impl ServerHandler for Server {
                 result.structured_content = Some(structured);
                 result
             }
-            Err(failure) => {
-                let mut result = CallToolResult::error(vec![ContentBlock::text(failure.message)]);
-                result.structured_content = Some(failure.structured);
-                result
-            }
+            Err(failure) => failure.into_result(),
         }
         .into())
     }

@@ -142,7 +142,7 @@ pub fn list() -> Vec<Tool> {
                     "question": {"type": "string"},
                     "prior_opinion": {"type": "string"},
                     "timeout_s": {"type": "number", "description": "Deadline of every exchange (default 90)"},
-                    "wait": {"type": "boolean", "description": "Wait for the outcomes (default true)"}
+                    "wait": {"type": "boolean", "description": "Wait for the outcomes (default true); false answers at once with the job id"}
                 })),
                 &[],
             ),
@@ -214,15 +214,26 @@ pub struct Args {
 pub type ArgError = String;
 
 impl Args {
-    /// The arguments of `tool`, refusing any it does not take.
+    /// The arguments of `tool`. An argument the tool does not take is refused when its
+    /// name is a near miss of one it takes (a typo: the same letters but for case, `_` and
+    /// `-`, or at most two edits away), naming the one meant; any other is ignored, since
+    /// hosts add arguments of their own to every tool (Gemini CLI's `wait_for_previous`).
     pub fn new(tool: &'static str, map: Option<JsonObject>) -> Result<Args, ArgError> {
         let map = map.unwrap_or_default();
         let accepted = accepted(tool);
-        if let Some(unknown) = map.keys().find(|k| !accepted.contains(&k.as_str())) {
-            return Err(format!(
-                "`{tool}` takes no argument `{unknown}`; accepted: {}",
-                accepted.join(", ")
-            ));
+        for unknown in map.keys().filter(|k| !accepted.contains(&k.as_str())) {
+            match accepted.iter().find(|name| near_miss(unknown, name)) {
+                Some(meant) => {
+                    return Err(format!(
+                        "`{tool}` takes no argument `{unknown}` (did you mean `{meant}`?); \
+                         accepted: {}",
+                        accepted.join(", ")
+                    ))
+                }
+                None => {
+                    tracing::debug!(tool, argument = %unknown, "an argument the tool does not take is ignored")
+                }
+            }
         }
         Ok(Args { tool, map })
     }
@@ -336,6 +347,37 @@ impl Args {
     }
 }
 
+/// Whether `given` is a typo of `name`: equal but for case, `_` and `-`, or at most two
+/// edits away (one for names of four letters or fewer).
+fn near_miss(given: &str, name: &str) -> bool {
+    let plain = |s: &str| -> Vec<char> {
+        s.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let (a, b) = (plain(given), plain(name));
+    if a == b {
+        return true;
+    }
+    let allowed = if b.len() <= 4 { 1 } else { 2 };
+    if a.len().abs_diff(b.len()) > allowed {
+        return false;
+    }
+    // Levenshtein distance, one row at a time.
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous + usize::from(ca != cb);
+            previous = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()] <= allowed
+}
+
 /// The arguments `tool` accepts, from its input schema.
 fn accepted(tool: &str) -> Vec<&'static str> {
     let located = ["root", "task"];
@@ -413,9 +455,29 @@ mod tests {
         let args = |v: Value| Args::new("plan", v.as_object().cloned());
         let err = args(json!({"materialty": "high"})).err().unwrap();
         assert!(
-            err.contains("`materialty`") && err.contains("materiality, confidence"),
+            err.contains("`materialty` (did you mean `materiality`?)")
+                && err.contains("materiality, confidence"),
             "{err}"
         );
+        for typo in ["Materiality", "capabilites", "con-fidence", "tsk"] {
+            assert!(args(json!({typo: 1})).is_err(), "{typo} is refused");
+        }
+        // What a host adds to every tool is ignored.
+        let added = Args::new(
+            "consult",
+            json!({"assessment": "a", "wait_for_previous": true, "_meta": {}})
+                .as_object()
+                .cloned(),
+        )
+        .expect("host arguments are ignored");
+        assert_eq!(added.string("assessment").unwrap().as_deref(), Some("a"));
+        assert!(Args::new(
+            "job",
+            json!({"id": "j", "wait_for_previous": false})
+                .as_object()
+                .cloned()
+        )
+        .is_ok());
         let err = args(json!({})).unwrap().materiality().unwrap_err();
         assert!(
             err.contains("`materiality`") && err.contains("critical"),

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod agent_hosts;
 mod cli;
 mod client;
 mod client_remote;

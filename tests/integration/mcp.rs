@@ -252,6 +252,45 @@ fn a_malformed_line_gets_a_protocol_error_and_the_server_keeps_serving() {
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
     raw.send("{truncated");
     assert_eq!(raw.json()["error"]["code"], -32700);
+    // Lines serde reads only loosely: each is a parse error, with `"id": null`.
+    for line in [
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"n":1e400}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"ping","params":{"s":"\ud800"}}"#,
+    ] {
+        raw.send(line);
+        let error = raw.json();
+        assert_eq!(error["error"]["code"], -32700, "{line}: {error}");
+        assert!(
+            error.as_object().unwrap().contains_key("id") && error["id"].is_null(),
+            "{error}"
+        );
+    }
+    // An invalid envelope whose id cannot be read: `"id": null`.
+    raw.send(r#"{"jsonrpc":"2.0","id":[1],"nothing":1}"#);
+    let error = raw.json();
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert!(
+        error.as_object().unwrap().contains_key("id") && error["id"].is_null(),
+        "{error}"
+    );
+    // A line over the limit (4 MiB) is answered with an error naming it, and the server
+    // goes on.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"record","arguments":{{"record":{{"subject":"{}"}}}}}}}}"#,
+        "y".repeat(4 * 1024 * 1024 + 10)
+    );
+    raw.send(&big);
+    let error = raw.json();
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than 4194304 bytes"),
+        "{error}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    assert_eq!(raw.json()["id"], 3);
     raw.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#);
     let line = raw.next();
     eprintln!("tools/list response: {} bytes", line.len());
@@ -312,7 +351,7 @@ fn bad_input_is_named_with_what_is_accepted() {
             ("job", json!({}), "`job` needs `id`"),
             ("consult", json!({}), "`consult` needs `assessment`"),
             ("consult", json!({"assessment": "a", "timeout_s": 0}), "`timeout_s`"),
-            ("status", json!({"tsk": "x"}), "`status` takes no argument `tsk`; accepted: root, task"),
+            ("status", json!({"tsk": "x"}), "`status` takes no argument `tsk` (did you mean `task`?); accepted: root, task"),
             ("status", json!({"task": "../x"}), "task"),
             ("record", json!({"record": {"kind": "assessment", "subject": "s", "materiality": "high", "hypothesis": "h"}}), "refused (material_without_evidence)"),
         ];
@@ -329,9 +368,42 @@ fn bad_input_is_named_with_what_is_accepted() {
             .call_tool(call("record", json!({"record": {"kind": "plan", "assessment": "x", "budget": 1}})))
             .await
             .expect("a tool error");
-        let structured = refused.structured_content.expect("structured");
+        // An error result carries no structured content (it would fail the tool's output
+        // schema in SDKs that check it); its second text is the JSON.
+        assert_eq!(refused.structured_content, None);
+        let structured: Value = serde_json::from_str(
+            &refused.content[1].as_text().expect("a text").text,
+        )
+        .expect("json");
         assert_eq!(structured["refused"], true);
         assert!(structured["reason"].is_string(), "{structured}");
+        // A host's own argument is ignored; a typo is refused.
+        let status = client
+            .call_tool(call("status", json!({"wait_for_previous": true})))
+            .await
+            .expect("status");
+        assert_ne!(status.is_error, Some(true), "{:?}", status.content);
+        // A record over the limit is refused naming the limit, before the daemon sees it.
+        let huge = "x".repeat(2 * 1024 * 1024);
+        let refused = client
+            .call_tool(call("record", json!({"record": {"kind": "assessment", "subject": huge,
+                "materiality": "low", "hypothesis": "h"}})))
+            .await
+            .expect("a tool error");
+        assert_eq!(refused.is_error, Some(true));
+        let text = format!("{:?}", refused.content);
+        assert!(text.contains("over the limit of 1048576 bytes"), "{text}");
+        // An unknown record or job read as a resource is the caller's mistake (-32002).
+        for uri in ["advisord://record/01NOPE", "advisord://job/01NOPE"] {
+            let err = client
+                .read_resource(ReadResourceRequestParams::new(uri))
+                .await
+                .expect_err("unknown");
+            match err {
+                rmcp::ServiceError::McpError(e) => assert_eq!(e.code.0, -32002, "{uri}: {e:?}"),
+                other => panic!("{uri}: {other}"),
+            }
+        }
         // An unknown resource: an error naming what is accepted.
         let err = client
             .read_resource(ReadResourceRequestParams::new("advisord://jobs"))

@@ -34,8 +34,67 @@ static NEXT: AtomicU64 = AtomicU64::new(1);
 /// re-parented to it, where [`kill_marked`] finds them. Idempotent.
 pub fn become_subreaper() -> nix::Result<()> {
     nix::sys::prctl::set_child_subreaper(true)?;
-    SUBREAPER.store(true, Ordering::SeqCst);
+    if !SUBREAPER.swap(true, Ordering::SeqCst) {
+        // A subreaper inherits zombies too: a descendant that dies after its exchange
+        // ended (killed with its group while its parent lived, or exiting on its own,
+        // as `codex`'s background `git`) would stay a zombie for the daemon's life.
+        let spawned = std::thread::Builder::new()
+            .name("advisord-reaper".into())
+            .spawn(|| loop {
+                std::thread::sleep(REAP_EVERY);
+                reap_inherited();
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the reaper of inherited zombies: {e}");
+        }
+    }
     Ok(())
+}
+
+/// How often inherited zombies are reaped.
+const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reap every zombie this process inherited (as a subreaper), never one it spawned: a
+/// child it spawned is either an exchange's group leader (its own group, this process's
+/// session: its runner waits for it) or in this process's own group (a command the process
+/// runs and waits for). An inherited descendant of an advisor is in its advisor's group
+/// or in a session of its own. Returns how many were reaped.
+pub fn reap_inherited() -> usize {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let my_group = nix::unistd::getpgrp().as_raw();
+    let my_session = nix::unistd::getsid(None).map_or(0, Pid::as_raw);
+    let mut reaped = 0;
+    for (pid, process) in processes() {
+        if !(process.zombie && process.parent == me) {
+            continue;
+        }
+        let Some((group, session)) = group_and_session(pid) else {
+            continue;
+        };
+        let spawned_leader = group == pid && session == my_session;
+        if spawned_leader || group == my_group {
+            continue;
+        }
+        if waitpid(
+            Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        )
+        .is_ok()
+        {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// The process group and session of `pid` (`/proc/<pid>/stat` fields 5 and 6).
+fn group_and_session(pid: i32) -> Option<(i32, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rfind(')').and_then(|i| stat.get(i + 2..))?;
+    let mut fields = rest.split_whitespace().skip(2);
+    let group = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some((group, session))
 }
 
 /// Whether [`become_subreaper`] succeeded in this process.

@@ -105,6 +105,11 @@ def check(url, shots):
         page = context.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
+        # Every resource the page asks for is served: a 404 (a favicon the daemon does not
+        # serve, say) shows in the console on every load.
+        missing = []
+        page.on("response", lambda r: missing.append(f"{r.status} {r.url}") if r.status == 404 else None)
+        page.on("console", lambda m: missing.append(m.text) if m.type == "error" and "404" in m.text else None)
         page.set_default_timeout(TIMEOUT_MS)
         page.goto(url)
         if "token=" in page.url:
@@ -118,6 +123,11 @@ def check(url, shots):
         rows = page.locator("tr[data-assessment]")
         expect(rows).to_have_count(2)
         expect(page.locator("#live")).to_have_text("live")
+        # The Tasks panel lists the task whose records the page shows, on load.
+        task = page.locator("#task").input_value()
+        expect(page.locator("#tasks")).to_contain_text(task)
+        expect(page.locator("#tasks")).not_to_contain_text("No task has records yet.")
+        out["checks"].append("tasks listed on load")
         page.screenshot(path=f"{shots}/overview.png", full_page=True)
 
         # Start a consultation of the first assessment from the page.
@@ -186,6 +196,9 @@ def check(url, shots):
         out["checks"].append("phone width")
         if errors:
             fail(f"the page raised: {errors}")
+        if missing:
+            fail(f"the page asked for what the daemon does not serve: {missing}")
+        out["checks"].append("no 404 on load")
         browser.close()
     print(json.dumps(out))
 

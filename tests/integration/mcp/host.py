@@ -111,7 +111,22 @@ async def scenario(config):
                     {"record": {"kind": "assessment", "subject": "x", "materiality": "high", "hypothesis": "h"}},
                 )
                 check(refused.is_error, "a refusal is a tool error")
-                check(refused.structured_content["reason"] == "material_without_evidence", str(refused.structured_content))
+                # No structured content on an error: it would fail the tool's output schema
+                # in SDKs that check every result. The message and its JSON are the text.
+                check(refused.structured_content is None, str(refused.structured_content))
+                check("refused (material_without_evidence)" in refused.content[0].text, refused.content[0].text)
+                check(json.loads(refused.content[1].text)["reason"] == "material_without_evidence", refused.content[1].text)
+
+                # An argument a host adds to every tool (Gemini CLI's) never breaks a call.
+                added = await session.call_tool("status", {"wait_for_previous": True})
+                check(not added.is_error, f"a host's own argument broke the call: {added.content}")
+
+                # An unknown record is the caller's mistake, not the server's.
+                try:
+                    await session.read_resource("advisord://record/01NOPE")
+                    check(False, "an unknown record is an error")
+                except MCPError as e:
+                    check(e.error.code == -32002, f"unknown record: {e.error.code} {e}")
 
                 # plan: a preview selecting both advisors.
                 plan = await session.call_tool("plan", {"materiality": "critical"})
@@ -197,7 +212,18 @@ async def scenario(config):
                 # The cap: the first advisor's outcome comes back, the job goes on, and
                 # `job` with wait collects the rest.
                 set_mode(config, "split")
-                capped = await session.call_tool("consult", {"assessment": assessment})
+                before_cap = []
+                after_cap = []
+
+                async def on_cap_progress(value, total, message):
+                    before_cap.append(message or "")
+
+                async def on_collect_progress(value, total, message):
+                    after_cap.append(message or "")
+
+                capped = await session.call_tool(
+                    "consult", {"assessment": assessment}, progress_callback=on_cap_progress
+                )
                 first = capped.structured_content
                 check(not capped.is_error, f"capped consult failed: {capped.content}")
                 check(first["state"] == "running", f"at the cap the job runs: {first['state']}")
@@ -207,8 +233,16 @@ async def scenario(config):
                 collected = first
                 with anyio.fail_after(BOUND):
                     while collected["state"] == "running":
-                        collected = (await session.call_tool("job", {"id": first["id"], "wait": True})).structured_content
+                        collected = (
+                            await session.call_tool(
+                                "job", {"id": first["id"], "wait": True}, progress_callback=on_collect_progress
+                            )
+                        ).structured_content
                 check(collected["state"] == "done", f"collected {collected['state']}")
+                # `job` with wait sends only the events the host has not been sent.
+                replayed = [m for m in after_cap if m in before_cap]
+                check(not replayed, f"events sent again: {replayed} (before: {before_cap})")
+                check(any(m == "job done" for m in after_cap), f"the end is sent: {after_cap}")
                 check(all(c["status"] == "completed" for c in collected["consultations"]), "every outcome collected")
 
                 # Resources, read-only, under one scheme with templates.
