@@ -72,18 +72,19 @@ async fn a_relaying_runtime_answers_a_code_review_and_leaves_when_it_goes() {
         ids(view).contains(&"mesh:peer-b".to_string())
     })
     .await;
-    let row = view["advisors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == "mesh:peer-b")
-        .unwrap()
-        .clone();
+    let row = row(&view, "mesh:peer-b");
     assert_eq!(row["transport"], "mesh");
     assert_eq!(row["adapter"], "mesh");
     assert_eq!(row["status"], "available", "{row}");
     assert!(row["title"].as_str().unwrap().contains("vb/mb"), "{row}");
     assert_eq!(view["mesh"]["state"], "connected", "{view}");
+    // Pinned by the user, its answers count as reviews from its owner.
+    pin(
+        &asker.place,
+        &runtime_of(&peer).await,
+        &key_of(&peer),
+        Some("Bob"),
+    );
     let local = view["advisors"]
         .as_array()
         .unwrap()
@@ -106,11 +107,12 @@ async fn a_relaying_runtime_answers_a_code_review_and_leaves_when_it_goes() {
     let consultations = consultations(&asker.place);
     assert_eq!(consultations.len(), 1, "{consultations:?}");
     let c = &consultations[0];
-    assert_eq!(c["advisor"], "mesh:peer-b");
+    assert_eq!(short(c["advisor"].as_str().unwrap()), "mesh:peer-b");
     assert_eq!(c["status"], "completed", "{c}");
     assert_eq!(c["conclusion"], "peer b reviewed it");
     assert_eq!(c["stance"], "opposes");
-    assert_eq!(c["source"], "vb/mb");
+    // Credited to the verified identity (its pinned owner), not to what it says answered.
+    assert_eq!(c["source"], "peer:bob");
     // The divergent answer made a disagreement, as any advisor's would.
     assert_eq!(asker.place.records_of(TASK, "disagreement").len(), 1);
 
@@ -180,7 +182,10 @@ async fn an_inbox_review_is_answered_by_a_second_session_across_a_restart() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert_eq!(waiting["asker"], "asker");
+    assert_eq!(
+        advisord_adapters::mesh::identity::name_of(waiting["asker"].as_str().unwrap()),
+        "asker"
+    );
     assert!(waiting["question"].as_str().unwrap().contains("one writer"));
     // ...and survives a restart of the peer.
     let place = inbox.stop().await;
@@ -228,11 +233,15 @@ async fn an_inbox_review_is_answered_by_a_second_session_across_a_restart() {
     let ended = asker.wait(&job).await;
     assert_eq!(ended["state"], "done", "{ended}");
     let c = &consultations(&asker.place)[0];
-    assert_eq!(c["advisor"], "mesh:inbox-c");
+    assert_eq!(short(c["advisor"].as_str().unwrap()), "mesh:inbox-c");
     assert_eq!(c["status"], "completed", "{c}");
     assert_eq!(c["conclusion"], "a person reviewed it and agrees");
     assert_eq!(c["risks"], json!(["the lock is advisory"]));
-    assert!(c["source"].as_str().unwrap().starts_with("inbox:"), "{c}");
+    // Unpinned: credited to its key, the only identity the asker could check.
+    assert!(
+        c["source"].as_str().unwrap().starts_with("peer-key:"),
+        "{c}"
+    );
     // Answered: no longer waiting.
     let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
     assert_eq!(list["reviews"], json!([]));
@@ -274,24 +283,33 @@ async fn three_peers_are_asked_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_peers_relaying_one_source_count_as_one_review() {
+async fn two_runtimes_of_one_pinned_owner_count_as_one_review() {
     let nats = NatsServer::start();
-    let (_p1, _) = relay_peer(
+    let (p1, _) = relay_peer(
         &nats.url(),
         "twin-1",
         ("samevendor", "samemodel"),
         vec![Script::answer(&answer("first twin", "supports"))],
     )
     .await;
-    let (_p2, _) = relay_peer(
+    let (p2, _) = relay_peer(
         &nats.url(),
         "twin-2",
-        ("samevendor", "samemodel"),
+        ("othervendor", "othermodel"),
         vec![Script::answer(&answer("second twin", "supports"))],
     )
     .await;
     let (asker, context) = start_asker(&nats.url()).await;
     wait_for_peers(&asker, &context, &["twin-1", "twin-2"]).await;
+    // Two keys, one declared owner: one source, whatever models they name.
+    for twin in [&p1, &p2] {
+        pin(
+            &asker.place,
+            &runtime_of(twin).await,
+            &key_of(twin),
+            Some("carol"),
+        );
+    }
     let assessment = code_review(&asker, &context, "critical").await;
     let job = consult(&asker, &context, &assessment, 20.0).await;
     assert_eq!(asker.wait(&job).await["state"], "done");
@@ -310,11 +328,13 @@ async fn two_peers_relaying_one_source_count_as_one_review() {
     )
     .await;
     assert_eq!(conclusion["independent_review_count"], 1, "{conclusion}");
-    assert_eq!(
-        conclusion["reviewed_by"],
-        json!(["mesh:twin-1", "mesh:twin-2"]),
-        "{conclusion}"
-    );
+    let reviewed_by: Vec<String> = conclusion["reviewed_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| short(a.as_str().unwrap()))
+        .collect();
+    assert_eq!(reviewed_by, ["mesh:twin-1", "mesh:twin-2"], "{conclusion}");
     // The status view credits the same, and the chain's check of computed fields agrees.
     let status = call_json(
         &asker.socket(),
@@ -410,9 +430,10 @@ async fn answers_to_requests_not_asked_are_ignored_and_a_flood_is_bounded() {
     let (asker2, context2) = start_asker(&nats.url()).await;
     wait_for_peers(&asker2, &context2, &["flooder"]).await;
     let mut context2 = context2;
-    context2["disable"] = json!("local,mesh:chatty");
+    let chatty = row(&advisors(&asker2, &context2).await, "mesh:chatty")["id"].clone();
+    context2["disable"] = json!(format!("local,{}", chatty.as_str().unwrap()));
     let (c, _) = outcome_of(&asker2, &context2, 10.0).await;
-    assert_eq!(c["advisor"], "mesh:flooder");
+    assert_eq!(short(c["advisor"].as_str().unwrap()), "mesh:flooder");
     assert_eq!(c["failure"], "malformed", "{c}");
 }
 
@@ -496,7 +517,10 @@ async fn a_nats_server_restart_mid_request_fails_typed_or_completes_then_the_mes
         view["mesh"]["state"] == "connected" && ids(view).contains(&"mesh:steady".to_string())
     })
     .await;
-    assert_eq!(view["mesh"]["runtime"], "asker");
+    assert_eq!(
+        advisord_adapters::mesh::identity::name_of(view["mesh"]["runtime"].as_str().unwrap()),
+        "asker"
+    );
     let mut context = context;
     context["cooldown_s"] = json!("0");
     let subject = json!({"kind": "assessment", "subject": "second question after the restart",
@@ -541,7 +565,7 @@ async fn an_asker_stopped_mid_request_resumes_and_records_each_advisor_once() {
     assert_eq!(ended["state"], "done", "{ended}");
     let all = consultations(&asker.place);
     assert_eq!(all.len(), 1, "each advisor recorded once: {all:?}");
-    assert_eq!(all[0]["advisor"], "mesh:patient");
+    assert_eq!(short(all[0]["advisor"].as_str().unwrap()), "mesh:patient");
     assert_eq!(all[0]["status"], "completed", "{}", all[0]);
     let _ = fake;
 }
