@@ -821,6 +821,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn credentials_leave_the_url_before_the_client_sees_it() {
+        assert_eq!(
+            split_credentials("nats://alice:p%40ss@h:4222, nats://h2:2"),
+            (
+                "nats://h:4222,nats://h2:2".to_string(),
+                Some(UrlAuth::UserPassword("alice".into(), "p@ss".into()))
+            )
+        );
+        assert_eq!(
+            split_credentials("tls://tok@h:1"),
+            ("tls://h:1".to_string(), Some(UrlAuth::Token("tok".into())))
+        );
+        assert_eq!(split_credentials("nats://h:1"), ("nats://h:1".into(), None));
+        assert!(url_has_credentials("nats://a:b@h:1"));
+        assert!(!url_has_credentials("nats://h:1,nats://h:2"));
+    }
+
+    #[test]
     fn urls_are_shown_without_credentials() {
         assert_eq!(shown_url("nats://a:b@h:4222"), "nats://h:4222");
         assert_eq!(
