@@ -87,6 +87,7 @@ async fn overhead(nats: &NatsServer) -> bool {
         identity: advisord_adapters::mesh::identity::Identity::generate("bench-asker"),
         scrub: Arc::new(|t: &str| t.to_string()),
         on_gone: Arc::new(|_: &str| {}),
+        present: Arc::new(|_: &str| true),
     });
     let mut settings = serde_json::Map::new();
     settings.insert("runtime".into(), peer.runtime.clone().into());

@@ -22,7 +22,9 @@
 //!   `malformed`, a peer's typed failure passes through, a completed answer is handed to
 //!   the contract as JSON (which normalises it again) with the source the peer named;
 //! - no responders is `unavailable` (and [`MeshLink::on_gone`] is told, so discovery drops
-//!   the peer at once); the deadline is `timeout`;
+//!   the peer at once); so is a peer discovery no longer knows ([`MeshLink::present`],
+//!   checked every [`WATCH_EVERY`]), and a bus down for [`BUS_DOWN_GRACE`]: an exchange
+//!   with a peer known to be gone never waits out its deadline; the deadline is `timeout`;
 //! - a cancellation, or the contract dropping the exchange at the deadline, sends a cancel
 //!   notice to `advisord.cancel.<runtime id>` so a relaying peer cancels its own job.
 
@@ -54,6 +56,16 @@ pub type Scrub = Arc<dyn Fn(&str) -> String + Send + Sync>;
 /// Told the runtime id of a peer that answered "no responders": it is gone.
 pub type OnGone = Arc<dyn Fn(&str) + Send + Sync>;
 
+/// Whether discovery still knows the peer of this runtime id.
+pub type Present = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// How often an exchange checks that its peer is still known and the bus up.
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How long the bus may be down during an exchange before it ends `unavailable` (a
+/// server restart or a fail-over to another node of a cluster is shorter).
+pub const BUS_DOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// What the transport needs from the daemon that joined the mesh.
 #[derive(Clone)]
 pub struct MeshLink {
@@ -65,6 +77,8 @@ pub struct MeshLink {
     pub scrub: Scrub,
     /// Called when a peer has no responders.
     pub on_gone: OnGone,
+    /// Whether discovery still knows a peer (it left after missing its sweeps).
+    pub present: Present,
 }
 
 /// The mesh adapter: with a link, asks peers; without one (a daemon not on a mesh, or
@@ -272,6 +286,9 @@ async fn ask(
         .await
         .map_err(|e| unreachable("cannot ask", &e))?;
     let mut ignored = 0usize;
+    let mut watch = tokio::time::interval(WATCH_EVERY);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut down_since: Option<Instant> = None;
     loop {
         let message = tokio::select! {
             biased;
@@ -288,6 +305,27 @@ async fn ask(
                 ));
             }
             message = replies.next() => message,
+            _ = watch.tick() => {
+                if !(link.present)(runtime) {
+                    return Err(Failure::new(
+                        FailureKind::Unavailable,
+                        &format!("peer `{runtime}` left the mesh during the review"),
+                    ));
+                }
+                if client.connection_state() == async_nats::connection::State::Connected {
+                    down_since = None;
+                } else if down_since.get_or_insert_with(Instant::now).elapsed() >= BUS_DOWN_GRACE {
+                    return Err(Failure::new(
+                        FailureKind::Unavailable,
+                        &format!(
+                            "the mesh has been down for {} ms during the review of peer \
+                             `{runtime}`",
+                            BUS_DOWN_GRACE.as_millis()
+                        ),
+                    ));
+                }
+                continue;
+            }
         };
         let Some(message) = message else {
             guard.disarm();

@@ -345,6 +345,7 @@ impl Mesh {
     pub fn adapter_link(self: &Arc<Mesh>) -> Option<MeshLink> {
         let client = self.client.clone()?;
         let me = Arc::downgrade(self);
+        let known = Arc::downgrade(self);
         Some(MeshLink {
             client,
             identity: self.identity.clone(),
@@ -356,6 +357,11 @@ impl Mesh {
                     tracing::info!(peer = runtime, "peer has no responders: gone");
                     mesh.roster_mut().gone(runtime);
                 }
+            }),
+            present: Arc::new(move |runtime: &str| {
+                known
+                    .upgrade()
+                    .is_some_and(|mesh| mesh.roster_mut().contains(runtime))
             }),
         })
     }
@@ -401,7 +407,15 @@ impl Mesh {
 
     /// Every peer known now, as catalogue entries (the daemon adds them to the catalogue
     /// of every plan it makes), each marked pinned or not from the user's peers file.
+    /// While the bus is down, no peer is offered: none could be reached.
     pub fn entries(&self) -> Vec<AdvisorEntry> {
+        let connected = self
+            .client
+            .as_ref()
+            .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected);
+        if !connected {
+            return Vec::new();
+        }
         let peers = self.roster_mut().peers();
         let mut cached = self.pins.lock().unwrap_or_else(|p| p.into_inner());
         let (pins, _) = cached.get(self.peers_file.as_deref());
@@ -659,7 +673,9 @@ async fn connect(
         .map(str::trim)
         .filter(|u| !u.is_empty())
         .collect();
-    match options.connect(servers.join(",").as_str()).await {
+    // The client takes the list: it connects to any node that answers (one down at start
+    // is skipped) and learns the rest of a cluster from it.
+    match options.connect(servers).await {
         Ok(client) => Some(client),
         Err(e) => fail(format!(
             "the mesh URL `{}` cannot be used: {e}; name a bus as `nats://host:4222` or \

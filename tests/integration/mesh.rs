@@ -1020,3 +1020,88 @@ async fn the_mesh_password_is_neither_logged_nor_left_on_the_command_line() {
         "the password was logged:\n{logged}"
     );
 }
+
+/// The asker's context on a daemon started on `url` (several URLs allowed).
+async fn asker_on(url: &str) -> (Daemon, serde_json::Value) {
+    start_asker(url).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn several_urls_join_a_cluster_whose_first_named_node_is_down() {
+    let mut cluster = NatsServer::cluster(3);
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    let (_peer, _) = relay_peer(
+        &cluster[2].url(),
+        "listed-peer",
+        ("vl", "ml"),
+        vec![Script::answer(&answer(
+            "answered through the list",
+            "supports",
+        ))],
+    )
+    .await;
+    cluster[0].stop();
+    // A comma list with spaces, its first node down.
+    let list = format!("{}, {} ,{}", urls[0], urls[1], urls[2]);
+    let (asker, context) = asker_on(&list).await;
+    let (view, _) = advisors_until(&asker, &context, "the peer through the list", |view| {
+        view["mesh"]["state"] == "connected" && ids(view).contains(&"mesh:listed-peer".into())
+    })
+    .await;
+    assert!(
+        !view["mesh"]["url"].as_str().unwrap().contains(' '),
+        "{view}"
+    );
+    let (c, _) = outcome_of(&asker, &context, 20.0).await;
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(c["conclusion"], "answered through the list");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_exchange_with_a_peer_known_gone_ends_unavailable_at_once() {
+    let cluster = NatsServer::cluster(3);
+    let peer = FakePeer::start(&cluster[1].url(), "vanishing", Behaviour::Silent).await;
+    let (asker, context) = asker_on(&format!("{},{}", cluster[2].url(), cluster[0].url())).await;
+    wait_for_peers(&asker, &context, &["vanishing"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let started = Instant::now();
+    let job = consult(&asker, &context, &assessment, 8.0).await;
+    let received = peer.received.clone();
+    while received.lock().unwrap().is_empty() {
+        assert!(started.elapsed() < BOUND, "the peer never got the request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    peer.kill().await;
+    assert_eq!(asker.wait(&job).await["state"], "done");
+    let c = &consultations(&asker.place)[0];
+    assert_eq!(c["failure"], "unavailable", "{c}");
+    // Ended once the peer was known gone (two 200 ms sweeps), not at the 8 s deadline.
+    assert!(c["duration_ms"].as_u64().unwrap() < 3000, "{c}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bus_known_down_ends_the_exchange_unavailable_and_plans_select_no_peer() {
+    let mut nats = NatsServer::start();
+    let peer = FakePeer::start(&nats.url(), "stranded", Behaviour::Silent).await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &["stranded"]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let started = Instant::now();
+    let job = consult(&asker, &context, &assessment, 8.0).await;
+    while peer.received.lock().unwrap().is_empty() {
+        assert!(started.elapsed() < BOUND, "the peer never got the request");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    nats.stop();
+    // While the bus is down, a plan selects no peer.
+    advisors_until(&asker, &context, "the bus to be down", |view| {
+        view["mesh"]["state"] != "connected"
+    })
+    .await;
+    assert!(selected(&preview(&asker, &context, "material").await).is_empty());
+    assert_eq!(asker.wait(&job).await["state"], "done");
+    let c = &consultations(&asker.place)[0];
+    assert_eq!(c["failure"], "unavailable", "{c}");
+    assert!(c["duration_ms"].as_u64().unwrap() < 4000, "{c}");
+    drop(peer);
+}

@@ -146,6 +146,7 @@ impl Rig for MeshRig {
                 identity: Identity::generate("contract-asker"),
                 scrub: Arc::new(|text: &str| text.to_string()),
                 on_gone: Arc::new(move |runtime: &str| told.lock().unwrap().push(runtime.into())),
+                present: Arc::new(|_: &str| true),
             });
             let setup = Setup::new(
                 Arc::new(adapter),

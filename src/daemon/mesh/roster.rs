@@ -213,6 +213,11 @@ impl Roster {
         self.peers.values().map(|(p, _)| p.clone()).collect()
     }
 
+    /// Whether the peer `runtime` is known.
+    pub fn contains(&self, runtime: &str) -> bool {
+        self.peers.contains_key(runtime)
+    }
+
     /// How many peers are known.
     pub fn len(&self) -> usize {
         self.peers.len()
