@@ -80,16 +80,19 @@ impl advisord_adapters::contract::Adapter for Direct {
 }
 
 async fn overhead(nats: &NatsServer) -> bool {
-    let _peer = FakePeer::start(&nats.url(), "bench-peer", Behaviour::Unasked(0)).await;
+    let peer = FakePeer::start(&nats.url(), "bench-peer", Behaviour::Unasked(0)).await;
     let client = async_nats::connect(nats.url()).await.expect("connect");
     let mesh = MeshAdapter::new(MeshLink {
         client,
-        runtime: "bench-asker".into(),
+        identity: advisord_adapters::mesh::identity::Identity::generate("bench-asker"),
         scrub: Arc::new(|t: &str| t.to_string()),
         on_gone: Arc::new(|_: &str| {}),
+        present: Arc::new(|_: &str| true),
     });
     let mut settings = serde_json::Map::new();
-    settings.insert("runtime".into(), "bench-peer".into());
+    settings.insert("runtime".into(), peer.runtime.clone().into());
+    settings.insert("key".into(), peer.identity.public_key().into());
+    settings.insert("pinned".into(), true.into());
     let spec = |adapter: &str| AdvisorSpec {
         id: "bench".into(),
         adapter: adapter.into(),
@@ -125,6 +128,7 @@ async fn discovery(nats: &NatsServer) -> bool {
     for run in 0..DISCOVERY_RUNS {
         let runtime = format!("newcomer-{run}");
         let id = format!("mesh:{runtime}");
+        // (`ids` names peers without their key's fingerprint.)
         let started = Instant::now();
         let peer = FakePeer::start(&nats.url(), &runtime, Behaviour::Silent).await;
         advisors_until(&asker, &context, "the peer to appear", |v| listed(v, &id)).await;

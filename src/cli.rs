@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod exit;
 pub mod init;
 pub mod jobs;
+pub mod mesh;
 pub mod output;
 pub mod reviews;
 pub mod schema;
@@ -209,7 +210,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let socket = paths::socket_path(global.socket.as_deref());
             doctor::run(&ctx, &socket, format).await
         }
-        Verb::Schema { .. } | Verb::Daemon { .. } | Verb::Completions { .. } | Verb::Man => {
+        Verb::Schema { .. }
+        | Verb::Daemon { .. }
+        | Verb::Completions { .. }
+        | Verb::Man
+        | Verb::Mesh { .. } => {
             // Answered by `without_context` before the context was resolved.
             Ok(without_context(&verb, &global).await?.unwrap_or(0))
         }
@@ -322,6 +327,7 @@ async fn without_context(verb: &Verb, global: &GlobalFlags) -> anyhow::Result<Op
             completions::write(&completions::man().context("cannot write the manual page")?)?;
             0
         }
+        Verb::Mesh { action } => mesh::run(action, global.format)?,
         Verb::Daemon { action } => match action {
             args::DaemonAction::Status => daemon::status(&socket(), format).await?,
             args::DaemonAction::Stop { timeout } => {

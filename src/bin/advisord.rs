@@ -35,9 +35,10 @@ struct Args {
     /// allowed)
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_seconds)]
     grace: Duration,
-    /// Join the mesh on this NATS bus (`nats://host:4222`, `tls://host:4222`) to find
-    /// peers offering reviews [default: $ADVISORD_MESH_URL; credentials from
-    /// $ADVISORD_MESH_CREDS]
+    /// Join the mesh on this NATS bus (`nats://host:4222`, `tls://host:4222`; several
+    /// separated by commas) to find peers offering reviews [default: $ADVISORD_MESH_URL;
+    /// credentials from $ADVISORD_MESH_CREDS, never in the URL: a password given here is
+    /// moved out of the command line at once]
     #[arg(long, value_name = "URL")]
     mesh: Option<String>,
     /// Offer reviews to the mesh: `relay` asks this machine's own advisors, `inbox` keeps
@@ -67,6 +68,31 @@ struct Args {
     detached_child: bool,
 }
 
+/// Start this executable again (same pid, `exec`) with the arguments minus `--mesh URL`,
+/// the URL in `ADVISORD_MESH_URL` instead; returns only when that fails.
+fn restart_without_mesh_url(url: &str) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let mut kept = Vec::new();
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--mesh" {
+            args.next();
+        } else if !arg.to_string_lossy().starts_with("--mesh=") {
+            kept.push(arg);
+        }
+    }
+    let error = match std::env::current_exe() {
+        Ok(exe) => Command::new(exe).args(kept).env(mesh::ENV_URL, url).exec(),
+        Err(e) => e,
+    };
+    eprintln!(
+        "error: cannot restart without the mesh URL's password on the command line ({error}); \
+         give the password in `{}` (a token or a credentials file) and the URL without it",
+        mesh::ENV_CREDS
+    );
+    ExitCode::from(1)
+}
+
 /// The most threads the daemon's blocking work may use at once.
 const MAX_BLOCKING_THREADS: usize = 16;
 
@@ -81,6 +107,15 @@ fn main() -> ExitCode {
     // Before any thread: the allocator reads it when a thread first allocates.
     daemon::memory::limit_arenas();
     let args = Args::parse();
+    if let Some(url) = args
+        .mesh
+        .as_deref()
+        .filter(|u| mesh::url_has_credentials(u))
+    {
+        // Any user may read `/proc/<pid>/cmdline`: a URL with a password moves to the
+        // environment (readable by this user only) and the daemon starts again without it.
+        return restart_without_mesh_url(url);
+    }
     let socket = absolute(socket_path(args.socket.as_deref()));
     let Some(data_dir) = paths::data_dir(args.data_dir.as_deref()) else {
         eprintln!(

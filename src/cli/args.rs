@@ -292,6 +292,15 @@ pub enum Verb {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Pin a mesh peer so its answers count as reviews, unpin it, or list the pinned
+    #[command(
+        after_help = "Example:\n  advisor-consult mesh pin alice-laptop-3f9a0c1d2e4b5a6c7d8e --key UAB... --owner alice"
+    )]
+    Mesh {
+        /// `pin RUNTIME --key KEY [--owner NAME]`, `unpin RUNTIME` or `pins`
+        #[command(subcommand)]
+        action: MeshAction,
+    },
     /// Trust this repository's own catalogue (`.advisord/advisors.yaml`) as it is now, so
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
@@ -404,6 +413,7 @@ impl Verb {
             Verb::Verify { .. } => "verify",
             Verb::Trust => "trust",
             Verb::Init { .. } => "init",
+            Verb::Mesh { .. } => "mesh",
             Verb::Mcp { .. } => "mcp",
             Verb::Reviews { .. } => "reviews",
             Verb::Schema { .. } => "schema",
@@ -415,6 +425,29 @@ impl Verb {
             Verb::Cockpit { .. } => "cockpit",
         }
     }
+}
+
+/// What `mesh` does.
+#[derive(Debug, Subcommand)]
+pub enum MeshAction {
+    /// Count this peer's answers as reviews (`advisors` prints the command for each peer)
+    Pin {
+        /// Its runtime id (`advisors` lists it as `mesh:<runtime id>`)
+        runtime: String,
+        /// Its public key (`U...`), to which its runtime id is bound
+        #[arg(long)]
+        key: String,
+        /// Who answers there; runtimes of one owner count as one review
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Stop counting this peer's answers
+    Unpin {
+        /// Its runtime id
+        runtime: String,
+    },
+    /// The pinned peers
+    Pins,
 }
 
 /// What `reviews` does besides listing.

@@ -10,6 +10,7 @@
 
 pub mod inbox;
 pub mod offer;
+pub mod pins;
 mod relay;
 pub mod reviews;
 pub mod roster;
@@ -17,6 +18,7 @@ pub mod roster;
 use crate::core::catalogue::AdvisorEntry;
 use crate::core::views::advisors::MeshStatus;
 use crate::protocol::RequestContext;
+use advisord_adapters::mesh::identity::{self, Identity};
 use advisord_adapters::mesh::{wire, MeshLink};
 use futures::StreamExt;
 use roster::{Peer, Roster};
@@ -32,9 +34,13 @@ pub const ENV_URL: &str = "ADVISORD_MESH_URL";
 pub const ENV_CREDS: &str = "ADVISORD_MESH_CREDS";
 /// The variable choosing how this daemon offers reviews: `relay` or `inbox`.
 pub const ENV_OFFER: &str = "ADVISORD_MESH_OFFER";
-/// The variable fixing this daemon's runtime id (else one is made and kept in the data
-/// directory).
+/// The variable naming this runtime (else the host's name): its runtime id is the name
+/// followed by its key's fingerprint.
 pub const ENV_RUNTIME: &str = "ADVISORD_MESH_RUNTIME";
+
+/// Where, in the data directory, the runtime's key pair is kept (a directory `0700`
+/// holding the seed in `key`, `0600`).
+pub const KEY_DIR: &str = "mesh";
 
 /// How often peers are swept for, by default.
 pub const DEFAULT_SWEEP: Duration = Duration::from_secs(3);
@@ -89,8 +95,12 @@ pub struct MeshConfig {
     pub creds: Option<String>,
     /// How this daemon offers reviews, if it does.
     pub offer: Option<Offer>,
-    /// This daemon's runtime id (else the one kept in the data directory).
+    /// This runtime's name (else the host's): its runtime id is
+    /// `<name>-<its key's fingerprint>`.
     pub runtime: Option<String>,
+    /// The user's pinned peers (`peers.yaml` in the user's config directory); `None`
+    /// pins nobody.
+    pub peers_file: Option<PathBuf>,
     /// How often peers are swept for.
     pub sweep_every: Duration,
     /// The context a relay's jobs run in (root, catalogue, `PATH`, credentials). Default:
@@ -107,6 +117,7 @@ impl std::fmt::Debug for MeshConfig {
             .field("creds", &self.creds.as_ref().map(|_| "(set)"))
             .field("offer", &self.offer)
             .field("runtime", &self.runtime)
+            .field("peers_file", &self.peers_file)
             .field("sweep_every", &self.sweep_every)
             .finish_non_exhaustive()
     }
@@ -120,6 +131,7 @@ impl MeshConfig {
             creds: None,
             offer: None,
             runtime: None,
+            peers_file: None,
             sweep_every: DEFAULT_SWEEP,
             relay_context: None,
             inbox_capabilities: vec![
@@ -155,11 +167,13 @@ impl MeshConfig {
             return Ok(None);
         };
         let runtime = non_empty(env(ENV_RUNTIME));
-        if let Some(id) = &runtime {
-            if !wire::valid_runtime_id(id) {
+        if let Some(name) = &runtime {
+            if !identity::valid_name(name) {
                 return Err(format!(
-                    "`{ENV_RUNTIME}` is `{}`: a runtime id is 1 to 64 of A-Z a-z 0-9 _ -",
-                    id.escape_debug()
+                    "`{ENV_RUNTIME}` is `{}`: a runtime's name is 1 to {} of A-Z a-z 0-9 _ - \
+                     (its key's fingerprint is added to make its runtime id)",
+                    name.escape_debug(),
+                    identity::MAX_NAME_CHARS
                 ));
             }
         }
@@ -167,6 +181,7 @@ impl MeshConfig {
             creds: non_empty(env(ENV_CREDS)),
             offer,
             runtime,
+            peers_file: crate::trust::config_dir(env).map(|dir| pins::file_in(&dir)),
             ..MeshConfig::new(url.trim())
         }))
     }
@@ -200,8 +215,11 @@ struct LinkState {
 
 /// The daemon's place on the mesh.
 pub struct Mesh {
-    /// This daemon's runtime id.
+    /// This daemon's runtime id (bound to its key).
     pub runtime: String,
+    identity: Identity,
+    peers_file: Option<PathBuf>,
+    pins: Mutex<pins::Cached>,
     host: String,
     user: String,
     url: String,
@@ -223,15 +241,25 @@ impl Mesh {
     /// Join the mesh of `config` (the connection is made in the background). Never fails:
     /// a bad URL or unreadable credentials become the status.
     pub async fn join(config: MeshConfig, data_dir: &Path) -> Arc<Mesh> {
-        let runtime = config
-            .runtime
-            .clone()
-            .unwrap_or_else(|| runtime_id(data_dir));
+        let name = config.runtime.clone().unwrap_or_else(host_token);
         let link = Arc::new(Mutex::new(LinkState {
             problem: None,
             failed: false,
         }));
-        let client = connect(&config, &runtime, &link).await;
+        let (identity, client) = match load_identity(data_dir, &name) {
+            Ok(identity) => {
+                let client = connect(&config, identity.runtime(), &link).await;
+                (identity, client)
+            }
+            Err(problem) => {
+                tracing::warn!(%problem, "cannot join the mesh");
+                let mut state = link.lock().unwrap_or_else(|p| p.into_inner());
+                state.problem = Some(problem);
+                state.failed = true;
+                (Identity::generate(&name), None)
+            }
+        };
+        let runtime = identity.runtime().to_string();
         let relay_context = config.relay_context.clone().unwrap_or_else(|| {
             let root = data_dir.join("relay");
             let _ = std::fs::create_dir_all(&root);
@@ -244,6 +272,9 @@ impl Mesh {
         tracing::info!(url = %shown_url(&config.url), runtime = %runtime, offer = ?config.offer, "joining the mesh");
         Arc::new(Mesh {
             runtime,
+            identity,
+            peers_file: config.peers_file,
+            pins: Mutex::new(pins::Cached::default()),
             host: host_name(),
             user: user_name(),
             url: shown_url(&config.url),
@@ -314,9 +345,10 @@ impl Mesh {
     pub fn adapter_link(self: &Arc<Mesh>) -> Option<MeshLink> {
         let client = self.client.clone()?;
         let me = Arc::downgrade(self);
+        let known = Arc::downgrade(self);
         Some(MeshLink {
             client,
-            runtime: self.runtime.clone(),
+            identity: self.identity.clone(),
             scrub: Arc::new(|text: &str| {
                 crate::core::redact::scrub(text, &mut std::collections::BTreeSet::new())
             }),
@@ -325,6 +357,11 @@ impl Mesh {
                     tracing::info!(peer = runtime, "peer has no responders: gone");
                     mesh.roster_mut().gone(runtime);
                 }
+            }),
+            present: Arc::new(move |runtime: &str| {
+                known
+                    .upgrade()
+                    .is_some_and(|mesh| mesh.roster_mut().contains(runtime))
             }),
         })
     }
@@ -363,10 +400,56 @@ impl Mesh {
         }
     }
 
+    /// This runtime's key pair: it seals what this daemon sends.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
     /// Every peer known now, as catalogue entries (the daemon adds them to the catalogue
-    /// of every plan it makes).
+    /// of every plan it makes), each marked pinned or not from the user's peers file.
+    /// While the bus is down, no peer is offered: none could be reached.
     pub fn entries(&self) -> Vec<AdvisorEntry> {
-        self.roster_mut().peers().iter().map(Peer::entry).collect()
+        let connected = self
+            .client
+            .as_ref()
+            .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected);
+        if !connected {
+            return Vec::new();
+        }
+        let peers = self.roster_mut().peers();
+        let mut cached = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        let (pins, _) = cached.get(self.peers_file.as_deref());
+        peers.iter().map(|p| p.entry(pins.of_key(&p.key))).collect()
+    }
+
+    /// The `advisors` view completed for the mesh: its status, and each peer's reason
+    /// saying whether its answers count as reviews (pinned) or are only recorded
+    /// (unpinned, with the command that pins it).
+    pub fn annotate(&self, view: &mut crate::core::views::advisors::AdvisorsView) {
+        view.mesh = Some(self.status());
+        let peers = self.roster_mut().peers();
+        let mut cached = self.pins.lock().unwrap_or_else(|p| p.into_inner());
+        let (pins, problem) = cached.get(self.peers_file.as_deref());
+        for row in &mut view.advisors {
+            let Some(peer) = peers.iter().find(|p| p.advisor_id() == row.id) else {
+                continue;
+            };
+            let credit = match pins.of_key(&peer.key) {
+                Some(pin) => format!(
+                    "pinned: its answers count as reviews from source `{}`",
+                    pin.source()
+                ),
+                None => format!(
+                    "unpinned: its answers are recorded but never counted as reviews{}; \
+                     once you know who runs it, pin it with `advisor-consult mesh pin {} \
+                     --key {} --owner NAME`",
+                    problem.map_or(String::new(), |p| format!(" ({p})")),
+                    peer.runtime,
+                    peer.key
+                ),
+            };
+            row.reason = format!("{}; {credit}", row.reason);
+        }
     }
 
     /// Sweep for peers: scatter a `$SRV.INFO` request to every review service and gather
@@ -575,7 +658,24 @@ async fn connect(
             options.token(creds.clone())
         };
     }
-    match options.connect(config.url.as_str()).await {
+    // A user and password (or a token) in the URL go to the options, never into the
+    // addresses: the client logs its addresses at `debug`.
+    let (url, in_url) = split_credentials(&config.url);
+    match in_url {
+        Some(UrlAuth::UserPassword(user, password)) => {
+            options = options.user_and_password(user, password)
+        }
+        Some(UrlAuth::Token(token)) if config.creds.is_none() => options = options.token(token),
+        _ => {}
+    }
+    let servers: Vec<&str> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    // The client takes the list: it connects to any node that answers (one down at start
+    // is skipped) and learns the rest of a cluster from it.
+    match options.connect(servers).await {
         Ok(client) => Some(client),
         Err(e) => fail(format!(
             "the mesh URL `{}` cannot be used: {e}; name a bus as `nats://host:4222` or \
@@ -585,16 +685,117 @@ async fn connect(
     }
 }
 
-/// The runtime id kept in `<data-dir>/mesh-runtime`, made on first use:
-/// `<host>-<random>`, one subject token.
-fn runtime_id(data_dir: &Path) -> String {
-    let file = data_dir.join("mesh-runtime");
-    if let Ok(text) = std::fs::read_to_string(&file) {
-        let id = text.trim();
-        if wire::valid_runtime_id(id) {
-            return id.to_string();
+/// Whether a mesh URL carries a user and password, or a token (`nats://user:pw@host`).
+pub fn url_has_credentials(url: &str) -> bool {
+    split_credentials(url).1.is_some()
+}
+
+/// A user and password, or a token, taken out of a mesh URL.
+#[derive(Debug, PartialEq, Eq)]
+enum UrlAuth {
+    UserPassword(String, String),
+    Token(String),
+}
+
+/// The URL(s) without their `user:password@` (or `token@`), and the first such found.
+fn split_credentials(url: &str) -> (String, Option<UrlAuth>) {
+    let mut found = None;
+    let bare = url
+        .split(',')
+        .map(|one| {
+            let one = one.trim();
+            let Some(scheme) = one.find("://") else {
+                return one.to_string();
+            };
+            let rest = &one[scheme + 3..];
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let Some(at) = rest[..authority_end].rfind('@') else {
+                return one.to_string();
+            };
+            let userinfo = &rest[..at];
+            if found.is_none() && !userinfo.is_empty() {
+                found = Some(match userinfo.split_once(':') {
+                    Some((user, password)) => {
+                        UrlAuth::UserPassword(percent_decoded(user), percent_decoded(password))
+                    }
+                    None => UrlAuth::Token(percent_decoded(userinfo)),
+                });
+            }
+            format!("{}{}", &one[..scheme + 3], &rest[at + 1..])
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    (bare, found)
+}
+
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Some(b) = std::str::from_utf8(&bytes[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
+                out.push(b);
+                i += 3;
+                continue;
+            }
         }
+        out.push(bytes[i]);
+        i += 1;
     }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// This runtime's key pair, kept in `<data-dir>/mesh/key` (the seed; the directory `0700`,
+/// the file `0600`), made on first use. A key file that cannot be read is an error (a new
+/// key would be a new runtime id, and peers that pinned this one would stop counting it).
+fn load_identity(data_dir: &Path, name: &str) -> Result<Identity, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let dir = data_dir.join(KEY_DIR);
+    let file = dir.join("key");
+    let cannot = |what: &str, e: &dyn std::fmt::Display| {
+        format!(
+            "the runtime key `{}` cannot be {what}: {e}; fix its directory, or move the file \
+             aside to make a new key (a new key is a new runtime id: peers must pin it again)",
+            file.display()
+        )
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| cannot("kept", &e))?;
+    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+    match std::fs::read_to_string(&file) {
+        Ok(seed) => {
+            let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
+            Identity::from_seed(name, &seed).map_err(|e| cannot("read as a key", &e))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let identity = Identity::generate(name);
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&file)
+                .map_err(|e| cannot("created", &e))?;
+            out.write_all(format!("{}\n", identity.seed()).as_bytes())
+                .and_then(|()| out.sync_all())
+                .map_err(|e| cannot("written", &e))?;
+            tracing::info!(runtime = %identity.runtime(), key = %identity.public_key(), "made this runtime's mesh key");
+            Ok(identity)
+        }
+        Err(e) => Err(cannot("read", &e)),
+    }
+}
+
+/// The host's name as a runtime's name: one subject token, at most
+/// [`identity::MAX_NAME_CHARS`] long.
+fn host_token() -> String {
     let host: String = host_name()
         .chars()
         .map(|c| {
@@ -604,12 +805,13 @@ fn runtime_id(data_dir: &Path) -> String {
                 '-'
             }
         })
-        .take(40)
+        .take(identity::MAX_NAME_CHARS)
         .collect();
-    let random = ulid::Ulid::new().to_string().to_lowercase();
-    let id = format!("{host}-{}", &random[random.len() - 8..]);
-    let _ = std::fs::write(&file, format!("{id}\n"));
-    id
+    if host.is_empty() {
+        "runtime".to_string()
+    } else {
+        host
+    }
 }
 
 fn host_name() -> String {
@@ -633,6 +835,24 @@ fn user_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_leave_the_url_before_the_client_sees_it() {
+        assert_eq!(
+            split_credentials("nats://alice:p%40ss@h:4222, nats://h2:2"),
+            (
+                "nats://h:4222,nats://h2:2".to_string(),
+                Some(UrlAuth::UserPassword("alice".into(), "p@ss".into()))
+            )
+        );
+        assert_eq!(
+            split_credentials("tls://tok@h:1"),
+            ("tls://h:1".to_string(), Some(UrlAuth::Token("tok".into())))
+        );
+        assert_eq!(split_credentials("nats://h:1"), ("nats://h:1".into(), None));
+        assert!(url_has_credentials("nats://a:b@h:1"));
+        assert!(!url_has_credentials("nats://h:1,nats://h:2"));
+    }
 
     #[test]
     fn urls_are_shown_without_credentials() {

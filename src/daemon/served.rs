@@ -104,7 +104,9 @@ impl Api for Served {
                 service::advisors(r, &c)
             })
             .await?;
-            view.mesh = self.jobs.mesh.as_ref().map(|m| m.status());
+            if let Some(mesh) = &self.jobs.mesh {
+                mesh.annotate(&mut view);
+            }
             Ok(view)
         })
     }

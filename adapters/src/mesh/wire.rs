@@ -2,6 +2,9 @@
 //! subjects, the service's metadata keys and the three messages (a review request, its
 //! reply, a cancel notice). Both sides read and write these types; nothing else crosses.
 //!
+//! Each message crosses the bus sealed by its sender's key ([`super::identity`]): the
+//! types below are the envelope's body.
+//!
 //! A peer sees only the question (already scrubbed of secret shapes), the capabilities
 //! asked for, the remaining deadline, a request id and the asker's runtime id: never a
 //! record of the asker.
@@ -29,6 +32,9 @@ pub const CANCEL_PREFIX: &str = "advisord.cancel";
 /// The largest request or reply either side accepts, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 512 * 1024;
 
+/// The longest wait a peer's rate limit may ask for (an hour); a longer one is cut to it.
+pub const MAX_RETRY_AFTER_S: u64 = 3600;
+
 /// Metadata keys of the service (`$SRV.INFO` replies).
 pub mod keys {
     /// The peer's runtime id.
@@ -45,6 +51,8 @@ pub mod keys {
     pub const OFFER: &str = "offer";
     /// [`super::PROTOCOL`] as text.
     pub const PROTOCOL: &str = "protocol";
+    /// The runtime's public key (`U...`); its runtime id is bound to it.
+    pub const KEY: &str = "key";
 }
 
 /// The review endpoint of runtime `runtime`.

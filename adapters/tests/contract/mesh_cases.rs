@@ -1,7 +1,7 @@
 //! The `mesh` adapter through the table: a real `nats-server` on a loopback port (the
 //! binary named by `ADVISORD_NATS_SERVER`, else the CI cache's; without one the rows fail,
 //! naming `scripts/ci/install-nats.sh`) and a fake peer answering on its review subject in
-//! the wire format of `advisord_adapters::mesh::wire`.
+//! the wire format of `advisord_adapters::mesh::wire`, sealed by its own key.
 //!
 //! `unavailable` is the bus's own no-responders (no peer listens on the subject);
 //! `deadline` and `cancellation` are a peer that never answers, and the release checked
@@ -11,6 +11,7 @@ use crate::{
     advisor, Rig, Scenario, Setup, ANSWER, MALFORMED_ANSWER, RETRY_AFTER_S, SLOW_DELAY, USAGE,
 };
 use advisord_adapters::contract::FailureKind;
+use advisord_adapters::mesh::identity::{self, Identity, Kind};
 use advisord_adapters::mesh::wire::{self, CancelNotice, ReplyOutcome, ReviewReply, ReviewRequest};
 use advisord_adapters::mesh::{MeshAdapter, MeshLink};
 use advisord_adapters::normalise::normalise;
@@ -19,8 +20,11 @@ use futures::future::BoxFuture;
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 
-/// The runtime id of the fake peer.
-const PEER: &str = "contract-peer";
+/// The fake peer's key pair (its runtime id is bound to it).
+fn peer() -> &'static Identity {
+    static PEER: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
+    PEER.get_or_init(|| Identity::generate("contract-peer"))
+}
 
 /// A fake peer and the mesh adapter asking it, per scenario.
 pub struct MeshRig;
@@ -65,7 +69,8 @@ fn reply(scenario: Scenario, request_id: &str) -> Option<Vec<u8>> {
         request_id: request_id.to_string(),
         outcome,
     };
-    Some(serde_json::to_vec(&reply).expect("a reply serialises"))
+    let body = serde_json::to_vec(&reply).expect("a reply serialises");
+    Some(peer().seal(Kind::Reply, &body))
 }
 
 /// Answer reviews on `PEER`'s subject as `scenario` says, and note cancel notices.
@@ -74,11 +79,11 @@ async fn serve(url: String, scenario: Scenario, seen: Arc<Mutex<Seen>>) -> async
         .await
         .expect("the fake peer connects");
     let mut reviews = client
-        .subscribe(wire::review_subject(PEER))
+        .subscribe(wire::review_subject(peer().runtime()))
         .await
         .expect("the review subject");
     let mut cancels = client
-        .subscribe(wire::cancel_subject(PEER))
+        .subscribe(wire::cancel_subject(peer().runtime()))
         .await
         .expect("the cancel subject");
     client.flush().await.expect("the subscriptions are made");
@@ -86,8 +91,10 @@ async fn serve(url: String, scenario: Scenario, seen: Arc<Mutex<Seen>>) -> async
     let noted = seen.clone();
     tokio::spawn(async move {
         while let Some(message) = reviews.next().await {
+            let opened = identity::open(Kind::Request, &message.payload).expect("a sealed request");
             let asked: ReviewRequest =
-                serde_json::from_slice(&message.payload).expect("a review request");
+                serde_json::from_str(&opened.body).expect("a review request");
+            assert_eq!(asked.asker, opened.runtime, "sealed by its asker");
             assert_eq!(asked.protocol, wire::PROTOCOL);
             assert!(asked.deadline_ms > 0, "the request carries its deadline");
             noted.lock().unwrap().asked.push(asked.request_id.clone());
@@ -108,7 +115,10 @@ async fn serve(url: String, scenario: Scenario, seen: Arc<Mutex<Seen>>) -> async
     });
     tokio::spawn(async move {
         while let Some(message) = cancels.next().await {
-            if let Ok(notice) = serde_json::from_slice::<CancelNotice>(&message.payload) {
+            let Ok(opened) = identity::open(Kind::Cancel, &message.payload) else {
+                continue;
+            };
+            if let Ok(notice) = serde_json::from_str::<CancelNotice>(&opened.body) {
                 seen.lock().unwrap().cancelled.push(notice.request_id);
             }
         }
@@ -122,7 +132,7 @@ impl Rig for MeshRig {
             let nats = NatsServer::start();
             let seen: Arc<Mutex<Seen>> = Arc::default();
             // No peer at all for `unavailable`: the bus answers no responders.
-            let peer = match scenario {
+            let serving = match scenario {
                 Scenario::Unavailable => None,
                 _ => Some(serve(nats.url(), scenario, seen.clone()).await),
             };
@@ -133,20 +143,22 @@ impl Rig for MeshRig {
             let told = gone.clone();
             let adapter = MeshAdapter::new(MeshLink {
                 client,
-                runtime: "contract-asker".into(),
+                identity: Identity::generate("contract-asker"),
                 scrub: Arc::new(|text: &str| text.to_string()),
                 on_gone: Arc::new(move |runtime: &str| told.lock().unwrap().push(runtime.into())),
+                present: Arc::new(|_: &str| true),
             });
             let setup = Setup::new(
                 Arc::new(adapter),
                 advisor(
-                    &format!("mesh:{PEER}"),
+                    &format!("mesh:{}", peer().runtime()),
                     "mesh",
-                    serde_json::json!({"runtime": PEER}),
+                    serde_json::json!({"runtime": peer().runtime(), "key": peer().public_key(),
+                                       "pinned": true, "identity": "peer:contract"}),
                 ),
             )
             .keep(nats)
-            .keep(peer);
+            .keep(serving);
             match scenario {
                 // The peer was asked once, and told when the asker gave up on it.
                 Scenario::Deadline | Scenario::Cancellation => setup.released(move || {
@@ -155,7 +167,7 @@ impl Rig for MeshRig {
                 }),
                 // Discovery is told the peer is gone.
                 Scenario::Unavailable => {
-                    setup.released(move || gone.lock().unwrap().as_slice() == [PEER])
+                    setup.released(move || gone.lock().unwrap().as_slice() == [peer().runtime()])
                 }
                 // Asked exactly once, never told to cancel.
                 _ => setup.released(move || {

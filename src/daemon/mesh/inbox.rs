@@ -65,16 +65,31 @@ impl Inbox {
             .then(|| self.dir.join(format!("{id}.json")))
     }
 
-    /// Keep `item` (temporary file, fsync, rename, fsync of the directory).
+    /// Keep `item` (temporary file `0600`, fsync, linked into place, fsync of the
+    /// directory). A review already waiting under the same id is never replaced: it
+    /// belongs to the asker that sent it, and its answer goes only to that asker
+    /// (`AlreadyExists`).
     pub fn add(&self, item: &InboxItem) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = self.path(&item.id).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a valid request id")
         })?;
-        let tmp = self.dir.join(format!(".{}.tmp", item.id));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&serde_json::to_vec_pretty(item).map_err(std::io::Error::other)?)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        let tmp = self
+            .dir
+            .join(format!(".{}.{}.tmp", item.id, ulid::Ulid::new()));
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(&serde_json::to_vec_pretty(item).map_err(std::io::Error::other)?)?;
+            file.sync_all()?;
+            // A link fails when the name exists: a waiting review is never replaced.
+            std::fs::hard_link(&tmp, &path)
+        })();
+        let _ = std::fs::remove_file(&tmp);
+        written?;
         std::fs::File::open(&self.dir)?.sync_all()
     }
 
@@ -141,6 +156,19 @@ mod tests {
         inbox.add(&item("A1", "2999-01-01T00:00:00Z")).unwrap();
         inbox.add(&item("B2", "2000-01-01T00:00:00Z")).unwrap();
         assert!(inbox.add(&item("../x", "2999-01-01T00:00:00Z")).is_err());
+        // Another sender's request under the same id does not replace the waiting one.
+        let mut thief = item("A1", "2999-01-01T00:00:00Z");
+        thief.asker = "thief".into();
+        thief.reply_to = "_INBOX.thief".into();
+        let refused = inbox.add(&thief).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(inbox.get("A1").unwrap().reply_to, "_INBOX.x");
+        use std::os::unix::fs::PermissionsExt;
+        let file = dir.path().join("A1.json");
+        assert_eq!(
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let reopened = Inbox::open(dir.path());
         let ids: Vec<String> = reopened.list().into_iter().map(|i| i.id).collect();
         assert_eq!(ids, vec!["A1"]);

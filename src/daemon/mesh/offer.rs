@@ -3,17 +3,22 @@
 //! id>`, its metadata saying who runs it (runtime id, host, user), what it offers
 //! (capabilities) and what would answer (sources).
 //!
-//! A request is read strictly (size, protocol, fields), its question scrubbed of secret
-//! shapes again, and answered by the mode chosen: a relay asks its own advisors through
+//! A request is read strictly (size, its seal by the asker's key, protocol, fields), its
+//! question scrubbed of secret shapes again, and answered by the mode chosen: a relay asks its own advisors through
 //! its job machinery ([`super::relay`]); an inbox keeps it for `reviews answer`. At most
 //! [`MAX_IN_FLIGHT`] reviews are worked on at once; past that a request is answered
-//! `rate_limited`, so a flooding asker is bounded.
+//! `rate_limited`, so a flooding asker is bounded. Every reply, failures included, is
+//! sealed by this runtime's key. A request id already being worked on or waiting in the
+//! inbox is refused: a review belongs to the asker that sent it first, and nobody can
+//! replace it (and so redirect its answer). A cancel notice counts only when it is sealed
+//! by that same asker.
 
 use super::inbox::InboxItem;
 use super::{relay, Mesh, Offer};
 use crate::core::redact;
 use crate::daemon::jobs::Jobs;
 use advisord_adapters::contract::FailureKind;
+use advisord_adapters::mesh::identity::{self, Kind};
 use advisord_adapters::mesh::wire::{
     self, CancelNotice, ReplyOutcome, ReviewReply, ReviewRequest, PROTOCOL,
 };
@@ -65,6 +70,7 @@ pub(crate) async fn serve(
         Some((capabilities.clone(), sources.clone()));
     let metadata: HashMap<String, String> = [
         (wire::keys::RUNTIME, mesh.runtime.clone()),
+        (wire::keys::KEY, mesh.identity.public_key()),
         (wire::keys::HOST, mesh.host.clone()),
         (wire::keys::USER, mesh.user.clone()),
         (wire::keys::CAPABILITIES, capabilities.join(",")),
@@ -128,7 +134,7 @@ pub(crate) async fn serve(
                 let Some(request) = request else { break };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
                     let id = lenient_id(&request.message.payload);
-                    respond(&request, &id, busy()).await;
+                    respond(&mesh, &request, &id, busy()).await;
                     continue;
                 };
                 let (jobs, mesh, working, cancel) =
@@ -164,21 +170,27 @@ fn busy() -> ReplyOutcome {
     }
 }
 
-/// The `request_id` of a request that did not parse, if it has one.
+/// The `request_id` of a request that did not parse, if it has one (inside its
+/// envelope, or bare).
 fn lenient_id(payload: &[u8]) -> String {
-    serde_json::from_slice::<serde_json::Value>(payload)
-        .ok()
+    let value = serde_json::from_slice::<serde_json::Value>(payload).ok();
+    let body = value
+        .as_ref()
+        .and_then(|v| v.get("body")?.as_str())
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(body).ok());
+    body.or(value)
         .and_then(|v| v.get("request_id")?.as_str().map(str::to_string))
+        .filter(|id| wire::valid_runtime_id(id))
         .unwrap_or_default()
 }
 
-async fn respond(request: &async_nats::service::Request, id: &str, outcome: ReplyOutcome) {
-    let reply = ReviewReply {
-        protocol: PROTOCOL,
-        request_id: id.to_string(),
-        outcome: scrubbed(outcome),
-    };
-    match serde_json::to_vec(&reply) {
+async fn respond(
+    mesh: &Mesh,
+    request: &async_nats::service::Request,
+    id: &str,
+    outcome: ReplyOutcome,
+) {
+    match sealed_reply(mesh, id, outcome) {
         Ok(bytes) => {
             if let Err(e) = request.respond(Ok(bytes.into())).await {
                 tracing::warn!(error = %e, "could not send a review reply");
@@ -186,6 +198,21 @@ async fn respond(request: &async_nats::service::Request, id: &str, outcome: Repl
         }
         Err(e) => tracing::error!(error = %e, "could not encode a review reply"),
     }
+}
+
+/// The reply to request `id`, scrubbed of secret shapes and sealed by this runtime's key.
+pub(crate) fn sealed_reply(
+    mesh: &Mesh,
+    id: &str,
+    outcome: ReplyOutcome,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let reply = ReviewReply {
+        protocol: PROTOCOL,
+        request_id: id.to_string(),
+        outcome: scrubbed(outcome),
+    };
+    let body = serde_json::to_vec(&reply)?;
+    Ok(mesh.identity.seal(Kind::Reply, &body))
 }
 
 /// Every text of a reply with secret shapes removed.
@@ -221,7 +248,8 @@ pub(crate) fn scrubbed(outcome: ReplyOutcome) -> ReplyOutcome {
     }
 }
 
-/// A request read strictly, or the failure to answer it with.
+/// A request read strictly, or the failure to answer it with. It must be sealed by its
+/// asker: the envelope's runtime id is the request's `asker`.
 fn read_request(payload: &[u8]) -> Result<ReviewRequest, String> {
     if payload.len() > wire::MAX_MESSAGE_BYTES {
         return Err(format!(
@@ -230,8 +258,18 @@ fn read_request(payload: &[u8]) -> Result<ReviewRequest, String> {
             wire::MAX_MESSAGE_BYTES
         ));
     }
-    let request: ReviewRequest =
-        serde_json::from_slice(payload).map_err(|e| format!("the request is unreadable: {e}"))?;
+    let opened = identity::open(Kind::Request, payload).map_err(|e| {
+        format!("the request is not sealed by its asker's key ({e:?}); it was not read")
+    })?;
+    let request: ReviewRequest = serde_json::from_str(&opened.body)
+        .map_err(|e| format!("the request is unreadable: {e}"))?;
+    if request.asker != opened.runtime {
+        return Err(format!(
+            "the request names asker `{}` but is sealed by `{}`",
+            request.asker.escape_debug(),
+            opened.runtime
+        ));
+    }
     if request.protocol != PROTOCOL {
         return Err(format!(
             "the request speaks protocol {}; this peer speaks {PROTOCOL}",
@@ -263,7 +301,7 @@ async fn handle(
                 diagnostic: why,
                 retry_after_s: None,
             };
-            return respond(&request, &id, outcome).await;
+            return respond(mesh, &request, &id, outcome).await;
         }
     };
     let question = redact::scrub(&asked.question, &mut BTreeSet::new());
@@ -276,7 +314,7 @@ async fn handle(
                 return;
             };
             if inbox.list().len() >= super::inbox::MAX_WAITING {
-                return respond(&request, &asked.request_id, busy()).await;
+                return respond(mesh, &request, &asked.request_id, busy()).await;
             }
             let now = time::OffsetDateTime::now_utc();
             let deadline = now + time::Duration::milliseconds(deadline_ms as i64);
@@ -295,22 +333,53 @@ async fn handle(
             };
             let inbox = inbox.clone();
             let kept = tokio::task::spawn_blocking(move || inbox.add(&item)).await;
-            if !matches!(kept, Ok(Ok(()))) {
+            let diagnostic = match kept {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::AlreadyExists => Some(format!(
+                    "a review `{}` is already waiting in this inbox; it belongs to the asker \
+                     that sent it and is not replaced",
+                    asked.request_id
+                )),
+                _ => Some("the peer could not keep the review in its inbox".to_string()),
+            };
+            if let Some(diagnostic) = diagnostic {
+                tracing::warn!(request = %asked.request_id, asker = %asked.asker, %diagnostic, "review refused");
                 let outcome = ReplyOutcome::Failed {
                     failure: FailureKind::Error,
-                    diagnostic: "the peer could not keep the review in its inbox".into(),
+                    diagnostic,
                     retry_after_s: None,
                 };
-                respond(&request, &asked.request_id, outcome).await;
+                respond(mesh, &request, &asked.request_id, outcome).await;
             }
             // Answered later by `reviews answer`, straight to the reply subject.
         }
         _ => {
             let token = stop.child_token();
-            working.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                asked.request_id.clone(),
-                (asked.asker.clone(), token.clone()),
-            );
+            let taken = {
+                let mut working = working.lock().unwrap_or_else(|p| p.into_inner());
+                let taken = working.contains_key(&asked.request_id);
+                if !taken {
+                    working.insert(
+                        asked.request_id.clone(),
+                        (asked.asker.clone(), token.clone()),
+                    );
+                }
+                taken
+            };
+            if taken {
+                {
+                    let outcome = ReplyOutcome::Failed {
+                        failure: FailureKind::Error,
+                        diagnostic: format!(
+                            "a review `{}` is already being relayed; it belongs to the asker \
+                             that sent it",
+                            asked.request_id
+                        ),
+                        retry_after_s: None,
+                    };
+                    return respond(mesh, &request, &asked.request_id, outcome).await;
+                }
+            }
             let outcome = relay::review(
                 jobs,
                 mesh,
@@ -324,21 +393,27 @@ async fn handle(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&asked.request_id);
-            respond(&request, &asked.request_id, outcome).await;
+            respond(mesh, &request, &asked.request_id, outcome).await;
         }
     }
 }
 
 /// A cancel notice: the relay's job for that request is cancelled, or the inbox item
-/// dropped, when the notice comes from the runtime that asked.
+/// dropped, when the notice is sealed by the runtime that asked.
 fn cancel_review(
     mesh: &Mesh,
     working: &Mutex<HashMap<String, (String, CancellationToken)>>,
     payload: &[u8],
 ) {
-    let Ok(notice) = serde_json::from_slice::<CancelNotice>(payload) else {
+    let Ok(opened) = identity::open(Kind::Cancel, payload) else {
         return;
     };
+    let Ok(notice) = serde_json::from_str::<CancelNotice>(&opened.body) else {
+        return;
+    };
+    if notice.asker != opened.runtime {
+        return;
+    }
     if let Some((asker, token)) = working
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -366,22 +441,31 @@ mod tests {
 
     #[test]
     fn requests_are_read_strictly() {
-        let good = serde_json::json!({"protocol": 1, "request_id": "R1", "asker": "a",
+        let asker = identity::Identity::generate("a");
+        let a = asker.runtime();
+        let seal = |v: &serde_json::Value| asker.seal(Kind::Request, v.to_string().as_bytes());
+        let good = serde_json::json!({"protocol": 1, "request_id": "R1", "asker": a,
             "question": "why?", "capabilities": [], "deadline_ms": 10});
-        assert!(read_request(good.to_string().as_bytes()).is_ok());
+        assert!(read_request(&seal(&good)).is_ok());
+        // Unsealed, or sealed by someone other than the asker it names: refused.
+        assert!(read_request(good.to_string().as_bytes()).is_err());
+        let other = identity::Identity::generate("a");
+        assert!(read_request(&other.seal(Kind::Request, good.to_string().as_bytes())).is_err());
+        assert!(read_request(&asker.seal(Kind::Cancel, good.to_string().as_bytes())).is_err());
         for bad in [
-            serde_json::json!({"protocol": 2, "request_id": "R1", "asker": "a",
+            serde_json::json!({"protocol": 2, "request_id": "R1", "asker": a,
                 "question": "why?", "capabilities": [], "deadline_ms": 10}),
-            serde_json::json!({"protocol": 1, "request_id": "R.1", "asker": "a",
+            serde_json::json!({"protocol": 1, "request_id": "R.1", "asker": a,
                 "question": "why?", "capabilities": [], "deadline_ms": 10}),
-            serde_json::json!({"protocol": 1, "request_id": "R1", "asker": "a",
+            serde_json::json!({"protocol": 1, "request_id": "R1", "asker": a,
                 "question": " ", "capabilities": [], "deadline_ms": 10}),
-            serde_json::json!({"protocol": 1, "request_id": "R1", "asker": "a",
+            serde_json::json!({"protocol": 1, "request_id": "R1", "asker": a,
                 "question": "q", "capabilities": [], "deadline_ms": 10, "records": []}),
         ] {
-            assert!(read_request(bad.to_string().as_bytes()).is_err(), "{bad}");
+            assert!(read_request(&seal(&bad)).is_err(), "{bad}");
         }
         assert_eq!(lenient_id(br#"{"request_id": "R9", "x": 1}"#), "R9");
+        assert_eq!(lenient_id(&seal(&good)), "R1");
         assert_eq!(lenient_id(b"garbage"), "");
     }
 

@@ -7,7 +7,7 @@ use crate::daemon::jobs::blocking;
 use crate::error::{Error, Result};
 use crate::protocol::{codes, ReviewAnswered, ReviewItem, ReviewList};
 use advisord_adapters::contract::read_answer;
-use advisord_adapters::mesh::wire::{ReplyOutcome, ReviewReply, PROTOCOL};
+use advisord_adapters::mesh::wire::ReplyOutcome;
 use std::sync::Arc;
 
 fn inbox_of(mesh: Option<&Arc<Mesh>>) -> Result<(&Arc<Mesh>, &super::inbox::Inbox)> {
@@ -66,16 +66,12 @@ pub async fn answer(mesh: Option<&Arc<Mesh>>, id: &str, answer: &str) -> Result<
             failure.diagnostic
         ),
     })?;
-    let reply = ReviewReply {
-        protocol: PROTOCOL,
-        request_id: item.id.clone(),
-        outcome: offer::scrubbed(ReplyOutcome::Completed {
-            answer: normalised.clone(),
-            source: mesh.inbox_source(),
-            usage: None,
-        }),
+    let outcome = ReplyOutcome::Completed {
+        answer: normalised.clone(),
+        source: mesh.inbox_source(),
+        usage: None,
     };
-    let payload = serde_json::to_vec(&reply)
+    let payload = offer::sealed_reply(mesh, &item.id, outcome)
         .map_err(|e| Error::Internal(format!("the answer could not be encoded: {e}")))?;
     mesh.send(item.reply_to.clone(), payload)
         .await

@@ -3,14 +3,16 @@
 //! `mesh:<runtime id>` until it misses two sweeps or answers a request with no
 //! responders.
 //!
-//! Reading a reply is strict: a peer is believed only for the subject it can be reached
-//! on, so a reply whose review endpoint is not `advisord.reviews.<its runtime id>` is
+//! Reading a reply is strict: a peer is believed only when its runtime id is bound to the
+//! public key it announces (`key`), so nobody can list itself under another runtime's id;
+//! and only for the subject it can be reached on, so a reply whose review endpoint is not `advisord.reviews.<its runtime id>` is
 //! dropped (a peer cannot list itself under another runtime's id and have requests for
 //! it delivered elsewhere; subject permissions on a shared server make the endpoint
 //! itself unforgeable, see docs/MESH.md).
 
+use super::pins::{key_source, Pin};
 use crate::core::catalogue::{AdvisorEntry, Limits, References, Transport, CAPABILITIES};
-use advisord_adapters::mesh::{wire, ADAPTER, ID_PREFIX};
+use advisord_adapters::mesh::{identity, wire, ADAPTER, ID_PREFIX};
 use std::collections::BTreeMap;
 
 /// Sweeps a peer may miss in a row before it is gone.
@@ -25,8 +27,10 @@ pub const PEER_MAX_CONCURRENT: u32 = 4;
 /// One peer offering reviews, as its service's metadata describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
-    /// Its runtime id.
+    /// Its runtime id (bound to `key`).
     pub runtime: String,
+    /// Its public key: every reply it sends is sealed by it.
+    pub key: String,
     /// The host it runs on.
     pub host: String,
     /// The user it runs as.
@@ -49,10 +53,23 @@ impl Peer {
     }
 
     /// The peer as a catalogue entry: transport and adapter `mesh`, not local, its
-    /// runtime id as the adapter's `runtime` setting. Its title says where it runs.
-    pub fn entry(&self) -> AdvisorEntry {
+    /// runtime id and key as the adapter's `runtime` and `key` settings, and how its
+    /// answers are credited: `identity` (the source they count as: its pinned owner, else
+    /// its key) and `pinned` (only a pinned peer's answers count as reviews). Its title
+    /// says where it runs.
+    pub fn entry(&self, pin: Option<&Pin>) -> AdvisorEntry {
         let mut settings = serde_json::Map::new();
         settings.insert("runtime".into(), self.runtime.clone().into());
+        settings.insert("key".into(), self.key.clone().into());
+        settings.insert("pinned".into(), pin.is_some().into());
+        settings.insert(
+            "identity".into(),
+            pin.map_or_else(|| key_source(&self.key), Pin::source)
+                .into(),
+        );
+        if let Some(owner) = pin.and_then(|p| p.owner.clone()) {
+            settings.insert("owner".into(), owner.into());
+        }
         settings.insert("capabilities".into(), self.capabilities.clone().into());
         settings.insert("sources".into(), self.sources.clone().into());
         settings.insert("host".into(), self.host.clone().into());
@@ -110,7 +127,9 @@ pub fn read_info(payload: &[u8], own: &str) -> Option<Peer> {
     }
     let field = |key: &str| info.metadata.get(key).map(String::as_str).unwrap_or("");
     let runtime = field(wire::keys::RUNTIME);
+    let key = field(wire::keys::KEY);
     if !wire::valid_runtime_id(runtime)
+        || !identity::bound(runtime, key)
         || runtime == own
         || field(wire::keys::PROTOCOL) != wire::PROTOCOL.to_string()
     {
@@ -123,6 +142,7 @@ pub fn read_info(payload: &[u8], own: &str) -> Option<Peer> {
     let short = |text: &str| text.chars().take(100).collect::<String>();
     Some(Peer {
         runtime: runtime.to_string(),
+        key: key.to_string(),
         host: short(field(wire::keys::HOST)),
         user: short(field(wire::keys::USER)),
         capabilities: list(field(wire::keys::CAPABILITIES))
@@ -193,6 +213,11 @@ impl Roster {
         self.peers.values().map(|(p, _)| p.clone()).collect()
     }
 
+    /// Whether the peer `runtime` is known.
+    pub fn contains(&self, runtime: &str) -> bool {
+        self.peers.contains_key(runtime)
+    }
+
     /// How many peers are known.
     pub fn len(&self) -> usize {
         self.peers.len()
@@ -214,11 +239,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn info(runtime: &str, subject: &str) -> Vec<u8> {
+    fn info(runtime: &str, key: &str, subject: &str) -> Vec<u8> {
         serde_json::to_vec(&json!({
             "type": "io.nats.micro.v1.info_response",
             "name": wire::SERVICE_NAME, "id": "x", "description": "", "version": "1.0.0",
-            "metadata": {"runtime": runtime, "host": "h", "user": "u",
+            "metadata": {"runtime": runtime, "key": key, "host": "h", "user": "u",
                          "capabilities": "code_review, made_up", "sources": "v/m",
                          "offer": "relay", "protocol": "1"},
             "endpoints": [{"name": "reviews", "subject": subject, "queue_group": "q",
@@ -228,25 +253,38 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_is_believed_only_for_its_own_endpoint() {
-        let peer = read_info(&info("r1", "advisord.reviews.r1"), "me").expect("a peer");
+    fn a_peer_is_believed_only_for_its_own_key_and_endpoint() {
+        let r1 = identity::Identity::generate("r1");
+        let (id, key) = (r1.runtime(), r1.public_key());
+        let subject = wire::review_subject(id);
+        let peer = read_info(&info(id, &key, &subject), "me").expect("a peer");
         assert_eq!(peer.capabilities, vec!["code_review"]);
-        assert_eq!(peer.advisor_id(), "mesh:r1");
-        let entry = peer.entry();
+        assert_eq!(peer.advisor_id(), format!("mesh:{id}"));
+        let entry = peer.entry(None);
         assert_eq!(entry.transport, Transport::Mesh);
         assert_eq!(entry.adapter, "mesh");
         assert!(!entry.local);
+        assert_eq!(entry.settings["pinned"], false);
+        assert_eq!(entry.settings["identity"], key_source(&key));
+        let pin = Pin::new(id, &key, Some("Bob")).unwrap();
+        assert_eq!(peer.entry(Some(&pin)).settings["identity"], "peer:bob");
+        assert_eq!(peer.entry(Some(&pin)).settings["pinned"], true);
         // Claiming another runtime's id with an endpoint of its own: dropped.
-        assert!(read_info(&info("r1", "advisord.reviews.r2"), "me").is_none());
+        assert!(read_info(&info(id, &key, "advisord.reviews.r2"), "me").is_none());
+        // Claiming another runtime's id with one's own key: dropped.
+        let thief = identity::Identity::generate("r1");
+        assert!(read_info(&info(id, &thief.public_key(), &subject), "me").is_none());
+        assert!(read_info(&info("r1", &key, "advisord.reviews.r1"), "me").is_none());
         // Itself, garbage, an invalid id: dropped.
-        assert!(read_info(&info("me", "advisord.reviews.me"), "me").is_none());
+        assert!(read_info(&info(id, &key, &subject), id).is_none());
         assert!(read_info(b"garbage", "me").is_none());
-        assert!(read_info(&info("a.b", "advisord.reviews.a.b"), "me").is_none());
+        assert!(read_info(&info("a.b", &key, "advisord.reviews.a.b"), "me").is_none());
     }
 
     fn peer(runtime: &str) -> Peer {
         Peer {
             runtime: runtime.into(),
+            key: String::new(),
             host: "h".into(),
             user: "u".into(),
             capabilities: vec![],

@@ -1,11 +1,16 @@
 //! Two (or more) real runtimes on a real NATS server: in-process `advisord` daemons with
 //! their own places (data directory, socket, catalogue, records) joined to one bus, and a
 //! hand-made peer speaking the wire format directly for the faults a daemon never makes.
+//!
+//! A runtime id is `<name>-<its key's fingerprint>`: tests name runtimes and compare
+//! advisor ids by name ([`short`]), and pin peers in the asker's own peers file
+//! ([`pin`]).
 
 #![allow(dead_code)]
 
 use super::daemon::{call_json, Daemon, Place, Reply, BOUND, TASK};
-use advisord::daemon::mesh::{MeshConfig, Offer};
+use advisord::daemon::mesh::{pins, MeshConfig, Offer};
+use advisord_adapters::mesh::identity::{self, Identity, Kind};
 use advisord_adapters::mesh::wire;
 use advisord_adapters::registry::Registry;
 use async_nats::service::ServiceExt;
@@ -30,11 +35,29 @@ pub fn one_advisor(id: &str, vendor: &str, model: &str) -> String {
     )
 }
 
-/// The mesh config of a test daemon: its runtime id, a fast sweep, and (for a relay) the
-/// relay's context over the daemon's own place.
+/// The user's config directory of a test daemon's place (`advisor-consult mesh pin` run
+/// with `XDG_CONFIG_HOME` set to it writes the daemon's peers file).
+pub fn config_home(place: &Place) -> std::path::PathBuf {
+    place.path().join("config")
+}
+
+/// The peers file of a test daemon's place.
+pub fn peers_file(place: &Place) -> std::path::PathBuf {
+    pins::file_in(&config_home(place).join("advisord"))
+}
+
+/// Pin `runtime` (with `key`, and `owner`) in `place`'s peers file.
+pub fn pin(place: &Place, runtime: &str, key: &str, owner: Option<&str>) {
+    let pin = pins::Pin::new(runtime, key, owner).expect("a valid pin");
+    pins::pin(&peers_file(place), pin).expect("the pin is kept");
+}
+
+/// The mesh config of a test daemon: its runtime's name, a fast sweep, its own peers
+/// file, and (for a relay) the relay's context over the daemon's own place.
 pub fn mesh_config(url: &str, runtime: &str, offer: Option<Offer>, place: &Place) -> MeshConfig {
     let mut config = MeshConfig::new(url);
     config.runtime = Some(runtime.to_string());
+    config.peers_file = Some(peers_file(place));
     config.offer = offer;
     config.sweep_every = SWEEP;
     let relay_root = place.path().join("relay");
@@ -90,14 +113,50 @@ pub async fn advisors(daemon: &Daemon, context: &Value) -> Value {
     .expect(200)
 }
 
-/// The ids of the advisors listed.
+/// An advisor id with a mesh peer's key fingerprint left out: `mesh:<name>`.
+pub fn short(id: &str) -> String {
+    match id.strip_prefix("mesh:") {
+        Some(runtime) => format!("mesh:{}", identity::name_of(runtime)),
+        None => id.to_string(),
+    }
+}
+
+/// The ids of the advisors listed, by name ([`short`]).
 pub fn ids(view: &Value) -> Vec<String> {
     view["advisors"]
         .as_array()
         .expect("advisors")
         .iter()
-        .map(|a| a["id"].as_str().unwrap_or_default().to_string())
+        .map(|a| short(a["id"].as_str().unwrap_or_default()))
         .collect()
+}
+
+/// The row of the advisor named `name` ([`short`]).
+pub fn row(view: &Value, name: &str) -> Value {
+    view["advisors"]
+        .as_array()
+        .expect("advisors")
+        .iter()
+        .find(|a| short(a["id"].as_str().unwrap_or_default()) == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no advisor {name}: {view}"))
+}
+
+/// A daemon's runtime id, as its `health` says.
+pub async fn runtime_of(daemon: &Daemon) -> String {
+    let health = get(&daemon.socket(), "/api/v1/health").await.expect(200);
+    health["mesh"]["runtime"]
+        .as_str()
+        .expect("a runtime id")
+        .to_string()
+}
+
+/// A daemon's public key (the one in its data directory).
+pub fn key_of(daemon: &Daemon) -> String {
+    let seed = std::fs::read_to_string(daemon.place.data().join("mesh/key")).expect("a key");
+    Identity::from_seed("x", &seed)
+        .expect("a seed")
+        .public_key()
 }
 
 /// Poll `advisors` until `check` holds (bounded); the view and how long it took.
@@ -164,13 +223,13 @@ pub async fn preview(daemon: &Daemon, context: &Value, materiality: &str) -> Val
     .expect(200)
 }
 
-/// The advisors a plan selected.
+/// The advisors a plan selected, by name ([`short`]).
 pub fn selected(plan: &Value) -> Vec<String> {
     plan["selected"]
         .as_array()
         .expect("selected")
         .iter()
-        .map(|s| s["advisor"].as_str().unwrap_or_default().to_string())
+        .map(|s| short(s["advisor"].as_str().unwrap_or_default()))
         .collect()
 }
 
@@ -206,12 +265,18 @@ pub enum Behaviour {
     Garbage,
     /// Sends `n` replies naming other requests, then the right one.
     Unasked(usize),
+    /// Answers `rate_limited`, asking to wait this many seconds.
+    RateLimited(u64),
 }
 
 /// A peer registered straight on the bus with `async-nats`: the same service, metadata and
 /// endpoint as a daemon's, answering as `behaviour` says. Dropping it closes its
 /// connection, as a killed process would.
 pub struct FakePeer {
+    /// Its runtime id.
+    pub runtime: String,
+    /// Its key pair.
+    pub identity: Identity,
     /// Requests received, by request id.
     pub received: Arc<std::sync::Mutex<Vec<String>>>,
     kill: Option<tokio::sync::oneshot::Sender<()>>,
@@ -219,20 +284,32 @@ pub struct FakePeer {
 }
 
 impl FakePeer {
-    /// Start the peer `runtime` on `url`.
-    pub async fn start(url: &str, runtime: &str, behaviour: Behaviour) -> FakePeer {
+    /// Start the peer named `name` (a key of its own) on `url`.
+    pub async fn start(url: &str, name: &str, behaviour: Behaviour) -> FakePeer {
+        FakePeer::start_as(url, Identity::generate(name), behaviour, "fake/model").await
+    }
+
+    /// Start the peer of `identity` on `url`, saying `source` produces its answers.
+    pub async fn start_as(
+        url: &str,
+        identity: Identity,
+        behaviour: Behaviour,
+        source: &str,
+    ) -> FakePeer {
+        let runtime = identity.runtime().to_string();
         let client = async_nats::connect(url)
             .await
             .expect("the fake peer connects");
         let metadata: HashMap<String, String> = [
-            (wire::keys::RUNTIME, runtime.to_string()),
+            (wire::keys::RUNTIME, runtime.clone()),
+            (wire::keys::KEY, identity.public_key()),
             (wire::keys::HOST, "fakehost".to_string()),
             (wire::keys::USER, "fake".to_string()),
             (
                 wire::keys::CAPABILITIES,
                 "independent_reasoning,code_review".to_string(),
             ),
-            (wire::keys::SOURCES, "fake/model".to_string()),
+            (wire::keys::SOURCES, source.to_string()),
             (wire::keys::OFFER, "relay".to_string()),
             (wire::keys::PROTOCOL, wire::PROTOCOL.to_string()),
         ]
@@ -248,11 +325,12 @@ impl FakePeer {
         let mut endpoint = service
             .endpoint_builder()
             .name("reviews")
-            .add(wire::review_subject(runtime))
+            .add(wire::review_subject(&runtime))
             .await
             .expect("the fake endpoint");
         let received: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
         let seen = received.clone();
+        let (me, source) = (identity.clone(), source.to_string());
         let (kill, killed) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let mut killed = killed;
@@ -264,22 +342,31 @@ impl FakePeer {
                         None => break,
                     },
                 };
+                let opened = identity::open(Kind::Request, &request.message.payload)
+                    .expect("a sealed request");
                 let asked: wire::ReviewRequest =
-                    serde_json::from_slice(&request.message.payload).expect("a review request");
+                    serde_json::from_str(&opened.body).expect("a review request");
                 seen.lock().unwrap().push(asked.request_id.clone());
                 let reply = |id: &str| {
-                    json!({"protocol": 1, "request_id": id, "status": "completed",
+                    let body = json!({"protocol": 1, "request_id": id, "status": "completed",
                            "answer": {"conclusion": "the fake peer agrees", "stance": "supports",
                                       "assumptions": [], "risks": [], "actions": [],
                                       "falsifiers": [], "confidence": 0.5},
-                           "source": "fake/model"})
-                    .to_string()
+                           "source": source});
+                    me.seal(Kind::Reply, body.to_string().as_bytes())
                 };
                 let reply_to = request.message.reply.clone().expect("a reply subject");
                 match behaviour {
                     Behaviour::Silent => {}
                     Behaviour::Garbage => {
                         let _ = client.publish(reply_to, "<<not json>>".into()).await;
+                    }
+                    Behaviour::RateLimited(wait) => {
+                        let body = json!({"protocol": 1, "request_id": asked.request_id,
+                            "status": "failed", "failure": "rate_limited",
+                            "diagnostic": "come back much later", "retry_after_s": wait});
+                        let sealed = me.seal(Kind::Reply, body.to_string().as_bytes());
+                        let _ = client.publish(reply_to, sealed.into()).await;
                     }
                     Behaviour::Unasked(n) => {
                         for i in 0..n {
@@ -298,6 +385,8 @@ impl FakePeer {
             drop(client);
         });
         FakePeer {
+            runtime,
+            identity,
             received,
             kill: Some(kill),
             task,
