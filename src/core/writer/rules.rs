@@ -3,6 +3,7 @@
 
 use super::fields::{a, listed};
 use super::{refuse, ReasonCode, Refusal};
+use crate::core::chain::Trust;
 use crate::core::policy;
 use crate::core::records::{
     Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Kind, Plan,
@@ -14,11 +15,29 @@ use crate::core::records::{
 pub(super) struct Task<'a> {
     records: &'a [Record],
     name: &'a TaskName,
+    /// Which records the chain vouches for; `None` vouches for all.
+    trust: Option<&'a Trust>,
 }
 
 impl<'a> Task<'a> {
-    pub(super) fn new(records: &'a [Record], name: &'a TaskName) -> Task<'a> {
-        Task { records, name }
+    pub(super) fn new(
+        records: &'a [Record],
+        name: &'a TaskName,
+        trust: Option<&'a Trust>,
+    ) -> Task<'a> {
+        Task {
+            records,
+            name,
+            trust,
+        }
+    }
+
+    /// Whether consultation `record` counts as a review: it completed, and the chain
+    /// vouches for it. The one place that decides what a conclusion's `reviewed_by` and
+    /// `independent_review_count` count.
+    fn counts_as_review(&self, record: &Record, consultation: &Consultation) -> bool {
+        consultation.status == ConsultationStatus::Completed
+            && self.trust.is_none_or(|t| t.is_verified(record.id()))
     }
 
     pub(super) fn records(&self) -> &'a [Record] {
@@ -452,8 +471,8 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
     // counted by source: two advisors in front of one model are one review.
     let mut reviewed_by: Vec<String> = Vec::new();
     let mut sources: Vec<&str> = Vec::new();
-    for (_, c) in cited {
-        if c.status != ConsultationStatus::Completed {
+    for (record, c) in cited {
+        if !task.counts_as_review(record, c) {
             continue;
         }
         if !reviewed_by.contains(&c.advisor) {
