@@ -31,3 +31,4 @@ mod socket_ownership;
 mod systemd_unit;
 mod trust;
 mod writer_processes;
+mod writer_rules;
