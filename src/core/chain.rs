@@ -771,9 +771,9 @@ fn differing_field(written: &Body, stored: &Body) -> Option<String> {
 /// One file of a task's directory, as the edge read it: a record file's name, the
 /// sequence it holds and its bytes, or a stray's name (see [`FileName`]).
 pub struct File<'a> {
-    /// Its name (`0000000007.json`); a name that is not a record file's is a stray.
+    /// Its name (`0000000007.json`).
     pub name: &'a str,
-    /// The sequence its name holds (0 for a stray).
+    /// The sequence its name holds; 0 for a stray ([`FileName::Stray`]).
     pub sequence: u64,
     /// Its bytes, exactly as stored.
     pub bytes: &'a [u8],
@@ -813,13 +813,11 @@ impl VerifyReport {
 }
 
 /// Verify one task's files (the record files in the order of the sequences their names
-/// hold): parse each, hash its bytes and walk the chain at [`Depth::Rules`]. A file whose
-/// name is not a record file's ([`FileName::Stray`]) is a finding of its own and is not
-/// walked.
+/// hold): parse each, hash its bytes and walk the chain at [`Depth::Rules`]. A stray (the
+/// edge classified its name by [`FileName`] and gave it sequence 0) is a finding of its
+/// own and is not walked.
 pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
-    let (records, strays): (Vec<&File>, Vec<&File>) = files
-        .iter()
-        .partition(|f| record_sequence(f.name) == Some(f.sequence));
+    let (records, strays): (Vec<&File>, Vec<&File>) = files.iter().partition(|f| f.sequence > 0);
     let digests: Vec<String> = records.iter().map(|f| digest(f.bytes)).collect();
     let parsed: Vec<Result<Record, String>> = records
         .iter()
