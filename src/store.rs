@@ -831,7 +831,8 @@ impl Store {
         // here, once each.
         let trust = writer_trust(task, &mut cache);
         let env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
-        let record = writer::admit(&cache.records, input, &env)?;
+        let index = cache.rules.rules_index();
+        let record = writer::admit_indexed(&cache.records, index, input, &env)?;
         if sequence > chain::MAX_SEQUENCE {
             return Err(StoreError::Io {
                 context: format!(

@@ -251,6 +251,10 @@ pub struct Progress {
     /// Each consultation's advisor and source (its advisor when it names none), when it
     /// completed (`None`: it failed).
     reviewers: FxHashMap<String, Option<(String, String)>>,
+    /// What the writer's rules look up in the records walked, kept by a walk at
+    /// [`Depth::Rules`] (and extended by later walks of it at any depth), so that admitting
+    /// each record again costs the same at any size.
+    index: Option<writer::Index>,
 }
 
 impl Progress {
@@ -284,6 +288,12 @@ impl Progress {
     /// The index into the entries of the first unverified one.
     pub fn broken_index(&self) -> Option<usize> {
         self.broken.map(|(b, _)| b)
+    }
+
+    /// What the writer's rules look up in the records walked, when the walk was taken at
+    /// [`Depth::Rules`] over every record readable.
+    pub fn rules_index(&self) -> Option<&writer::Index> {
+        self.index.as_ref().filter(|i| i.indexed() == self.walked)
     }
 
     /// Whether the task's entries continue the entries walked: as many or more, the
@@ -411,6 +421,9 @@ fn walk_from(
         walker.step(i, depth);
     }
     let mut p = walker.p;
+    if let (Some(index), Earlier::Of(records)) = (p.index.as_mut(), &walker.earlier) {
+        index.extend(&records[..base + entries.len()]);
+    }
     p.walked = base + entries.len();
     p.head = entries.last().map(|e| Head {
         sequence: e.sequence,
@@ -716,7 +729,9 @@ impl<'r> Walker<'_, 'r> {
             Earlier::Owned(earlier) => earlier.as_slice(),
             Earlier::Of(records) => &records[..i],
         };
-        match writer::readmit(earlier, record, self.task) {
+        let index = self.p.index.get_or_insert_with(writer::Index::default);
+        index.extend(earlier);
+        match writer::readmit_indexed(earlier, Some(index), record, self.task) {
             Err(refusal) => {
                 self.find(
                     i,

@@ -9,6 +9,8 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
+pub use rules::Index;
+
 pub use fields::{
     caller_fields, field_docs, template, FieldDoc, COMPUTED_FIELDS, ENVELOPE_FIELDS,
     MAX_ASKED_CHARS, MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_PROMPT_CHARS,
@@ -159,6 +161,17 @@ pub fn admit(
     input: &serde_json::Value,
     env: &WriteEnv,
 ) -> Result<Record, Refusal> {
+    admit_indexed(existing, None, input, env)
+}
+
+/// [`admit`] with the [`Index`] of `existing` kept by the caller (built here when it is
+/// `None` or indexes other records): a write then costs the same whatever the task's size.
+pub fn admit_indexed(
+    existing: &[Record],
+    index: Option<&Index>,
+    input: &serde_json::Value,
+    env: &WriteEnv,
+) -> Result<Record, Refusal> {
     let Value::Object(object) = input else {
         return Err(refuse(
             ReasonCode::InvalidField,
@@ -172,7 +185,7 @@ pub fn admit(
     let mut object = object.clone();
     let kind = take_kind(&mut object)?;
     refuse_computed(&object)?;
-    let task = rules::Task::new(existing, env.task, env.trust);
+    let task = rules::Task::indexed(existing, env.task, env.trust, index);
     if kind == Kind::Plan {
         return admit_plan(&task, object, env);
     }
@@ -403,7 +416,18 @@ pub fn readmit(
     record: &Record,
     task: &TaskName,
 ) -> Result<Option<Record>, Refusal> {
-    let rules = rules::Task::new(earlier, task, None);
+    readmit_indexed(earlier, None, record, task)
+}
+
+/// [`readmit`] with the [`Index`] of `earlier` kept by the caller (a walk of the whole task
+/// then stays linear).
+pub fn readmit_indexed(
+    earlier: &[Record],
+    index: Option<&Index>,
+    record: &Record,
+    task: &TaskName,
+) -> Result<Option<Record>, Refusal> {
+    let rules = rules::Task::indexed(earlier, task, None, index);
     if let Body::Plan(plan) = &record.body {
         rules.assessment("assessment", Kind::Plan, &plan.assessment)?;
         return Ok(None);
@@ -447,7 +471,7 @@ pub fn readmit(
         // Stored text is already scrubbed: re-admitting it removes nothing more.
         secrets: &[],
     };
-    admit(earlier, &input, &env).map(Some)
+    admit_indexed(earlier, index, &input, &env).map(Some)
 }
 
 /// `now` as written in records: RFC 3339 in UTC with milliseconds and a `Z`, so every

@@ -11,6 +11,7 @@ use super::fields::{fields, Shape};
 use super::*;
 use crate::core::catalogue::CAPABILITIES;
 use crate::core::chain::{self, Depth, Entry};
+use crate::core::policy;
 use crate::core::records::{EvidenceKind, Mode, Plan, Selected};
 use serde_json::json;
 
@@ -520,5 +521,55 @@ fn every_record_the_writer_stores_is_one_verify_accepts() {
                 cut(serde_json::to_string(&task.records[at]).unwrap_or_default())
             );
         }
+    }
+}
+
+/// The rules' index gives what scanning the records gives, over the task the generator
+/// makes: every assessment's consultations, standing conclusion and standing conclusion
+/// on its subject.
+#[test]
+fn the_rules_index_finds_what_a_scan_finds() {
+    let (task, _) = run(0x1dea_5eed);
+    let rules = rules::Task::new(&task.records, &task.name, None);
+    let superseded = policy::superseded_ids(&task.records);
+    for record in &task.records {
+        let Body::Assessment(a) = &record.body else {
+            continue;
+        };
+        let id = record.id();
+        let scanned = policy::standing_conclusion(&task.records, &a.subject).map(Record::id);
+        assert_eq!(
+            rules.standing_on_subject(&a.subject).map(Record::id),
+            scanned,
+            "{id}"
+        );
+        let standing = task.records.iter().rev().find(|r| {
+            matches!(&r.body, Body::Conclusion(c) if c.assessment == id)
+                && !superseded.contains(r.id())
+        });
+        assert_eq!(
+            rules.standing_on(id).map(Record::id),
+            standing.map(Record::id)
+        );
+        let plans: Vec<&str> = task
+            .records
+            .iter()
+            .filter(|r| matches!(&r.body, Body::Plan(p) if p.assessment == id))
+            .map(Record::id)
+            .collect();
+        let consultations: Vec<&str> = task
+            .records
+            .iter()
+            .filter(
+                |r| matches!(&r.body, Body::Consultation(c) if plans.contains(&c.plan.as_str())),
+            )
+            .map(Record::id)
+            .collect();
+        let indexed: Vec<&str> = rules
+            .consultations_of(id)
+            .into_iter()
+            .map(|(r, _)| r.id())
+            .collect();
+        assert_eq!(indexed, consultations, "{id}");
     }
 }
