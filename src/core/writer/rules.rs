@@ -132,6 +132,8 @@ pub(super) struct Task<'a> {
 }
 
 impl<'a> Task<'a> {
+    /// The task of `records`, indexed here (the writer's own tests build one so).
+    #[cfg(test)]
     pub(super) fn new(
         records: &'a [Record],
         name: &'a TaskName,
