@@ -9,8 +9,9 @@
 //! on a normalised subject, the consultations of an assessment, a reference to the oldest
 //! record). Printed per size: the first write (a fresh store walks the task once), and the
 //! median CPU time of the thread per later write (the fsync's wait is not CPU time, so
-//! the figure is the writer's work, not the disk's). Exits non-zero when a write into the
-//! largest task costs more than `MAX_GROWTH` times one into the smallest.
+//! the figure is the writer's work, not the disk's), and the CPU time of `verify`'s walk of
+//! the task (every record admitted again). Exits non-zero when a write into the largest
+//! task costs more than `MAX_GROWTH` times one into the smallest.
 //!
 //! The state directory is created under the target directory, not `/tmp`.
 
@@ -214,10 +215,26 @@ fn main() {
             times.push((thread_cpu() - cpu) / 3);
         }
         let per_write = median(times);
+        // `verify`'s walk: every record admitted again through the writer's rules.
+        let stored = store.stored_files(&task).expect("the files");
+        let files: Vec<chain::File> = stored
+            .iter()
+            .map(|f| chain::File {
+                name: &f.name,
+                sequence: f.sequence,
+                bytes: &f.bytes,
+            })
+            .collect();
+        let cpu = thread_cpu();
+        let report = chain::verify_task(&task, String::new(), &files);
+        let verify = thread_cpu() - cpu;
+        assert!(report.findings.is_empty(), "{:?}", report.findings.first());
         println!(
-            "writer_scale: {size} records: first write {:.0} ms; median CPU per write {:.0} us",
+            "writer_scale: {size} records: first write {:.0} ms; median CPU per write {:.0} us; \
+             verify {:.0} ms CPU",
             first_write.as_secs_f64() * 1e3,
             per_write.as_secs_f64() * 1e6,
+            verify.as_secs_f64() * 1e3,
         );
         medians.push(per_write);
         drop(store);
