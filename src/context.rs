@@ -338,6 +338,7 @@ impl Resolved {
                 state_dir.display()
             )));
         }
+        check_state_dir(&state_dir)?;
         let task = resolve_task(ctx.task.as_deref(), &root)?;
         refuse_symlinks(&root, &state_dir.join(task.as_str()))?;
         let (mut catalogue, catalogue_source, catalogue_layers) =
@@ -401,6 +402,24 @@ fn project_budgets_of(root: &Path) -> Result<Budgets, Error> {
         }
     };
     project_budgets(&text, &path.display().to_string()).map_err(Error::Catalogue)
+}
+
+/// A state directory is a directory, or one still to be created under a directory: one
+/// that names a file (or lies under one) is the caller's mistake, not the store's.
+fn check_state_dir(state_dir: &Path) -> Result<(), Error> {
+    let existing = state_dir
+        .ancestors()
+        .find_map(|p| p.metadata().ok().map(|m| (p, m)));
+    match existing {
+        Some((path, stat)) if !stat.is_dir() => Err(Error::Usage(format!(
+            "state directory `{}` cannot be used: `{}` is not a directory; pass \
+             `--state-dir` (or the context's `state_dir`) naming a directory, existing or to \
+             be created",
+            state_dir.display(),
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn check_root(root: &Path) -> Result<PathBuf, Error> {

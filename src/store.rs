@@ -4,8 +4,12 @@
 //!
 //! Layout: `<state>/<task>/<sequence>.json`, the sequence zero-padded to ten digits so a
 //! directory listing sorts in sequence order (`0000000001.json`, ...). `<state>/<task>/.lock`
-//! is the task's lock; `.<name>.<pid>.tmp` files are writes in flight. Names starting with
-//! `.` are never read as records, nor is any name other than `<digits>.json`.
+//! is the task's lock; `.<name>.<pid>.tmp` files are writes in flight. A record file's name
+//! is exactly ten digits and `.json` ([`chain::FileName`], the one rule the writer, the
+//! views and `verify` share); any other name is a stray, never read as a record, and
+//! reported. Every file in a task's directory is opened without following a symbolic
+//! link (`O_NOFOLLOW`), so a link planted there never makes the store read or create a
+//! file elsewhere.
 //!
 //! Guarantees:
 //! - **Atomic**: a record is written to a temporary file in the task's directory, flushed
@@ -35,7 +39,7 @@
 //! appeared below the highest sequence. `verify` never relies on this: it reads every byte.
 
 use crate::core::availability::HistoryTail;
-use crate::core::chain::{self, Entry, Trust};
+use crate::core::chain::{self, Trust};
 use crate::core::policy::PlanEnv;
 use crate::core::records::{Body, Record, TaskName};
 use crate::core::writer::{self, Refusal, WriteEnv};
@@ -55,7 +59,7 @@ mod track;
 mod watch;
 
 /// The name of a task's lock file, inside the task's directory.
-pub const LOCK_FILE: &str = ".lock";
+pub const LOCK_FILE: &str = chain::LOCK_FILE;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +103,13 @@ struct TaskCache {
     /// The hash chain's walk over `records` so far: a view extends it over the records
     /// read since instead of walking the whole task again.
     chain: chain::Progress,
+    /// The walk the writer keeps, at [`chain::Depth::Rules`]: every record not written
+    /// through this cache is admitted again through the writer's rules once, so a write
+    /// never builds on a record `verify` would refuse, and costs nothing more than that.
+    rules: chain::Progress,
+    /// The names in the task's directory that are not record files nor the store's own,
+    /// as last listed.
+    strays: Vec<String>,
     /// The size on disk of the records read.
     bytes: usize,
 }
@@ -151,6 +162,10 @@ pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// (the sessions consulting at once), not every task the daemon has seen. A task dropped
 /// for this is small or idle, and reading it again costs a directory listing.
 pub const CACHE_MAX_TASKS: usize = 256;
+
+/// How many missing record names the first read of a task looks up once more when its
+/// listing has gaps (see `Store::list`).
+const MAX_LOOKED_UP: u64 = 4096;
 
 /// How many times a store tries to watch its state directory before it settles for
 /// looking at every task each time (the user's inotify instances or watches are spent).
@@ -307,20 +322,61 @@ fn sequence_file(sequence: u64) -> String {
     chain::record_file(sequence)
 }
 
-/// The sequence a record file holds, if `name` is a record file (`<digits>.json`):
-/// temporary files and the lock start with a dot and are never records.
+/// The sequence a record file holds, if `name` is a record file ([`chain::FileName`]).
 fn record_sequence(name: &OsStr) -> Option<u64> {
-    let digits = name.to_str()?.strip_suffix(".json")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
+    match chain::FileName::of(name) {
+        chain::FileName::Record(sequence) => Some(sequence),
+        _ => None,
     }
-    digits.parse().ok()
 }
 
 /// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
 fn is_temp_file(name: &OsStr) -> bool {
-    name.to_str()
-        .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+    chain::FileName::of(name) == chain::FileName::Store && name != LOCK_FILE
+}
+
+/// Open `path`, a file in a task's directory, for reading: never through a symbolic link,
+/// never blocking on a pipe planted there, and only when it is a regular file.
+fn open_in_task(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+        .open(path)
+        .map_err(|e| refused_link(path, e))?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is not a regular file; a task's directory holds only record files: move \
+                 it out",
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+/// `O_NOFOLLOW` refuses a symbolic link with `ELOOP`: say so in words, naming it.
+fn refused_link(path: &Path, error: io::Error) -> io::Error {
+    if error.raw_os_error() == Some(Errno::ELOOP as i32) {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is a symbolic link, which the store never follows inside a task's \
+                 directory; remove it",
+                path.display()
+            ),
+        )
+    } else {
+        error
+    }
+}
+
+/// The open flags the store adds, from `nix` (which re-exports the C library's values).
+mod libc_flags {
+    use nix::fcntl::OFlag;
+    pub const NOFOLLOW: i32 = OFlag::O_NOFOLLOW.bits();
+    pub const NONBLOCK: i32 = OFlag::O_NONBLOCK.bits();
 }
 
 /// Lock `mutex` even if a thread panicked while holding it: every update of the cache
@@ -356,7 +412,7 @@ fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
     // The identity is taken from the open file before its bytes are read: a change made
     // while reading then shows as a changed identity next time, never the reverse.
     let read = |path: &Path| -> io::Result<(Vec<u8>, Option<FileId>)> {
-        let mut file = File::open(path)?;
+        let mut file = open_in_task(path)?;
         let stat = file.metadata()?;
         let id = FileId::of(&stat, SystemTime::now());
         let mut bytes = Vec::with_capacity(stat.len() as usize);
@@ -418,35 +474,45 @@ enum Checked {
     Stale,
 }
 
-/// The chain's view of cached records: each stored under its own sequence's name.
-fn entries<'r>(records: &'r [Record], digests: &'r [String]) -> Vec<Entry<'r>> {
-    records
-        .iter()
-        .zip(digests)
-        .map(|(record, digest)| Entry {
-            file: None,
-            sequence: record.envelope.sequence,
-            digest,
-            record: Ok(record),
-        })
-        .collect()
+/// What the chain vouches for in the cached records, for the views. The walk kept in the
+/// cache is extended over the records read since it was taken; the cached records are
+/// never read again, so this is what walking them all would find.
+fn trust_of(task: &TaskName, cache: &mut TaskCache) -> Trust {
+    let progress = std::mem::take(&mut cache.chain);
+    cache.chain = extended(task, cache, progress, chain::Depth::Links);
+    let mut trust = Trust::of_progress(&cache.records, &cache.chain);
+    if let Some(state) = trust.state.as_mut() {
+        state.strays = cache.strays.clone();
+    }
+    trust
 }
 
-/// What the chain vouches for in the cached records. The walk kept in the cache is
-/// extended over the records read since it was taken; the cached records are never read
-/// again, so this is what walking them all would find.
-fn trust_of(task: &TaskName, cache: &mut TaskCache) -> Trust {
+/// What the chain vouches for in the cached records, for the writer: the walk at
+/// [`chain::Depth::Rules`] kept in the cache, extended over the records read since.
+fn writer_trust(task: &TaskName, cache: &mut TaskCache) -> Trust {
+    let progress = std::mem::take(&mut cache.rules);
+    cache.rules = extended(task, cache, progress, chain::Depth::Rules);
+    Trust::of_progress(&cache.records, &cache.rules)
+}
+
+/// `progress` extended over the cached records it has not walked, at `depth` (free when
+/// it has walked them all).
+fn extended(
+    task: &TaskName,
+    cache: &TaskCache,
+    progress: chain::Progress,
+    depth: chain::Depth,
+) -> chain::Progress {
     let newest = cache
         .records
         .last()
         .map(|r| r.envelope.sequence)
         .zip(cache.digests.last().map(String::as_str));
-    let walked = cache.chain.head().map(|h| (h.sequence, h.hash.as_str()));
-    if cache.chain.walked() != cache.records.len() || walked != newest {
-        let progress = std::mem::take(&mut cache.chain);
-        cache.chain = chain::extend(task, &entries(&cache.records, &cache.digests), progress);
+    let walked = progress.head().map(|h| (h.sequence, h.hash.as_str()));
+    if progress.walked() == cache.records.len() && walked == newest {
+        return progress;
     }
-    Trust::of_progress(&cache.records, &cache.chain)
+    chain::extend_records(task, &cache.records, &cache.digests, progress, depth)
 }
 
 fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
@@ -575,15 +641,21 @@ impl Store {
             )))?,
         };
         let mut files = Vec::with_capacity(cache.records.len() + 1);
+        let mut strays = Vec::new();
         for entry in listing {
             let entry = entry.map_err(io_error(format!(
                 "cannot list the records of task `{task}` in `{}`",
                 dir.display()
             )))?;
-            if let Some(sequence) = record_sequence(&entry.file_name()) {
-                files.push((sequence, entry));
+            let name = entry.file_name();
+            match chain::FileName::of(&name) {
+                chain::FileName::Record(sequence) => files.push((sequence, entry)),
+                chain::FileName::Store => {}
+                chain::FileName::Stray => strays.push(name.to_string_lossy().into_owned()),
             }
         }
+        strays.sort_unstable();
+        cache.strays = strays;
         files.sort_unstable_by_key(|(sequence, _)| *sequence);
         let known = files.partition_point(|(s, _)| *s <= cache.highest);
         let (old, new) = files.split_at(known);
@@ -623,7 +695,8 @@ impl Store {
     }
 
     /// Every record file of `task`, read afresh from disk (not from the cache), in the
-    /// order of the sequences their names hold: what `verify` walks.
+    /// order of the sequences their names hold, after the strays (the names that are not
+    /// record files nor the store's own, sequence 0 and no bytes): what `verify` walks.
     pub fn stored_files(&self, task: &TaskName) -> Result<Vec<StoredFile>, StoreError> {
         let dir = self.task_dir(task);
         let listing = match fs::read_dir(&dir) {
@@ -640,21 +713,33 @@ impl Store {
                 dir.display()
             )))?;
             let name = entry.file_name();
-            let Some(sequence) = record_sequence(&name) else {
-                continue;
+            let sequence = match chain::FileName::of(&name) {
+                chain::FileName::Record(sequence) => sequence,
+                chain::FileName::Store => continue,
+                chain::FileName::Stray => {
+                    files.push(StoredFile {
+                        name: name.to_string_lossy().into_owned(),
+                        sequence: 0,
+                        bytes: Vec::new(),
+                    });
+                    continue;
+                }
             };
             let path = dir.join(&name);
-            let bytes = fs::read(&path).map_err(io_error(format!(
-                "cannot read record `{}`; check its permissions",
-                path.display()
-            )))?;
+            let mut bytes = Vec::new();
+            open_in_task(&path)
+                .and_then(|mut file| file.read_to_end(&mut bytes))
+                .map_err(io_error(format!(
+                    "cannot read record `{}`; check its permissions",
+                    path.display()
+                )))?;
             files.push(StoredFile {
                 name: name.to_string_lossy().into_owned(),
                 sequence,
                 bytes,
             });
         }
-        files.sort_by_key(|f| f.sequence);
+        files.sort_by(|a, b| (a.sequence, &a.name).cmp(&(b.sequence, &b.name)));
         Ok(files)
     }
 
@@ -745,11 +830,23 @@ impl Store {
             .last()
             .cloned()
             .unwrap_or_else(|| chain::GENESIS.to_string());
-        // Only a plan looks back at what the chain vouches for (it never reuses an
-        // unverified conclusion); other writes need not walk the task.
-        let trust = plan_env.map(|_| trust_of(task, &mut cache));
-        let env = self.write_env(task, sequence, plan_env, prev, trust.as_ref(), secrets);
-        let record = writer::admit(&cache.records, input, &env)?;
+        // The writer refuses to build on a broken chain: the walk it keeps covers what it
+        // wrote itself, so only records written by others are walked (and admitted again)
+        // here, once each.
+        let trust = writer_trust(task, &mut cache);
+        let env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
+        let index = cache.rules.rules_index();
+        let record = writer::admit_indexed(&cache.records, index, input, &env)?;
+        if sequence > chain::MAX_SEQUENCE {
+            return Err(StoreError::Io {
+                context: format!(
+                    "task `{task}` holds record {}, the highest a record file's name can \
+                     hold; record into another task",
+                    chain::MAX_SEQUENCE
+                ),
+                source: io::Error::from(io::ErrorKind::StorageFull),
+            });
+        }
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
             context: format!("cannot serialise record `{}`", record.id()),
@@ -765,6 +862,9 @@ impl Store {
             .files
             .push(written.and_then(|stat| FileId::of(&stat, SystemTime::now())));
         cache.bytes += bytes.len();
+        // What the writer admitted it need not admit again: its walk covers it by links.
+        let rules = std::mem::take(&mut cache.rules);
+        cache.rules = extended(task, &cache, rules, chain::Depth::Links);
         self.feed(task, &cache.records);
         self.feed_track(task, &mut cache);
         let cached = cache.bytes;
@@ -1080,7 +1180,10 @@ impl Store {
             temps = self.list(task, &dir, cache)?;
         }
         // Record n + 1 is created only once record n is in place: look for the next ones.
-        while let Some(read) = read_record(&dir.join(sequence_file(cache.highest + 1)))? {
+        while cache.highest < chain::MAX_SEQUENCE {
+            let Some(read) = read_record(&dir.join(sequence_file(cache.highest + 1)))? else {
+                break;
+            };
             cache.highest += 1;
             push_in_order(cache, read);
         }
@@ -1108,6 +1211,7 @@ impl Store {
         };
         let mut sequences = Vec::new();
         let mut temps = Vec::new();
+        let mut strays = Vec::new();
         for entry in entries {
             let entry = entry.map_err(io_error(format!(
                 "cannot list the records of task `{task}` in `{}`",
@@ -1118,23 +1222,34 @@ impl Store {
                 sequences.push(sequence);
             } else if is_temp_file(&name) {
                 temps.push(name);
+            } else if name != LOCK_FILE {
+                strays.push(name.to_string_lossy().into_owned());
             }
         }
         sequences.sort_unstable();
-        // A listing taken while another process writes may miss an entry added during it;
-        // any gap below the highest is looked up once more by name.
+        strays.sort_unstable();
+        // A listing taken while another process writes may miss an entry added during it:
+        // records are created in sequence order, so a gap below the highest is a record
+        // written while listing, found by looking up the missing names once more. Only a
+        // bounded number of them: a planted huge sequence is a gap the walk reports, not
+        // ten billion names to look up.
         let listed: HashSet<u64> = sequences.iter().copied().collect();
         let highest = sequences.last().copied().unwrap_or(0);
+        let missing = highest.saturating_sub(sequences.len() as u64);
         let mut records = Vec::with_capacity(sequences.len());
-        for sequence in 1..=highest {
-            let path = dir.join(sequence_file(sequence));
-            let found = if listed.contains(&sequence) {
-                read_record(&path)?
-            } else {
-                read_record(&path).unwrap_or(None)
-            };
-            if let Some(read) = found {
-                records.push(read);
+        if missing <= MAX_LOOKED_UP {
+            for sequence in 1..=highest {
+                let path = dir.join(sequence_file(sequence));
+                let found = if listed.contains(&sequence) {
+                    read_record(&path)?
+                } else {
+                    read_record(&path).unwrap_or(None)
+                };
+                records.extend(found);
+            }
+        } else {
+            for &sequence in &sequences {
+                records.extend(read_record(&dir.join(sequence_file(sequence)))?);
             }
         }
         records.sort_by_key(|read| read.record.envelope.sequence);
@@ -1148,6 +1263,7 @@ impl Store {
             cache.files.push(read.file);
         }
         cache.highest = highest;
+        cache.strays = strays;
         cache.listed = true;
         Ok(temps)
     }
@@ -1177,9 +1293,12 @@ impl Store {
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
             .open(&path)
+            .map_err(|e| refused_link(&path, e))
             .map_err(io_error(format!(
-                "cannot open the task lock `{}`; check that the directory is writable",
+                "cannot open the task lock `{}`; it must be a regular file in a writable \
+                 directory",
                 path.display()
             )))?;
         loop {
@@ -1205,7 +1324,7 @@ impl Store {
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let target = dir.join(name);
-    if target.exists() {
+    if fs::symlink_metadata(&target).is_ok() {
         // Under the task's lock this cannot happen; if it does, keep what is stored.
         return Err(StoreError::Io {
             context: format!(
@@ -1221,6 +1340,7 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreErr
             .write(true)
             .create_new(true)
             .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW)
             .open(&temp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
@@ -1518,8 +1638,20 @@ mod tests {
             .map(|r| r.envelope.sequence)
             .collect();
         assert_eq!(sequences, [1, 3]);
-        let next = fresh.write(&t, &assessment("s3"), None).expect("written");
-        assert_eq!(next.envelope.sequence, 4, "a sequence is never reused");
+        // The gap breaks the chain: the writer appends nothing after it, and says what to
+        // move aside.
+        let refused = fresh.write(&t, &assessment("s3"), None);
+        let Err(StoreError::Refused(refusal)) = refused else {
+            panic!("refused: {refused:?}")
+        };
+        assert_eq!(refusal.reason, writer::ReasonCode::ChainBroken);
+        assert!(
+            refusal.message.contains("`0000000003.json`")
+                && refusal.message.contains("record 2 is missing"),
+            "{}",
+            refusal.message
+        );
+        assert!(!store.task_dir(&t).join("0000000004.json").exists());
     }
 
     #[test]
@@ -1571,10 +1703,177 @@ mod tests {
             state(&Store::open(dir.path())),
             "as a fresh walk finds"
         );
-        store.write(&t, &assessment("s3"), None).expect("written");
+        let refused = store.write(&t, &assessment("s3"), None);
+        assert!(
+            matches!(&refused, Err(StoreError::Refused(r))
+                if r.reason == writer::ReasonCode::ChainBroken),
+            "{refused:?}"
+        );
         let later = state(&store);
-        assert_eq!((later.records, later.unverified), (4, 3));
+        assert_eq!((later.records, later.unverified), (3, 2));
         assert_eq!(later, state(&Store::open(dir.path())));
+    }
+
+    /// A `.lock` that is a symbolic link is refused, naming it, and nothing is created
+    /// where it points; a record file that is a link is never read through it.
+    #[test]
+    fn links_in_a_task_directory_are_never_followed() {
+        let (dir, store, t) = task_of_assessments(1);
+        let outside = tempfile::tempdir().expect("another directory");
+        let target = outside.path().join("planted");
+        let lock = store.task_dir(&t).join(LOCK_FILE);
+        fs::remove_file(&lock).expect("the lock removed");
+        std::os::unix::fs::symlink(&target, &lock).expect("a link");
+        let refused = store.write(&t, &assessment("s"), None);
+        let message = refused.expect_err("refused").to_string();
+        assert!(
+            message.contains(&lock.display().to_string()) && message.contains("symbolic link"),
+            "{message}"
+        );
+        assert!(!target.exists(), "nothing created where the link points");
+
+        let record = store.task_dir(&t).join(sequence_file(2));
+        fs::write(
+            &target,
+            fs::read(store.task_dir(&t).join(sequence_file(1))).unwrap(),
+        )
+        .expect("a file outside");
+        std::os::unix::fs::symlink(&target, &record).expect("a link");
+        let read = Store::open(dir.path()).records(&t);
+        let message = format!("{:?}", read.expect_err("not read through the link"));
+        assert!(message.contains("symbolic link"), "{message}");
+    }
+
+    /// One rule for record file names: exactly ten digits and `.json`. Anything else is a
+    /// stray that the views and `verify` report alike, and never read as a record.
+    #[test]
+    fn a_name_that_is_not_ten_digits_is_a_stray_everywhere() {
+        let (dir, store, t) = task_of_assessments(3);
+        let task_dir = store.task_dir(&t);
+        fs::copy(
+            task_dir.join(sequence_file(3)),
+            task_dir.join("00000000003.json"),
+        )
+        .expect("an eleven-digit name");
+        fs::write(task_dir.join("notes.txt"), b"by hand").expect("a note");
+        let fresh = Store::open(dir.path());
+        let state = fresh
+            .with_trusted_records(&t, |records, trust| {
+                assert_eq!(records.len(), 3);
+                trust.state.clone().expect("walked")
+            })
+            .expect("read");
+        assert_eq!(state.broken_at, None);
+        assert_eq!(state.strays, ["00000000003.json", "notes.txt"]);
+        let files = fresh.stored_files(&t).expect("read");
+        let files: Vec<chain::File> = files
+            .iter()
+            .map(|f| chain::File {
+                name: &f.name,
+                sequence: f.sequence,
+                bytes: &f.bytes,
+            })
+            .collect();
+        let report = chain::verify_task(&t, String::new(), &files);
+        let found: Vec<(&str, chain::Problem)> = report
+            .findings
+            .iter()
+            .map(|f| (f.file.as_str(), f.problem))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("00000000003.json", chain::Problem::Stray),
+                ("notes.txt", chain::Problem::Stray)
+            ]
+        );
+        assert_eq!(report.state.strays, state.strays);
+        assert_eq!(report.state.broken_at, None);
+        // The warm store sees a stray appear too.
+        assert_eq!(view(&store, &t).strays.len(), 2);
+        // The writer appends after the records, never after a stray.
+        let next = store.write(&t, &assessment("s4"), None).expect("written");
+        assert_eq!(next.envelope.sequence, 4);
+    }
+
+    /// A planted record file of the highest sequence is a gap the walk reports, read at once
+    /// (not ten billion names looked up), and the writer does not append after it.
+    #[test]
+    fn a_planted_huge_sequence_is_a_finding_not_a_halt() {
+        let (dir, store, t) = task_of_assessments(2);
+        let task_dir = store.task_dir(&t);
+        let mut planted: serde_json::Value =
+            serde_json::from_slice(&fs::read(task_dir.join(sequence_file(2))).unwrap())
+                .expect("json");
+        planted["sequence"] = json!(chain::MAX_SEQUENCE);
+        planted["id"] = json!("PLANTED");
+        fs::write(
+            task_dir.join("9999999999.json"),
+            serde_json::to_vec(&planted).unwrap(),
+        )
+        .expect("planted");
+        let started = Instant::now();
+        let fresh = Store::open(dir.path());
+        let state = view(&fresh, &t);
+        assert!(started.elapsed() < Duration::from_secs(5), "read at once");
+        assert_eq!(
+            (state.records, state.broken_at),
+            (3, Some(chain::MAX_SEQUENCE))
+        );
+        // A warm store finds the planted file at its next listing (a view's); a fresh one
+        // at its first.
+        assert_eq!(view(&store, &t).broken_at, Some(chain::MAX_SEQUENCE));
+        for store in [&store, &fresh] {
+            let refused = store.write(&t, &assessment("s"), None);
+            assert!(
+                matches!(&refused, Err(StoreError::Refused(r))
+                    if r.reason == writer::ReasonCode::ChainBroken
+                        && r.message.contains("9999999999.json")),
+                "{refused:?}"
+            );
+        }
+        assert_eq!(
+            fs::read_dir(&task_dir).unwrap().count(),
+            4,
+            "nothing written"
+        );
+    }
+
+    /// A record written by hand with a correct `prev` that the writer's rules refuse (an
+    /// advisor the plan did not select) breaks the chain for the writer: it appends nothing
+    /// after it, in a warm store and a fresh one alike.
+    #[test]
+    fn the_writer_never_builds_on_a_record_its_rules_refuse() {
+        let (dir, store, t) = task_of_assessments(1);
+        let task_dir = store.task_dir(&t);
+        let first = store.records(&t).expect("read")[0].id().to_string();
+        let prev = chain::digest(&fs::read(task_dir.join(sequence_file(1))).unwrap());
+        let forged = json!({"id": "FORGED", "task": "t", "sequence": 2,
+            "created_at": "2026-03-01T12:00:00.000Z", "schema": 2, "redacted": [],
+            "prev": prev, "kind": "attempt", "assessment": "NOWHERE", "tried": "t",
+            "failure_observed": "f"});
+        let mut bytes = serde_json::to_vec_pretty(&forged).unwrap();
+        bytes.push(b'\n');
+        fs::write(task_dir.join(sequence_file(2)), bytes).expect("written by hand");
+        // The views walk links only: they find nothing wrong.
+        assert_eq!(view(&store, &t).broken_at, None);
+        for store in [&store, &Store::open(dir.path())] {
+            let attempt = json!({"kind": "attempt", "assessment": first, "tried": "t",
+                "failure_observed": "f"});
+            let refused = store.write(&t, &attempt, None);
+            let Err(StoreError::Refused(refusal)) = refused else {
+                panic!("refused: {refused:?}")
+            };
+            assert_eq!(refusal.reason, writer::ReasonCode::ChainBroken);
+            assert!(
+                refusal.message.contains("`0000000002.json`")
+                    && refusal.message.contains("NOWHERE")
+                    && refusal.message.contains("advisor-consult verify"),
+                "{}",
+                refusal.message
+            );
+        }
+        assert!(!task_dir.join(sequence_file(3)).exists());
     }
 
     /// Wait (bounded) until the file system's clock has moved past `path`'s change time and

@@ -41,6 +41,67 @@ pub fn record_file(sequence: u64) -> String {
     format!("{sequence:010}.json")
 }
 
+/// How many digits a record file's name holds.
+pub const RECORD_DIGITS: usize = 10;
+
+/// The highest sequence a record file's name can hold: ten digits. A task never grows
+/// past it, and the writer never writes a name of any other length.
+pub const MAX_SEQUENCE: u64 = 9_999_999_999;
+
+/// The name of a task's lock file, inside the task's directory.
+pub const LOCK_FILE: &str = ".lock";
+
+/// What a name in a task's directory is: the one rule that the writer, the views and
+/// `verify` share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileName {
+    /// A record file: exactly [`RECORD_DIGITS`] ASCII digits and `.json`, holding the
+    /// sequence they spell (`0000000007.json`).
+    Record(u64),
+    /// The store's own: the task's lock ([`LOCK_FILE`]) or a write in flight
+    /// (`.<record file>.<pid>.tmp`).
+    Store,
+    /// Anything else: not a record, never read as one, reported by the views and `verify`.
+    Stray,
+}
+
+impl FileName {
+    /// Classify `name` (a name that is not UTF-8 is a stray).
+    pub fn of(name: &std::ffi::OsStr) -> FileName {
+        let Some(name) = name.to_str() else {
+            return FileName::Stray;
+        };
+        if let Some(sequence) = record_sequence(name) {
+            return FileName::Record(sequence);
+        }
+        let in_flight = name
+            .strip_prefix('.')
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+            .and_then(|rest| rest.split_once(".json."))
+            .is_some_and(|(record, pid)| {
+                record_sequence(&format!("{record}.json")).is_some()
+                    && !pid.is_empty()
+                    && pid.bytes().all(|b| b.is_ascii_digit())
+            });
+        if name == LOCK_FILE || in_flight {
+            FileName::Store
+        } else {
+            FileName::Stray
+        }
+    }
+}
+
+/// The sequence a record file named `name` holds: `Some` exactly when `name` is
+/// [`RECORD_DIGITS`] ASCII digits and `.json` (so `7.json` and `00000000007.json` are not
+/// record files, and sequence 0 is none).
+pub fn record_sequence(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".json")?;
+    if digits.len() != RECORD_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|&sequence| sequence > 0)
+}
+
 /// One stored record file, as the edge read it.
 pub struct Entry<'r> {
     /// The file's name; `None` when it is [`record_file`] of its sequence (named only when
@@ -75,6 +136,9 @@ pub enum Problem {
     Computed,
     /// The writer's rules of today refuse it.
     Rule,
+    /// A file in the task's directory that is not a record file by its name (see
+    /// [`FileName`]): never read as a record.
+    Stray,
 }
 
 impl Entry<'_> {
@@ -97,6 +161,7 @@ impl Problem {
             Problem::Envelope => "envelope",
             Problem::Computed => "computed",
             Problem::Rule => "rule",
+            Problem::Stray => "stray",
         }
     }
 }
@@ -143,6 +208,10 @@ pub struct ChainState {
     pub broken_at: Option<u64>,
     /// How many records are unverified.
     pub unverified: usize,
+    /// The names in the task's directory that are neither record files nor the store's
+    /// own (see [`FileName`]), sorted: never read as records, reported as findings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strays: Vec<String>,
 }
 
 /// How deep [`walk`] looks.
@@ -182,6 +251,10 @@ pub struct Progress {
     /// Each consultation's advisor and source (its advisor when it names none), when it
     /// completed (`None`: it failed).
     reviewers: FxHashMap<String, Option<(String, String)>>,
+    /// What the writer's rules look up in the records walked, kept by a walk at
+    /// [`Depth::Rules`] (and extended by later walks of it at any depth), so that admitting
+    /// each record again costs the same at any size.
+    index: Option<writer::Index>,
 }
 
 impl Progress {
@@ -198,6 +271,7 @@ impl Progress {
             head: self.head.clone(),
             broken_at: self.broken.map(|(_, sequence)| sequence),
             unverified: self.broken.map_or(0, |(b, _)| self.walked - b),
+            strays: Vec::new(),
         }
     }
 
@@ -216,16 +290,20 @@ impl Progress {
         self.broken.map(|(b, _)| b)
     }
 
-    /// Whether `entries` continue the entries walked: as many or more, the newest walked
-    /// still in its place with the same hash.
-    fn continued_by(&self, entries: &[Entry]) -> bool {
-        match (
-            &self.head,
-            self.walked.checked_sub(1).map(|i| entries.get(i)),
-        ) {
+    /// What the writer's rules look up in the records walked, when the walk was taken at
+    /// [`Depth::Rules`] over every record readable.
+    pub fn rules_index(&self) -> Option<&writer::Index> {
+        self.index.as_ref().filter(|i| i.indexed() == self.walked)
+    }
+
+    /// Whether the task's entries continue the entries walked: as many or more, the
+    /// newest walked still in its place with the same hash. `newest_walked` is the entry
+    /// at the index of the newest walked (`None` when there are fewer entries).
+    fn continued_by(&self, count: usize, newest_walked: Option<(u64, &str)>) -> bool {
+        match (&self.head, self.walked.checked_sub(1)) {
             (None, None) => true,
-            (Some(head), Some(Some(last))) => {
-                last.sequence == head.sequence && last.digest == head.hash
+            (Some(head), Some(_)) if count >= self.walked => {
+                newest_walked == Some((head.sequence, head.hash.as_str()))
             }
             _ => false,
         }
@@ -234,7 +312,14 @@ impl Progress {
 
 /// Walk a task's record files, in the order of the sequences their names hold.
 pub fn walk(task: &TaskName, entries: &[Entry], depth: Depth) -> Walk {
-    let progress = walk_from(task, entries, Progress::default(), depth);
+    let progress = walk_from(
+        task,
+        entries,
+        0,
+        Earlier::owned(),
+        Progress::default(),
+        depth,
+    );
     Walk {
         state: progress.state(),
         broken_index: progress.broken_index(),
@@ -248,27 +333,98 @@ pub fn walk(task: &TaskName, entries: &[Entry], depth: Depth) -> Walk {
 /// newest walked is not in its place) the walk starts over. The result is what [`walk`]
 /// over all of `entries` finds.
 pub fn extend(task: &TaskName, entries: &[Entry], progress: Progress) -> Progress {
-    let progress = if progress.continued_by(entries) {
+    let newest = progress
+        .walked
+        .checked_sub(1)
+        .and_then(|i| entries.get(i))
+        .map(|e| (e.sequence, e.digest));
+    let progress = if progress.continued_by(entries.len(), newest) {
         progress
     } else {
         Progress::default()
     };
-    walk_from(task, entries, progress, Depth::Links)
+    walk_from(task, entries, 0, Earlier::owned(), progress, Depth::Links)
 }
 
-fn walk_from(task: &TaskName, entries: &[Entry], progress: Progress, depth: Depth) -> Progress {
+/// Continue the walk `progress` over a task's `records` (every one readable, stored under
+/// its own sequence's name, in sequence order) and the [`digest`] of each one's stored
+/// bytes, at `depth`: what [`walk`] over them all finds, for the cost of the records
+/// not walked yet (and, at [`Depth::Rules`], of admitting each of those again through the
+/// writer's rules against the records before it). When they do not continue what was
+/// walked the walk starts over.
+pub fn extend_records(
+    task: &TaskName,
+    records: &[Record],
+    digests: &[String],
+    progress: Progress,
+    depth: Depth,
+) -> Progress {
+    let newest = progress
+        .walked
+        .checked_sub(1)
+        .and_then(|i| records.get(i).zip(digests.get(i)))
+        .map(|(r, d)| (r.envelope.sequence, d.as_str()));
+    let progress = if progress.continued_by(records.len(), newest) {
+        progress
+    } else {
+        Progress::default()
+    };
+    // Only the records not walked yet are looked at, with the newest walked one before
+    // them for their link: a walk of ten thousand records is not redone per record.
+    let base = progress.walked.saturating_sub(1);
+    let entries: Vec<Entry> = records[base..]
+        .iter()
+        .zip(&digests[base..])
+        .map(|(record, digest)| Entry {
+            file: None,
+            sequence: record.envelope.sequence,
+            digest,
+            record: Ok(record),
+        })
+        .collect();
+    walk_from(task, &entries, base, Earlier::Of(records), progress, depth)
+}
+
+/// The records before the one walked, for the writer's rules ([`Depth::Rules`]).
+enum Earlier<'r> {
+    /// Copied as the walk goes (the entries may hold unreadable files).
+    Owned(Vec<Record>),
+    /// Every entry's record, in entry order: those before the `i`th are `[..i]`.
+    Of(&'r [Record]),
+}
+
+impl Earlier<'_> {
+    fn owned() -> Self {
+        Earlier::Owned(Vec::new())
+    }
+}
+
+/// Walk `entries`, the task's entries from index `base` on, continuing `progress` (which
+/// walked the entries before `progress.walked`, at least `base`).
+fn walk_from(
+    task: &TaskName,
+    entries: &[Entry],
+    base: usize,
+    earlier: Earlier,
+    progress: Progress,
+    depth: Depth,
+) -> Progress {
     let from = progress.walked;
     let mut walker = Walker {
         task,
         entries,
+        base,
         p: progress,
-        earlier: Vec::new(),
+        earlier,
     };
-    for (i, entry) in entries.iter().enumerate().skip(from) {
-        walker.step(i, entry, depth);
+    for i in from..base + entries.len() {
+        walker.step(i, depth);
     }
     let mut p = walker.p;
-    p.walked = entries.len();
+    if let (Some(index), Earlier::Of(records)) = (p.index.as_mut(), &walker.earlier) {
+        index.extend(&records[..base + entries.len()]);
+    }
+    p.walked = base + entries.len();
     p.head = entries.last().map(|e| Head {
         sequence: e.sequence,
         hash: e.digest.to_string(),
@@ -278,15 +434,21 @@ fn walk_from(task: &TaskName, entries: &[Entry], progress: Progress, depth: Dept
 
 struct Walker<'w, 'r> {
     task: &'w TaskName,
+    /// The task's entries from index `base` on.
     entries: &'w [Entry<'r>],
+    base: usize,
     p: Progress,
-    /// The records before the current one, for the writer's rules ([`Depth::Rules`]).
-    earlier: Vec<Record>,
+    earlier: Earlier<'w>,
 }
 
 impl<'r> Walker<'_, 'r> {
+    /// The task's `i`th entry (at `base` or after).
+    fn entry(&self, i: usize) -> &Entry<'r> {
+        &self.entries[i - self.base]
+    }
+
     fn find(&mut self, at: usize, breaks: usize, problem: Problem, message: String) {
-        let entry = &self.entries[at];
+        let entry = self.entry(at);
         self.p.findings.push(Finding {
             file: entry.name(),
             sequence: entry.sequence,
@@ -294,15 +456,21 @@ impl<'r> Walker<'_, 'r> {
             reason: None,
             message,
         });
-        let breaks = self.p.broken.map_or(breaks, |(b, _)| b.min(breaks));
-        self.p.broken = Some((breaks, self.entries[breaks].sequence));
+        let sequence = self.entry(breaks).sequence;
+        let breaks = match self.p.broken {
+            Some((b, s)) if b <= breaks => (b, s),
+            _ => (breaks, sequence),
+        };
+        self.p.broken = Some(breaks);
     }
 
-    fn step(&mut self, i: usize, entry: &Entry<'r>, depth: Depth) {
+    fn step(&mut self, i: usize, depth: Depth) {
+        let entries = self.entries;
+        let entry = &entries[i - self.base];
         let expected_before = if i == 0 {
             0
         } else {
-            self.entries[i - 1].sequence
+            self.entry(i - 1).sequence
         };
         let gap = entry.sequence != expected_before + 1;
         if gap {
@@ -339,7 +507,9 @@ impl<'r> Walker<'_, 'r> {
         self.computed(i, record);
         if depth == Depth::Rules {
             self.rules(i, record);
-            self.earlier.push(record.clone());
+            if let Earlier::Owned(earlier) = &mut self.earlier {
+                earlier.push(record.clone());
+            }
         }
         if !self.p.ids.contains_key(record.id()) {
             self.p.ids.insert(record.id().to_string(), entry.sequence);
@@ -433,35 +603,68 @@ impl<'r> Walker<'_, 'r> {
             // The gap is the finding; the link to a missing record cannot be checked.
             return;
         }
-        let expected = if i == 0 {
-            GENESIS
-        } else {
-            self.entries[i - 1].digest
-        };
+        if i == 0 {
+            if prev != GENESIS {
+                self.find(
+                    i,
+                    i,
+                    Problem::Changed,
+                    format!(
+                        "is the task's first record but names `prev` {prev}, not the chain's \
+                         start: the records before it were removed"
+                    ),
+                );
+            }
+            return;
+        }
+        let before = self.entry(i - 1);
+        let (expected, before_sequence) = (before.digest, before.sequence);
         if prev == expected {
             return;
         }
-        let message = if prev == GENESIS {
-            "starts a new chain in the middle of the task: written outside the writer, or \
-             the records before it were replaced"
-                .to_string()
-        } else if let Some(other) = self.entries.iter().find(|e| e.digest == prev) {
-            format!(
-                "is chained to record {}, not to record {}: records were inserted, removed \
-                 or reordered",
-                other.sequence,
-                self.entries[i - 1].sequence
-            )
-        } else {
-            format!(
-                "names `prev` {prev}, but record {} hashes to {expected}: record {} changed \
-                 after this one was written",
-                self.entries[i - 1].sequence,
-                self.entries[i - 1].sequence
-            )
-        };
-        // Either this record or the one before it is not what the writer stored.
-        self.find(i, i.saturating_sub(1), Problem::Changed, message);
+        if prev == GENESIS {
+            self.find(
+                i,
+                i - 1,
+                Problem::Changed,
+                "starts a new chain in the middle of the task: written outside the writer, or \
+                 the records before it were replaced"
+                    .to_string(),
+            );
+            return;
+        }
+        if let Some(other) = self.entries.iter().find(|e| e.digest == prev) {
+            let message = format!(
+                "is chained to record {}, not to record {before_sequence}: records were \
+                 inserted, removed or reordered",
+                other.sequence
+            );
+            self.find(i, i - 1, Problem::Changed, message);
+            return;
+        }
+        // The record before changed after this one was written, or this one was put in its
+        // place: the next record tells, when its own link to this one holds.
+        let next_links_here = self.entries.get(i + 1 - self.base).map(|next| {
+            next.sequence == entry.sequence + 1
+                && next
+                    .record
+                    .is_ok_and(|r| r.envelope.prev.as_deref() == Some(entry.digest))
+        });
+        if next_links_here == Some(false) {
+            let message = format!(
+                "names `prev` {prev}, but record {before_sequence} hashes to {expected}, and \
+                 the record after this one does not link to it either: this record was \
+                 replaced, or record {before_sequence} changed after it was written"
+            );
+            self.find(i, i - 1, Problem::Changed, message);
+            return;
+        }
+        let this = entry.sequence;
+        let message = format!(
+            "changed after record {this} was written: record {this} names `prev` {prev}, but \
+             this record hashes to {expected} (or record {this} itself was put in its place)"
+        );
+        self.find(i - 1, i - 1, Problem::Changed, message);
     }
 
     /// The review of a conclusion, from the completed consultations it cites.
@@ -522,7 +725,13 @@ impl<'r> Walker<'_, 'r> {
 
     /// Admit the record again through the writer's rules of today.
     fn rules(&mut self, i: usize, record: &Record) {
-        match writer::readmit(&self.earlier, record, self.task) {
+        let earlier = match &self.earlier {
+            Earlier::Owned(earlier) => earlier.as_slice(),
+            Earlier::Of(records) => &records[..i],
+        };
+        let index = self.p.index.get_or_insert_with(writer::Index::default);
+        index.extend(earlier);
+        match writer::readmit_indexed(earlier, Some(index), record, self.task) {
             Err(refusal) => {
                 self.find(
                     i,
@@ -537,7 +746,7 @@ impl<'r> Walker<'_, 'r> {
             Ok(None) => {}
             Ok(Some(again)) => {
                 let already = self.p.findings.iter().any(|f| {
-                    f.sequence == self.entries[i].sequence && f.problem == Problem::Computed
+                    f.sequence == self.entry(i).sequence && f.problem == Problem::Computed
                 });
                 if let (false, Some(field)) = (already, differing_field(&again.body, &record.body))
                 {
@@ -574,11 +783,12 @@ fn differing_field(written: &Body, stored: &Body) -> Option<String> {
         .or_else(|| Some("kind".to_string()))
 }
 
-/// One record file's name, the sequence it holds and its bytes, as the edge read them.
+/// One file of a task's directory, as the edge read it: a record file's name, the
+/// sequence it holds and its bytes, or a stray's name (see [`FileName`]).
 pub struct File<'a> {
     /// Its name (`0000000007.json`).
     pub name: &'a str,
-    /// The sequence its name holds.
+    /// The sequence its name holds; 0 for a stray ([`FileName::Stray`]).
     pub sequence: u64,
     /// Its bytes, exactly as stored.
     pub bytes: &'a [u8],
@@ -617,15 +827,18 @@ impl VerifyReport {
     }
 }
 
-/// Verify one task's record files (in the order of the sequences their names hold): parse
-/// each, hash its bytes and walk the chain at [`Depth::Rules`].
+/// Verify one task's files (the record files in the order of the sequences their names
+/// hold): parse each, hash its bytes and walk the chain at [`Depth::Rules`]. A stray (the
+/// edge classified its name by [`FileName`] and gave it sequence 0) is a finding of its
+/// own and is not walked.
 pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
-    let digests: Vec<String> = files.iter().map(|f| digest(f.bytes)).collect();
-    let parsed: Vec<Result<Record, String>> = files
+    let (records, strays): (Vec<&File>, Vec<&File>) = files.iter().partition(|f| f.sequence > 0);
+    let digests: Vec<String> = records.iter().map(|f| digest(f.bytes)).collect();
+    let parsed: Vec<Result<Record, String>> = records
         .iter()
         .map(|f| serde_json::from_slice::<Record>(f.bytes).map_err(|e| e.to_string()))
         .collect();
-    let entries: Vec<Entry> = files
+    let entries: Vec<Entry> = records
         .iter()
         .zip(&digests)
         .zip(&parsed)
@@ -636,12 +849,33 @@ pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
             record: record.as_ref().map_err(String::as_str),
         })
         .collect();
-    let walk = walk(task, &entries, Depth::Rules);
+    let mut walk = walk(task, &entries, Depth::Rules);
+    let mut names: Vec<&str> = strays.iter().map(|f| f.name).collect();
+    names.sort_unstable();
+    for name in &names {
+        walk.findings.push(stray_finding(name));
+    }
+    walk.state.strays = names.iter().map(|n| n.to_string()).collect();
     TaskReport {
         task: task.to_string(),
         dir,
         state: walk.state,
         findings: walk.findings,
+    }
+}
+
+/// The finding of a stray file named `name`.
+pub fn stray_finding(name: &str) -> Finding {
+    Finding {
+        file: name.to_string(),
+        sequence: 0,
+        problem: Problem::Stray,
+        reason: None,
+        message: format!(
+            "is not a record file (a record file's name is {RECORD_DIGITS} digits and \
+             `.json`, as `0000000007.json`), so it is never read as one: move it out of the \
+             task's directory"
+        ),
     }
 }
 
@@ -651,6 +885,9 @@ pub struct Trust {
     unverified: FxHashSet<String>,
     /// The chain's state; `None` when the chain was not walked.
     pub state: Option<ChainState>,
+    /// The first finding of the walk, when the chain is broken: what `verify` reports
+    /// first.
+    pub first_finding: Option<Finding>,
 }
 
 impl Trust {
@@ -665,6 +902,7 @@ impl Trust {
         Trust {
             unverified,
             state: Some(walk.state),
+            first_finding: walk.findings.into_iter().next(),
         }
     }
 
@@ -684,6 +922,7 @@ impl Trust {
         Trust {
             unverified,
             state: Some(progress.state()),
+            first_finding: progress.findings().first().cloned(),
         }
     }
 
@@ -695,6 +934,11 @@ impl Trust {
     /// Whether no record is unverified.
     pub fn all_verified(&self) -> bool {
         self.unverified.is_empty()
+    }
+
+    /// Whether the walk found the chain broken.
+    pub fn is_broken(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.broken_at.is_some())
     }
 }
 
@@ -759,7 +1003,8 @@ mod tests {
         let all = walk(&t, &entries(&records, &digests), Depth::Links);
         assert_eq!(all.state.broken_at, Some(5));
         assert_eq!(all.findings.len(), 1, "{:?}", all.findings);
-        assert_eq!(all.findings[0].file, "0000000006.json");
+        // Record 5 is named: record 6 is intact, record 7 still links to it.
+        assert_eq!(all.findings[0].file, "0000000005.json");
         let mut progress = Progress::default();
         for upto in [0, 2, 5, 5, 6, 8] {
             progress = extend(&t, &entries(&records[..upto], &digests[..upto]), progress);

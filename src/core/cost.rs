@@ -186,10 +186,12 @@ pub struct Spend {
 impl Spend {
     /// Count one consultation of `usage` costing `cost`.
     pub fn add(&mut self, usage: Option<&Usage>, cost: &Cost) {
-        self.consultations += 1;
+        // Saturating: records stored before token counts were bounded may hold any
+        // number, and a sum must never wrap around to a small one.
+        self.consultations = self.consultations.saturating_add(1);
         if let Some(u) = usage {
-            self.input_tokens += u.input_tokens;
-            self.output_tokens += u.output_tokens;
+            self.input_tokens = self.input_tokens.saturating_add(u.input_tokens);
+            self.output_tokens = self.output_tokens.saturating_add(u.output_tokens);
         }
         match cost {
             Cost::Metered { amount, currency } => {
@@ -198,14 +200,16 @@ impl Spend {
                     self.currency = Some(currency.clone());
                 }
             }
-            Cost::FlatRate => self.flat_rate += 1,
-            Cost::Unknown { .. } => self.unknown += 1,
+            Cost::FlatRate => self.flat_rate = self.flat_rate.saturating_add(1),
+            Cost::Unknown { .. } => self.unknown = self.unknown.saturating_add(1),
         }
     }
 
     /// How many consultations had a metered cost.
     pub fn metered(&self) -> u64 {
-        self.consultations - self.unknown - self.flat_rate
+        self.consultations
+            .saturating_sub(self.unknown)
+            .saturating_sub(self.flat_rate)
     }
 
     /// The sum in words: `0.0123 USD`, `0.0123 USD + 2 unknown`, `unknown (2)`,
@@ -353,5 +357,19 @@ mod tests {
             assert_eq!(spend.display(), *want, "{case}");
             assert_eq!(spend.consultations, items.len() as u64, "{case}");
         }
+    }
+
+    /// A sum of token counts never wraps around: the largest count and two more is still
+    /// the largest, not 1.
+    #[test]
+    fn token_sums_never_wrap_around() {
+        let mut spend = Spend::default();
+        spend.add(Some(&usage(u64::MAX, 0)), &Cost::FlatRate);
+        spend.add(Some(&usage(2, u64::MAX)), &Cost::FlatRate);
+        spend.add(Some(&usage(0, 3)), &Cost::FlatRate);
+        assert_eq!(
+            (spend.input_tokens, spend.output_tokens, spend.consultations),
+            (u64::MAX, u64::MAX, 3)
+        );
     }
 }

@@ -2,15 +2,19 @@
 //! code. Pure: the store passes in the task's records, the id, the
 //! sequence and the clock, and persists what comes back.
 
+#[cfg(test)]
+mod admitted;
 mod fields;
 mod rules;
 #[cfg(test)]
 mod tests;
 
+pub use rules::Index;
+
 pub use fields::{
     caller_fields, field_docs, template, FieldDoc, COMPUTED_FIELDS, ENVELOPE_FIELDS,
     MAX_ASKED_CHARS, MAX_DIAGNOSTIC_CHARS, MAX_LIST_ITEMS, MAX_NAME_CHARS, MAX_PROMPT_CHARS,
-    MAX_SUBJECT_CHARS, MAX_TEXT_CHARS, PLAN_INPUTS,
+    MAX_SUBJECT_CHARS, MAX_TEXT_CHARS, MAX_TOKENS, PLAN_INPUTS,
 };
 
 use crate::core::chain::{self, Trust};
@@ -59,11 +63,14 @@ pub enum ReasonCode {
     InvalidField,
     /// A bad task name.
     InvalidTask,
+    /// A write into a task whose chain is broken: the writer never builds on what
+    /// `verify` does not vouch for.
+    ChainBroken,
 }
 
 impl ReasonCode {
     /// Every code, in the order `docs/records.md` lists them.
-    pub const ALL: [ReasonCode; 17] = [
+    pub const ALL: [ReasonCode; 18] = [
         ReasonCode::MaterialWithoutEvidence,
         ReasonCode::PlanIsComputed,
         ReasonCode::AdvisorNotSelected,
@@ -81,6 +88,7 @@ impl ReasonCode {
         ReasonCode::UnknownReference,
         ReasonCode::InvalidField,
         ReasonCode::InvalidTask,
+        ReasonCode::ChainBroken,
     ];
 
     /// The code as written in refusals.
@@ -103,6 +111,7 @@ impl ReasonCode {
             ReasonCode::UnknownReference => "unknown_reference",
             ReasonCode::InvalidField => "invalid_field",
             ReasonCode::InvalidTask => "invalid_task",
+            ReasonCode::ChainBroken => "chain_broken",
         }
     }
 }
@@ -152,6 +161,17 @@ pub fn admit(
     input: &serde_json::Value,
     env: &WriteEnv,
 ) -> Result<Record, Refusal> {
+    admit_indexed(existing, None, input, env)
+}
+
+/// [`admit`] with the [`Index`] of `existing` kept by the caller (built here when it is
+/// `None` or indexes other records): a write then costs the same whatever the task's size.
+pub fn admit_indexed(
+    existing: &[Record],
+    index: Option<&Index>,
+    input: &serde_json::Value,
+    env: &WriteEnv,
+) -> Result<Record, Refusal> {
     let Value::Object(object) = input else {
         return Err(refuse(
             ReasonCode::InvalidField,
@@ -159,18 +179,27 @@ pub fn admit(
                 .to_string(),
         ));
     };
+    if let Some(trust) = env.trust.filter(|t| t.is_broken()) {
+        return Err(chain_broken(env.task, trust));
+    }
     let mut object = object.clone();
     let kind = take_kind(&mut object)?;
     refuse_computed(&object)?;
-    let task = rules::Task::new(existing, env.task);
+    let task = rules::Task::indexed(existing, env.task, env.trust, index);
     if kind == Kind::Plan {
         return admit_plan(&task, object, env);
     }
-    fields::check_fields(kind, &mut object)?;
+    // Every string is cleaned before any field is judged, so the rules judge the text
+    // that is stored: text made only of control characters is empty, and `verify`, which
+    // judges the stored text, can never refuse what was admitted.
+    // A line break in one-line text is refused as the caller gave it, even one that
+    // cleaning would remove (a carriage return).
+    fields::check_line_breaks(kind, &object)?;
     let mut shapes = BTreeSet::new();
     for value in object.values_mut() {
         scrub_value(value, env.secrets, &mut shapes);
     }
+    fields::check_fields(kind, &mut object)?;
     match kind {
         Kind::Consultation => {
             object.insert("finished_at".into(), Value::String(timestamp(env.now)));
@@ -194,6 +223,34 @@ pub fn admit(
         envelope: envelope(env, shapes),
         body,
     })
+}
+
+/// The refusal of a write into `task`, whose chain `trust` found broken: what `verify`
+/// finds first, and how to set the broken part aside.
+fn chain_broken(task: &TaskName, trust: &Trust) -> Refusal {
+    let found = trust.first_finding.as_ref().map_or_else(String::new, |f| {
+        format!(
+            ": `verify` finds `{}` {} ({})",
+            f.file,
+            f.message,
+            f.problem.as_str()
+        )
+    });
+    let from = trust
+        .state
+        .as_ref()
+        .and_then(|s| s.broken_at)
+        .map_or_else(String::new, |at| {
+            format!(" (the files from `{}` on)", chain::record_file(at))
+        });
+    refuse(
+        ReasonCode::ChainBroken,
+        format!(
+            "the record chain of task `{task}` is broken{found}; the writer appends nothing \
+             after a break, so move the broken part{from} out of the task's directory, then \
+             run `advisor-consult verify`"
+        ),
+    )
 }
 
 /// A refusal with `reason` and `message`.
@@ -265,20 +322,20 @@ fn admit_plan(
             ),
         ));
     }
-    fields::check_fields(Kind::Plan, &mut object)?;
-    // The prompt is hashed as it was sent, then dropped; what is kept is scrubbed.
-    let prompt = match object.remove("prompt") {
-        Some(Value::String(prompt)) => Some(prompt),
-        _ => None,
-    };
+    // What is kept is cleaned before it is judged; the prompt is hashed as it was sent,
+    // then dropped.
     let mut shapes = BTreeSet::new();
-    let mut asked = |name: &str| match object.remove(name) {
-        Some(mut value @ Value::String(_)) => {
-            scrub_value(&mut value, env.secrets, &mut shapes);
-            value.as_str().map(str::to_string)
+    for name in ["question", "prior_opinion"] {
+        if let Some(value) = object.get_mut(name) {
+            scrub_value(value, env.secrets, &mut shapes);
         }
+    }
+    fields::check_fields(Kind::Plan, &mut object)?;
+    let mut asked = |name: &str| match object.remove(name) {
+        Some(Value::String(text)) => Some(text),
         _ => None,
     };
+    let prompt = asked("prompt");
     let (question, prior_opinion) = (asked("question"), asked("prior_opinion"));
     let id = object
         .get("assessment")
@@ -359,7 +416,18 @@ pub fn readmit(
     record: &Record,
     task: &TaskName,
 ) -> Result<Option<Record>, Refusal> {
-    let rules = rules::Task::new(earlier, task);
+    readmit_indexed(earlier, None, record, task)
+}
+
+/// [`readmit`] with the [`Index`] of `earlier` kept by the caller (a walk of the whole task
+/// then stays linear).
+pub fn readmit_indexed(
+    earlier: &[Record],
+    index: Option<&Index>,
+    record: &Record,
+    task: &TaskName,
+) -> Result<Option<Record>, Refusal> {
+    let rules = rules::Task::indexed(earlier, task, None, index);
     if let Body::Plan(plan) = &record.body {
         rules.assessment("assessment", Kind::Plan, &plan.assessment)?;
         return Ok(None);
@@ -403,7 +471,7 @@ pub fn readmit(
         // Stored text is already scrubbed: re-admitting it removes nothing more.
         secrets: &[],
     };
-    admit(earlier, &input, &env).map(Some)
+    admit_indexed(earlier, index, &input, &env).map(Some)
 }
 
 /// `now` as written in records: RFC 3339 in UTC with milliseconds and a `Z`, so every

@@ -250,6 +250,11 @@ pub(super) fn chain_plain(out: &mut Out, chain: &ChainState) {
         out.line(&format!("  head #{}", head.sequence));
         out.line(&format!("  {}", head.hash));
     }
+    for stray in &chain.strays {
+        out.line(&format!(
+            "  stray file {stray}: not a record file, never read; move it out"
+        ));
+    }
 }
 
 /// One consultation's line, written into `line` (cleared first): a task has thousands.

@@ -303,7 +303,7 @@ fn exit_statuses() {
         .run()
         .expect_exit(1)
         .expect_stdout("src/core/pick.rs");
-    // 1: the state directory cannot be used (here it is a file).
+    // 2: the state directory named is a file: the caller's mistake, not the store's.
     let project = Project::new();
     std::fs::write(project.state(), "").expect("a file where the state directory goes");
     project
@@ -311,14 +311,14 @@ fn exit_statuses() {
         .args(["record", "--file", "-"])
         .stdin(&material_assessment().to_string())
         .run()
-        .expect_exit(1)
-        .expect_stderr("error: cannot create");
+        .expect_exit(2)
+        .expect_stderr("is not a directory");
     project
         .cli()
         .args(["status", "--format", "json"])
         .run()
-        .expect_exit(1)
-        .expect_json("/error", "store_failed");
+        .expect_exit(2)
+        .expect_json("/error", "usage");
     // 2: usage.
     for args in [
         &["frobnicate"][..],

@@ -33,3 +33,4 @@ mod systemd_unit;
 mod track_record;
 mod trust;
 mod writer_processes;
+mod writer_rules;

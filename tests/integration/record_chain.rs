@@ -2,7 +2,8 @@
 //! binary, then tampered with on disk as someone bypassing the writer would. For each kind
 //! of tampering, `verify` finds it (exit 1, naming the file), `check` fails, `status`,
 //! `explain` and `tree` mark what follows the break, the conclusion no longer counts as
-//! reviewed, and a new plan does not reuse it.
+//! reviewed, and the writer appends nothing after the break (`chain_broken`), so no plan
+//! can reuse it.
 
 use crate::support::cli::Project;
 use serde_json::{json, Value};
@@ -55,9 +56,8 @@ fn consultation(plan: &str, advisor: &str) -> Value {
         "conclusion": format!("{advisor} agrees"), "stance": "supports"})
 }
 
-/// Record the flow; `forge_alpha` writes consultation #3 by hand instead of through the
-/// writer, as an agent bypassing it would (a plausible record, without `prev`).
-fn flow(forge_alpha: bool) -> Flow {
+/// Record the flow through the writer.
+fn flow() -> Flow {
     let project = project();
     let assessment = id_of(&project.record(assessment()));
     let plan_record = project.record(json!({"kind": "plan", "assessment": assessment}));
@@ -69,19 +69,7 @@ fn flow(forge_alpha: bool) -> Flow {
         .map(|s| s["advisor"].as_str().expect("an advisor"))
         .collect();
     assert_eq!(selected, ["alpha", "beta"], "{plan_record}");
-    let alpha = if forge_alpha {
-        let forged = json!({
-            "id": "01KJPX986GBVPG00000000FAKE", "task": "default", "sequence": 3,
-            "created_at": "2026-03-02T09:15:19.120Z", "schema": 2, "redacted": [],
-            "kind": "consultation", "plan": plan, "advisor": "alpha", "status": "completed",
-            "conclusion": "alpha agrees", "stance": "supports",
-            "finished_at": "2026-03-02T09:15:19.120Z"
-        });
-        write_record(&project, 3, &forged);
-        id_of(&forged)
-    } else {
-        id_of(&project.record(consultation(&plan, "alpha")))
-    };
+    let alpha = id_of(&project.record(consultation(&plan, "alpha")));
     let beta = id_of(&project.record(consultation(&plan, "beta")));
     let conclusion = id_of(&project.record(json!({
         "kind": "conclusion", "assessment": assessment, "decision": "keep SQLite",
@@ -120,7 +108,6 @@ fn write_record(project: &Project, sequence: u64, record: &Value) {
 /// reports and in which file.
 struct Tampering {
     name: &'static str,
-    forge_alpha: bool,
     tamper: fn(&Flow),
     problem: &'static str,
     file: u64,
@@ -130,32 +117,34 @@ fn cases() -> Vec<Tampering> {
     vec![
         Tampering {
             name: "an edited field",
-            forge_alpha: false,
             tamper: |f| {
                 let mut alpha = read_record(&f.project, 3);
                 alpha["conclusion"] = json!("alpha agrees, strongly");
                 write_record(&f.project, 3, &alpha);
             },
+            // The edited file is named, not the one after it whose link no longer holds.
             problem: "changed",
-            file: 4,
+            file: 3,
         },
         Tampering {
+            // As an agent bypassing the writer would write it: plausible, without `prev`.
             name: "a hand-written consultation",
-            forge_alpha: true,
-            tamper: |_| {},
+            tamper: |f| {
+                let mut alpha = read_record(&f.project, 3);
+                alpha.as_object_mut().expect("an object").remove("prev");
+                write_record(&f.project, 3, &alpha);
+            },
             problem: "unchained",
             file: 3,
         },
         Tampering {
             name: "a deleted record",
-            forge_alpha: false,
             tamper: |f| std::fs::remove_file(record_path(&f.project, 4)).expect("removed"),
             problem: "sequence_gap",
             file: 5,
         },
         Tampering {
             name: "a swapped pair",
-            forge_alpha: false,
             tamper: |f| {
                 let (mut three, mut four) =
                     (read_record(&f.project, 3), read_record(&f.project, 4));
@@ -169,7 +158,6 @@ fn cases() -> Vec<Tampering> {
         },
         Tampering {
             name: "a re-sequenced file",
-            forge_alpha: false,
             tamper: |f| {
                 let mut four = read_record(&f.project, 4);
                 four["sequence"] = json!(7);
@@ -181,7 +169,6 @@ fn cases() -> Vec<Tampering> {
         },
         Tampering {
             name: "a forged reviewed_by",
-            forge_alpha: false,
             tamper: |f| {
                 let mut conclusion = read_record(&f.project, 5);
                 conclusion["reviewed_by"] = json!(["alpha", "beta", "gamma"]);
@@ -218,9 +205,22 @@ fn reuse_of_a_new_plan(project: &Rc<Project>) -> Value {
     project.record(json!({"kind": "plan", "assessment": again}))["reuse"].clone()
 }
 
+/// The writer's answer to a new record in the task: refused as `chain_broken`, naming the
+/// next step.
+fn refused_as_chain_broken(project: &Rc<Project>) -> Value {
+    project
+        .cli()
+        .args(["record", "--file", "-", "--format", "json"])
+        .stdin(&assessment().to_string())
+        .run()
+        .expect_exit(3)
+        .expect_json("/reason", "chain_broken")
+        .json()
+}
+
 #[test]
 fn an_untouched_flow_verifies_and_counts_its_review() {
-    let f = flow(false);
+    let f = flow();
     let verify = json_of(&f.project, &["verify"], 0);
     let task = &verify["tasks"][0];
     assert_eq!(task["task"], "default");
@@ -257,7 +257,7 @@ fn an_untouched_flow_verifies_and_counts_its_review() {
 #[test]
 fn every_kind_of_tampering_is_found_marked_and_not_counted() {
     for case in cases() {
-        let f = flow(case.forge_alpha);
+        let f = flow();
         (case.tamper)(&f);
         let name = case.name;
 
@@ -351,8 +351,14 @@ fn every_kind_of_tampering_is_found_marked_and_not_counted() {
             plain.stdout
         );
 
-        // A plan does not reuse a conclusion the chain does not vouch for.
-        assert_eq!(reuse_of_a_new_plan(&f.project), Value::Null, "{name}");
+        // The writer builds nothing on the break, so no plan can reuse what follows it;
+        // the refusal names what `verify` finds and the next step.
+        let refusal = refused_as_chain_broken(&f.project);
+        let message = refusal["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("advisor-consult verify") && message.contains(".json"),
+            "{name}: {message}"
+        );
         let _ = (&f.assessment, &f.plan);
     }
 }
@@ -361,7 +367,7 @@ fn every_kind_of_tampering_is_found_marked_and_not_counted() {
 fn a_naive_swap_is_found_though_the_views_refuse_the_task() {
     // Swapping two files without touching what they hold: the store refuses to read a file
     // under another sequence's name (views exit 1 naming it); `verify` reports it.
-    let f = flow(false);
+    let f = flow();
     let (three, four) = (record_path(&f.project, 3), record_path(&f.project, 4));
     let held = std::fs::read(&three).expect("read");
     std::fs::copy(&four, &three).expect("swap");
@@ -387,7 +393,7 @@ fn records_written_before_the_chain_still_read_and_the_chain_starts_after_them()
     // A task whose first records predate the chain (schema 1, no `prev`): it reads, the
     // writer chains the next record to the last old one, and `verify` says where the chain
     // starts.
-    let f = flow(false);
+    let f = flow();
     for sequence in 1..=6 {
         let mut record = read_record(&f.project, sequence);
         let object = record.as_object_mut().expect("an object");

@@ -318,10 +318,12 @@ pub struct AdvisorTokens {
 
 impl AdvisorTokens {
     fn add(&mut self, usage: Option<Usage>) {
-        self.consultations += 1;
+        // Saturating: records stored before token counts were bounded may hold any
+        // number, and a sum must never wrap around to a small one.
+        self.consultations = self.consultations.saturating_add(1);
         if let Some(u) = usage {
-            self.input_tokens += u.input_tokens;
-            self.output_tokens += u.output_tokens;
+            self.input_tokens = self.input_tokens.saturating_add(u.input_tokens);
+            self.output_tokens = self.output_tokens.saturating_add(u.output_tokens);
         }
     }
 }
@@ -826,6 +828,22 @@ mod tests {
         assert_eq!(status.disagreements[0].positions, ["executor", "x"]);
         assert_eq!(status.disagreements[0].resolutions[0].favours, "executor");
         assert_eq!(status.state, State::Planned);
+    }
+
+    /// Token totals never wrap around, whatever counts old records hold.
+    #[test]
+    fn token_totals_never_wrap_around() {
+        let mut total = AdvisorTokens::default();
+        for (input, output) in [(u64::MAX, 1), (2, u64::MAX), (5, 5)] {
+            total.add(Some(Usage {
+                input_tokens: input,
+                output_tokens: output,
+            }));
+        }
+        assert_eq!(
+            (total.consultations, total.input_tokens, total.output_tokens),
+            (3, u64::MAX, u64::MAX)
+        );
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub const MAX_SUBJECT_CHARS: usize = 200;
 pub const MAX_NAME_CHARS: usize = 200;
 /// The longest free text field, in characters.
 pub const MAX_TEXT_CHARS: usize = 4000;
+/// The most tokens a consultation's `usage` may count each way: far beyond any answer,
+/// and far enough below `u64::MAX` that a sum of many stays exact.
+pub const MAX_TOKENS: u64 = 1_000_000_000_000;
 /// The most items a list field may hold.
 pub const MAX_LIST_ITEMS: usize = 100;
 /// The longest consultation diagnostic, in characters.
@@ -333,6 +336,36 @@ pub(super) fn check_fields(kind: Kind, object: &mut Map<String, Value>) -> Resul
     Ok(())
 }
 
+/// Refuse a line break in a one-line field of `kind`, judged on the text as given: a
+/// carriage return is a control character that cleaning removes, but the caller meant
+/// two lines.
+pub(super) fn check_line_breaks(kind: Kind, object: &Map<String, Value>) -> Result<(), Refusal> {
+    for field in fields(kind) {
+        let (Shape::Line(_), Some(Value::String(text))) = (field.shape, object.get(field.name))
+        else {
+            continue;
+        };
+        if has_line_break(text) {
+            return Err(line_break(kind, field.name));
+        }
+    }
+    Ok(())
+}
+
+fn has_line_break(text: &str) -> bool {
+    text.contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}'])
+}
+
+fn line_break(kind: Kind, name: &str) -> Refusal {
+    refuse(
+        ReasonCode::InvalidField,
+        format!(
+            "field `{name}` of {} must be one line; it holds a line break",
+            a(kind)
+        ),
+    )
+}
+
 /// A refusal of field `name` of `kind`: it `must` be something, and `value` is not.
 fn bad(kind: Kind, name: &str, must: &str, value: &Value) -> Refusal {
     refuse(
@@ -464,17 +497,16 @@ fn check_text(
     if required && text.trim().is_empty() {
         return Err(refuse(
             ReasonCode::InvalidField,
-            format!("field `{name}` of {} must not be empty", a(kind)),
-        ));
-    }
-    if one_line && text.contains(['\n', '\r', '\u{85}', '\u{2028}', '\u{2029}']) {
-        return Err(refuse(
-            ReasonCode::InvalidField,
             format!(
-                "field `{name}` of {} must be one line; it holds a line break",
+                "field `{name}` of {} must not be empty; control characters and terminal \
+                 escape sequences are removed before storing, so text made only of them is \
+                 empty",
                 a(kind)
             ),
         ));
+    }
+    if one_line && has_line_break(text) {
+        return Err(line_break(kind, name));
     }
     let chars = text.chars().count();
     if chars > max {
@@ -585,11 +617,11 @@ fn check_usage(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
     nested_keys(kind, name, object, &["input_tokens", "output_tokens"])?;
     for key in ["input_tokens", "output_tokens"] {
         let field = object.get(key).unwrap_or(&Value::Null);
-        if field.as_u64().is_none() {
+        if field.as_u64().filter(|n| *n <= MAX_TOKENS).is_none() {
             return Err(bad(
                 kind,
                 &format!("{name}.{key}"),
-                "a whole number, 0 or more",
+                &format!("a whole number from 0 to {MAX_TOKENS}"),
                 field,
             ));
         }
@@ -638,7 +670,9 @@ fn describe(shape: Shape) -> String {
         Shape::Bool => "true or false".to_string(),
         Shape::Fraction => "a number from 0 to 1".to_string(),
         Shape::Count => "a whole number, 0 or more".to_string(),
-        Shape::Usage => "{\"input_tokens\": N, \"output_tokens\": N}".to_string(),
+        Shape::Usage => {
+            format!("{{\"input_tokens\": N, \"output_tokens\": N}}, N from 0 to {MAX_TOKENS}")
+        }
         Shape::Ref(kind) => format!("the id of {} record of the task", a(kind)),
         Shape::Refs(kind) => format!("a list of ids of {kind} records of the task"),
     }

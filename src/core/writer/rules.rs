@@ -3,22 +3,176 @@
 
 use super::fields::{a, listed};
 use super::{refuse, ReasonCode, Refusal};
+use crate::core::chain::Trust;
 use crate::core::policy;
 use crate::core::records::{
     Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Kind, Plan,
     Record, Resolution, TaskName, EXECUTOR, NEITHER,
 };
+use rustc_hash::{FxHashMap, FxHashSet};
 
-/// The task's records, with the lookups the rules need. Lookups scan: a write happens
-/// once per record, and a scan of even ten thousand records is far below an fsync.
+/// What the rules look up in a task's records, kept beside them and extended as records
+/// are appended, so that a write (and each step of `verify`'s walk) costs the same in a
+/// task of a hundred thousand records as in an empty one. Every lookup gives what a scan
+/// of the records in order would.
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    /// How many records are indexed (those before position `indexed`).
+    indexed: usize,
+    /// Record id → the position of the last record holding it.
+    last: FxHashMap<String, usize>,
+    /// Plan id → its assessment (the first plan holding the id).
+    plan_assessment: FxHashMap<String, String>,
+    /// Assessment → the ids of its plans, in record order.
+    plans_of: FxHashMap<String, Vec<String>>,
+    /// Plan id → the positions of the consultations naming it, in record order.
+    consultations_of_plan: FxHashMap<String, Vec<usize>>,
+    /// (plan, advisor) → the position of the first consultation of that advisor.
+    consulted: FxHashMap<(String, String), usize>,
+    /// Assessment → the positions of its disagreements, in record order.
+    disagreements_of: FxHashMap<String, Vec<usize>>,
+    /// The disagreements a resolution names.
+    resolved: FxHashSet<String>,
+    /// Conclusion id → its sequence (the last conclusion holding the id).
+    conclusion_sequence: FxHashMap<String, u64>,
+    /// Assessment → the positions of its conclusions, in record order.
+    conclusions_of: FxHashMap<String, Vec<usize>>,
+    /// The conclusions a later conclusion names in `supersedes`.
+    superseded: FxHashSet<String>,
+    /// Normalised subject → the ids of the assessments holding it.
+    subjects: FxHashMap<String, Vec<String>>,
+}
+
+impl Index {
+    /// The index of `records`.
+    pub fn of(records: &[Record]) -> Index {
+        let mut index = Index::default();
+        index.extend(records);
+        index
+    }
+
+    /// How many records are indexed.
+    pub fn indexed(&self) -> usize {
+        self.indexed
+    }
+
+    /// Index the records of `records` past those indexed (`records` holds the indexed ones
+    /// first, unchanged).
+    pub fn extend(&mut self, records: &[Record]) {
+        for (at, record) in records.iter().enumerate().skip(self.indexed) {
+            self.add(at, record);
+        }
+        self.indexed = self.indexed.max(records.len());
+    }
+
+    fn add(&mut self, at: usize, record: &Record) {
+        let id = record.id();
+        self.last.insert(id.to_string(), at);
+        match &record.body {
+            Body::Assessment(a) => self
+                .subjects
+                .entry(policy::normalise_subject(&a.subject))
+                .or_default()
+                .push(id.to_string()),
+            Body::Plan(p) => {
+                self.plan_assessment
+                    .entry(id.to_string())
+                    .or_insert_with(|| p.assessment.clone());
+                self.plans_of
+                    .entry(p.assessment.clone())
+                    .or_default()
+                    .push(id.to_string());
+            }
+            Body::Consultation(c) => {
+                self.consultations_of_plan
+                    .entry(c.plan.clone())
+                    .or_default()
+                    .push(at);
+                self.consulted
+                    .entry((c.plan.clone(), c.advisor.clone()))
+                    .or_insert(at);
+            }
+            Body::Disagreement(d) => self
+                .disagreements_of
+                .entry(d.assessment.clone())
+                .or_default()
+                .push(at),
+            Body::Resolution(r) => {
+                self.resolved.insert(r.disagreement.clone());
+            }
+            Body::Conclusion(c) => {
+                let sequence = record.envelope.sequence;
+                if let Some(old) = c.supersedes.as_deref() {
+                    if self
+                        .conclusion_sequence
+                        .get(old)
+                        .is_some_and(|&s| s < sequence)
+                    {
+                        self.superseded.insert(old.to_string());
+                    }
+                }
+                self.conclusion_sequence.insert(id.to_string(), sequence);
+                self.conclusions_of
+                    .entry(c.assessment.clone())
+                    .or_default()
+                    .push(at);
+            }
+            Body::Validation(_) | Body::Attempt(_) => {}
+        }
+    }
+}
+
+/// The task's records, with the lookups the rules need, through its [`Index`].
 pub(super) struct Task<'a> {
     records: &'a [Record],
     name: &'a TaskName,
+    /// Which records the chain vouches for; `None` vouches for all.
+    trust: Option<&'a Trust>,
+    index: std::borrow::Cow<'a, Index>,
 }
 
 impl<'a> Task<'a> {
-    pub(super) fn new(records: &'a [Record], name: &'a TaskName) -> Task<'a> {
-        Task { records, name }
+    /// The task of `records`, indexed here (the writer's own tests build one so).
+    #[cfg(test)]
+    pub(super) fn new(
+        records: &'a [Record],
+        name: &'a TaskName,
+        trust: Option<&'a Trust>,
+    ) -> Task<'a> {
+        Task::indexed(records, name, trust, None)
+    }
+
+    /// The task of `records` with `index`, when it indexes exactly them (otherwise an
+    /// index is built).
+    pub(super) fn indexed(
+        records: &'a [Record],
+        name: &'a TaskName,
+        trust: Option<&'a Trust>,
+        index: Option<&'a Index>,
+    ) -> Task<'a> {
+        let index = match index {
+            Some(index) if index.indexed == records.len() => std::borrow::Cow::Borrowed(index),
+            _ => std::borrow::Cow::Owned(Index::of(records)),
+        };
+        Task {
+            records,
+            name,
+            trust,
+            index,
+        }
+    }
+
+    /// The record with `id` (the last holding it).
+    fn by_id(&self, id: &str) -> Option<&'a Record> {
+        self.index.last.get(id).map(|&at| &self.records[at])
+    }
+
+    /// Whether consultation `record` counts as a review: it completed, and the chain
+    /// vouches for it. The one place that decides what a conclusion's `reviewed_by` and
+    /// `independent_review_count` count.
+    fn counts_as_review(&self, record: &Record, consultation: &Consultation) -> bool {
+        consultation.status == ConsultationStatus::Completed
+            && self.trust.is_none_or(|t| t.is_verified(record.id()))
     }
 
     pub(super) fn records(&self) -> &'a [Record] {
@@ -35,8 +189,7 @@ impl<'a> Task<'a> {
         want: Kind,
         pick: fn(&'a Body) -> Option<&'a T>,
     ) -> Result<(&'a Record, &'a T), Refusal> {
-        // Newer records are referenced more often, so look from the end.
-        let found = self.records.iter().rev().find(|r| r.id() == id);
+        let found = self.by_id(id);
         match found {
             Some(record) => match pick(&record.body) {
                 Some(body) => Ok((record, body)),
@@ -123,45 +276,96 @@ impl<'a> Task<'a> {
     }
 
     /// The assessment whose plan `plan_id` is, if that plan is recorded.
-    fn assessment_of_plan(&self, plan_id: &str) -> Option<&'a str> {
-        self.records.iter().find_map(|r| match &r.body {
-            Body::Plan(p) if r.id() == plan_id => Some(p.assessment.as_str()),
-            _ => None,
-        })
+    fn assessment_of_plan(&self, plan_id: &str) -> Option<&str> {
+        self.index.plan_assessment.get(plan_id).map(String::as_str)
     }
 
     /// Every consultation recorded under any plan of `assessment`, in record order.
-    fn consultations_of(&self, assessment: &str) -> Vec<(&'a Record, &'a Consultation)> {
-        let plans: Vec<&str> = self
-            .records
-            .iter()
-            .filter_map(|r| match &r.body {
-                Body::Plan(p) if p.assessment == assessment => Some(r.id()),
-                _ => None,
-            })
-            .collect();
-        self.records
-            .iter()
-            .filter_map(|r| match &r.body {
-                Body::Consultation(c) if plans.contains(&c.plan.as_str()) => Some((r, c)),
+    pub(super) fn consultations_of(&self, assessment: &str) -> Vec<(&'a Record, &'a Consultation)> {
+        let mut at: Vec<usize> = Vec::new();
+        let mut plans: Vec<&str> = Vec::new();
+        for plan in self.index.plans_of.get(assessment).into_iter().flatten() {
+            // A plan id held twice is one plan, as a scan would find it.
+            if !plans.contains(&plan.as_str()) {
+                plans.push(plan);
+                at.extend(
+                    self.index
+                        .consultations_of_plan
+                        .get(plan)
+                        .into_iter()
+                        .flatten(),
+                );
+            }
+        }
+        at.sort_unstable();
+        at.into_iter()
+            .filter_map(|i| match &self.records[i].body {
+                Body::Consultation(c) => Some((&self.records[i], c)),
                 _ => None,
             })
             .collect()
     }
 
+    /// The first consultation of `advisor` under `plan`.
+    fn consultation_of(&self, plan: &str, advisor: &str) -> Option<&'a Record> {
+        self.index
+            .consulted
+            .get(&(plan.to_string(), advisor.to_string()))
+            .map(|&at| &self.records[at])
+    }
+
     /// Every disagreement recorded on `assessment`.
     fn disagreements_of(&self, assessment: &str) -> Vec<&'a Record> {
-        self.records
-            .iter()
-            .filter(|r| matches!(&r.body, Body::Disagreement(d) if d.assessment == assessment))
+        let at = self.index.disagreements_of.get(assessment);
+        at.into_iter()
+            .flatten()
+            .map(|&i| &self.records[i])
             .collect()
     }
 
     /// Whether a resolution of disagreement `id` is recorded.
     fn is_resolved(&self, id: &str) -> bool {
-        self.records
-            .iter()
-            .any(|r| matches!(&r.body, Body::Resolution(res) if res.disagreement == id))
+        self.index.resolved.contains(id)
+    }
+
+    /// The newest conclusion on `assessment` that no later conclusion supersedes.
+    pub(super) fn standing_on(&self, assessment: &str) -> Option<&'a Record> {
+        let at = self.index.conclusions_of.get(assessment)?;
+        at.iter()
+            .rev()
+            .map(|&i| &self.records[i])
+            .find(|r| !self.index.superseded.contains(r.id()))
+    }
+
+    /// The standing conclusion on `subject` (normalised): the newest conclusion, on any
+    /// assessment of that subject, that no later conclusion supersedes (as
+    /// `policy::standing_conclusion` finds it by scanning).
+    pub(super) fn standing_on_subject(&self, subject: &str) -> Option<&'a Record> {
+        let assessments = self
+            .index
+            .subjects
+            .get(&policy::normalise_subject(subject))?;
+        let mut seen: Vec<&str> = Vec::new();
+        let mut standing: Option<&'a Record> = None;
+        for assessment in assessments {
+            if seen.contains(&assessment.as_str()) {
+                continue;
+            }
+            seen.push(assessment);
+            let Some(at) = self.index.conclusions_of.get(assessment) else {
+                continue;
+            };
+            for &i in at {
+                let record = &self.records[i];
+                if self.index.superseded.contains(record.id()) {
+                    continue;
+                }
+                if standing.is_none_or(|s| record.envelope.sequence >= s.envelope.sequence) {
+                    standing = Some(record);
+                }
+            }
+        }
+        standing
     }
 }
 
@@ -217,9 +421,7 @@ fn consultation(task: &Task, x: &Consultation) -> Result<(), Refusal> {
             ),
         ));
     }
-    let earlier = task.records.iter().find(
-        |r| matches!(&r.body, Body::Consultation(c) if c.plan == x.plan && c.advisor == x.advisor),
-    );
+    let earlier = task.consultation_of(&x.plan, &x.advisor);
     if let Some(earlier) = earlier {
         return Err(refuse(
             ReasonCode::DuplicateConsultation,
@@ -331,14 +533,10 @@ fn resolution(task: &Task, x: &mut Resolution) -> Result<(), Refusal> {
     // What `status` prints for a position is its advisor: accept that too, and store the
     // consultation it stands for, so the record names one position exactly.
     let advisor_of = |source: &str| {
-        task.records
-            .iter()
-            .rev()
-            .find(|r| r.id() == source)
-            .and_then(|r| match &r.body {
-                Body::Consultation(c) => Some(c.advisor.as_str()),
-                _ => None,
-            })
+        task.by_id(source).and_then(|r| match &r.body {
+            Body::Consultation(c) => Some(c.advisor.as_str()),
+            _ => None,
+        })
     };
     let of_advisor: Vec<&str> = disagreement
         .positions
@@ -452,8 +650,8 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
     // counted by source: two advisors in front of one model are one review.
     let mut reviewed_by: Vec<String> = Vec::new();
     let mut sources: Vec<&str> = Vec::new();
-    for (_, c) in cited {
-        if c.status != ConsultationStatus::Completed {
+    for (record, c) in cited {
+        if !task.counts_as_review(record, c) {
             continue;
         }
         if !reviewed_by.contains(&c.advisor) {
@@ -473,22 +671,16 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
 /// has a standing conclusion, or one on a new-evidence assessment while a conclusion on the
 /// same normalised subject stands, must name that conclusion in `supersedes`.
 fn supersedes_missing(task: &Task, x: &Conclusion, assessment: &Assessment) -> Result<(), Refusal> {
-    let superseded = policy::superseded_ids(task.records);
-    let same_assessment = task.records.iter().rev().find(|r| {
-        matches!(&r.body, Body::Conclusion(c) if c.assessment == x.assessment)
-            && !superseded.contains(r.id())
-    });
+    let same_assessment = task.standing_on(&x.assessment);
     let (standing, why) = match same_assessment {
         Some(standing) => (standing, "already has standing conclusion"),
-        None if assessment.new_evidence => {
-            match policy::standing_conclusion(task.records, &assessment.subject) {
-                Some(standing) => (
-                    standing,
-                    "declares new evidence against standing conclusion",
-                ),
-                None => return Ok(()),
-            }
-        }
+        None if assessment.new_evidence => match task.standing_on_subject(&assessment.subject) {
+            Some(standing) => (
+                standing,
+                "declares new evidence against standing conclusion",
+            ),
+            None => return Ok(()),
+        },
         None => return Ok(()),
     };
     if x.supersedes.as_deref() == Some(standing.id()) {

@@ -2,6 +2,7 @@
 //! computed fields.
 
 use super::*;
+use crate::core::chain::{self, Trust};
 use crate::core::records::{
     AdvisorAvailability, Assessment, Conclusion, Consultation, LeftOut, Materiality, Mode, Plan,
     Selected, Status,
@@ -16,6 +17,8 @@ const NOW: time::OffsetDateTime = datetime!(2026-03-01 12:00:00.250 UTC);
 struct Fixture {
     task: TaskName,
     records: Vec<Record>,
+    /// What the chain vouches for, as the store would pass it; `None` vouches for all.
+    trust: Option<Trust>,
 }
 
 impl Fixture {
@@ -23,6 +26,7 @@ impl Fixture {
         Fixture {
             task: TaskName::new("t").expect("valid task"),
             records: Vec::new(),
+            trust: None,
         }
     }
 
@@ -34,7 +38,7 @@ impl Fixture {
             sequence: self.records.len() as u64 + 1,
             plan_env: None,
             prev: crate::core::chain::GENESIS.to_string(),
-            trust: None,
+            trust: self.trust.as_ref(),
             secrets: &[],
         };
         admit(&self.records, input, &env)
@@ -761,6 +765,19 @@ fn every_reason_code() {
         check(&w.f, label, input, expected);
         seen.insert(expected.as_str());
     }
+    // A task whose chain is broken takes nothing more, however good the record.
+    let broken = Fixture {
+        task: w.f.task.clone(),
+        records: w.f.records.clone(),
+        trust: Some(broken_trust(&w.f)),
+    };
+    check(
+        &broken,
+        "a task whose chain is broken",
+        json!({"kind": "attempt", "assessment": w.a_low, "tried": "t", "failure_observed": "f"}),
+        ChainBroken,
+    );
+    seen.insert(ChainBroken.as_str());
     // `invalid_task` is the only code the writer cannot give: a `TaskName` is valid by
     // construction, and the edges that build one (CLI, daemon) refuse bad names.
     let missing: Vec<&str> = ReasonCode::ALL
@@ -1343,4 +1360,246 @@ fn plan_fields_other_than_assessment_are_named() {
         "{}",
         refusal.message
     );
+}
+
+/// What a walk over `f`'s records finds when record 3's stored bytes changed after record
+/// 4 was written: records 3 on are unverified.
+fn broken_trust(f: &Fixture) -> Trust {
+    let bytes: Vec<Vec<u8>> = f
+        .records
+        .iter()
+        .map(|r| serde_json::to_vec_pretty(r).expect("serialises"))
+        .collect();
+    let mut digests: Vec<String> = bytes.iter().map(|b| chain::digest(b)).collect();
+    let mut records = f.records.clone();
+    for (i, record) in records.iter_mut().enumerate() {
+        record.envelope.prev = Some(if i == 0 {
+            chain::GENESIS.to_string()
+        } else {
+            digests[i - 1].clone()
+        });
+        digests[i] = chain::digest(&serde_json::to_vec_pretty(record).expect("serialises"));
+    }
+    digests[2] = chain::digest(b"edited");
+    let entries: Vec<chain::Entry> = records
+        .iter()
+        .zip(&digests)
+        .map(|(r, d)| chain::Entry {
+            file: None,
+            sequence: r.envelope.sequence,
+            digest: d,
+            record: Ok(r),
+        })
+        .collect();
+    let trust = Trust::of(&f.task, &entries);
+    assert_eq!(trust.state.as_ref().and_then(|s| s.broken_at), Some(3));
+    trust
+}
+
+#[test]
+fn a_write_into_a_broken_chain_names_what_verify_finds_and_the_next_step() {
+    let w = world();
+    let broken = Fixture {
+        task: w.f.task.clone(),
+        records: w.f.records.clone(),
+        trust: Some(broken_trust(&w.f)),
+    };
+    let refusal = broken
+        .admit(&assessment("anything", "low"))
+        .expect_err("refused");
+    assert_eq!(refusal.reason, ReasonCode::ChainBroken);
+    for part in [
+        "`0000000003.json`",
+        "(changed)",
+        "the files from `0000000003.json` on",
+        "out of the task's directory",
+        "`advisor-consult verify`",
+    ] {
+        assert!(
+            refusal.message.contains(part),
+            "{part}: {}",
+            refusal.message
+        );
+    }
+}
+
+/// A conclusion's review counts the consultations the chain vouches for, and only those
+/// (the one place deciding it is `rules::Task::counts_as_review`).
+#[test]
+fn the_review_counts_only_consultations_the_chain_vouches_for() {
+    let w = world();
+    let conclusion = |trust: Option<&Trust>| {
+        let input = json!({"kind": "conclusion", "assessment": w.a_mat, "decision": "d",
+            "rationale": "r", "evidence": evidence(), "validation_plan": "run it",
+            "consultations": [w.c_alpha, w.c_beta_failed]});
+        let mut body: Body = serde_json::from_value({
+            let mut v = input.clone();
+            v["reviewed_by"] = json!([]);
+            v["independent_review_count"] = json!(0);
+            v
+        })
+        .expect("a conclusion body");
+        rules::check(&rules::Task::new(&w.f.records, &w.f.task, trust), &mut body)
+            .expect("admitted");
+        let Body::Conclusion(c) = body else {
+            panic!("a conclusion")
+        };
+        (c.reviewed_by, c.independent_review_count)
+    };
+    assert_eq!(conclusion(None), (vec!["alpha".to_string()], 1));
+    // `c_alpha` is record 4: after the break at record 3, it vouches for nothing.
+    let trust = broken_trust(&w.f);
+    assert!(!trust.is_verified(&w.c_alpha));
+    assert_eq!(conclusion(Some(&trust)), (vec![], 0));
+}
+
+/// Text is cleaned before it is judged: a required text made only of control characters
+/// or escape sequences is empty, and refused naming the field and why.
+#[test]
+fn required_text_that_cleans_to_nothing_is_refused() {
+    let w = world();
+    let cases: Vec<(Kind, &str, Value)> = vec![
+        (Kind::Assessment, "subject", assessment("s", "low")),
+        (Kind::Assessment, "hypothesis", assessment("s", "low")),
+        (
+            Kind::Conclusion,
+            "decision",
+            json!({"kind": "conclusion", "assessment": w.a_res, "decision": "d",
+                "rationale": "r", "consultations": [w.c_res_alpha]}),
+        ),
+        (
+            Kind::Conclusion,
+            "rationale",
+            json!({"kind": "conclusion", "assessment": w.a_res, "decision": "d",
+                "rationale": "r", "consultations": [w.c_res_alpha]}),
+        ),
+        (
+            Kind::Disagreement,
+            "discriminating_question",
+            json!({"kind": "disagreement", "assessment": w.a_mat,
+                "positions": [{"source": "executor", "position": "p"},
+                    {"source": w.c_alpha, "position": "q"}],
+                "discriminating_question": "q"}),
+        ),
+        (
+            Kind::Resolution,
+            "experiment",
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e",
+                "observed": "o", "favours": "neither",
+                "evidence": [{"kind": "command", "ref": "x"}]}),
+        ),
+        (
+            Kind::Resolution,
+            "observed",
+            json!({"kind": "resolution", "disagreement": w.d_div, "experiment": "e",
+                "observed": "o", "favours": "neither",
+                "evidence": [{"kind": "command", "ref": "x"}]}),
+        ),
+        (
+            Kind::Validation,
+            "check",
+            json!({"kind": "validation", "conclusion": w.k_low, "check": "c", "passed": true}),
+        ),
+        (
+            Kind::Attempt,
+            "tried",
+            json!({"kind": "attempt", "assessment": w.a_low, "tried": "t",
+                "failure_observed": "f"}),
+        ),
+        (
+            Kind::Attempt,
+            "failure_observed",
+            json!({"kind": "attempt", "assessment": w.a_low, "tried": "t",
+                "failure_observed": "f"}),
+        ),
+    ];
+    assert_eq!(cases.len(), 10);
+    for (kind, field, input) in cases {
+        w.f.admit(&input)
+            .unwrap_or_else(|r| panic!("{kind} as given: {}", r.message));
+        for blank in ["\u{1b}[0m", "\u{7}\u{1b}]0;title\u{7}", " \u{9b}31m \u{0}"] {
+            let mut input = input.clone();
+            input[field] = json!(blank);
+            let refusal = w.f.admit(&input).expect_err("refused");
+            assert_eq!(refusal.reason, ReasonCode::InvalidField, "{kind}.{field}");
+            for part in [
+                &format!("`{field}`"),
+                "must not be empty",
+                "control characters",
+            ] {
+                assert!(
+                    refusal.message.contains(part),
+                    "{part}: {}",
+                    refusal.message
+                );
+            }
+        }
+    }
+    // Nested required text too: an evidence reference.
+    let mut input = assessment("s", "material");
+    input["evidence"] = json!([{"kind": "file", "ref": "\u{1b}[2J"}]);
+    let refusal = w.f.admit(&input).expect_err("refused");
+    assert!(
+        refusal.message.contains("`evidence[0].ref`"),
+        "{}",
+        refusal.message
+    );
+}
+
+/// Sizes are judged on the stored text: a redaction that lengthens text past the limit is
+/// refused rather than stored oversize, and control characters, which are not stored, do
+/// not count.
+#[test]
+fn sizes_are_judged_on_the_cleaned_text() {
+    let f = Fixture::new();
+    let secrets = ["abcdefgh".to_string()];
+    let env = WriteEnv {
+        task: &f.task,
+        now: NOW,
+        id: "R001".into(),
+        sequence: 1,
+        plan_env: None,
+        prev: chain::GENESIS.to_string(),
+        trust: None,
+        secrets: &secrets,
+    };
+    let mut input = assessment("s", "low");
+    // 198 characters as given; each value becomes `[redacted:credential_value]`.
+    input["subject"] = json!("abcdefgh ".repeat(22).trim_end());
+    let refusal = admit(&[], &input, &env).expect_err("refused");
+    assert_eq!(refusal.reason, ReasonCode::InvalidField);
+    assert!(refusal.message.contains("`subject`"), "{}", refusal.message);
+    let mut input = assessment("s", "low");
+    input["subject"] = json!(format!("{}{}", "x".repeat(MAX_SUBJECT_CHARS), "\u{1b}[0m"));
+    f.admit(&input).expect("admitted: the escape is not stored");
+}
+
+#[test]
+fn token_counts_are_bounded() {
+    let w = world();
+    let plan = consultation_plan_with_beta_free(&w);
+    for (tokens, admitted) in [
+        (json!(MAX_TOKENS), true),
+        (json!(MAX_TOKENS + 1), false),
+        (json!(u64::MAX), false),
+        (json!(-1), false),
+        (json!(1.5), false),
+    ] {
+        let input = json!({"kind": "consultation", "plan": plan, "advisor": "beta",
+            "status": "completed", "conclusion": "c",
+            "usage": {"input_tokens": tokens, "output_tokens": 2}});
+        match w.f.admit(&input) {
+            Ok(_) => assert!(admitted, "{tokens} admitted"),
+            Err(refusal) => {
+                assert!(!admitted, "{tokens}: {}", refusal.message);
+                assert_eq!(refusal.reason, ReasonCode::InvalidField);
+                assert!(
+                    refusal.message.contains("`usage.input_tokens`")
+                        && refusal.message.contains(&MAX_TOKENS.to_string()),
+                    "{}",
+                    refusal.message
+                );
+            }
+        }
+    }
 }
