@@ -98,6 +98,9 @@ struct TaskCache {
     /// The hash chain's walk over `records` so far: a view extends it over the records
     /// read since instead of walking the whole task again.
     chain: chain::Progress,
+    /// The attestations of `records` checked so far against this machine's key (records
+    /// never change, so only new ones are checked).
+    attestations: chain::Attestations,
     /// The size on disk of the records read.
     bytes: usize,
 }
@@ -446,6 +449,31 @@ fn trust_of(task: &TaskName, cache: &mut TaskCache) -> Trust {
     Trust::of_progress(&cache.records, &cache.chain)
 }
 
+/// The digest of the cached record of `sequence`, if it is cached.
+fn digest_at(cache: &TaskCache, sequence: u64) -> Option<&str> {
+    let at = cache
+        .records
+        .binary_search_by_key(&sequence, |r| r.envelope.sequence)
+        .ok()?;
+    cache.digests.get(at).map(String::as_str)
+}
+
+/// What the daemon's job says of a consultation it writes ([`Store::write_consultation`]).
+pub struct Provenance<'a> {
+    /// The job that produced it.
+    pub job: &'a str,
+    /// What produced the answer (`vendor/model`, or what a mesh peer named), if known.
+    pub source: Option<&'a str>,
+    /// Whether the transport vouched for who answered: `false` records the answer but it
+    /// never counts as a review.
+    pub counts: bool,
+    /// The request's own credential values, removed by value from every string.
+    pub secrets: &'a [String],
+}
+
+/// The longest `source` a consultation keeps, in characters.
+const MAX_SOURCE_CHARS: usize = 200;
+
 fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
     move |source| StoreError::Io { context, source }
 }
@@ -539,7 +567,7 @@ impl Store {
             *cache = TaskCache::default();
         }
         self.refresh(task, &mut cache)?;
-        let trust = trust_of(task, &mut cache);
+        let trust = self.judged(task, &mut cache);
         let answer = f(&cache.records, &trust);
         let bytes = cache.bytes;
         drop(cache);
@@ -718,12 +746,71 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
     ) -> Result<Record, StoreError> {
+        self.write_as(task, input, plan_env, secrets, None)
+    }
+
+    /// Store a consultation a daemon's job drafted (`input`, without `source`), attested
+    /// with this machine's key (created the first time) as written by `provenance.job`.
+    ///
+    /// The one way a consultation that can count as a review is written: the runner calls
+    /// it for each outcome (its own advisors', a relayed mesh answer, an answered inbox
+    /// review). No surface reaches it; the `record` verb refuses consultations. Public for
+    /// the tests and fixtures that stand in for a job; the process must have installed its
+    /// data directory ([`crate::machine::install`]).
+    pub fn write_consultation(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        provenance: &Provenance,
+    ) -> Result<Record, StoreError> {
+        let machine = crate::machine::installed().ok_or_else(|| StoreError::Io {
+            context: "cannot attest a consultation: this process named no data directory to \
+                      keep the attestation key in (the daemon and the CLI install theirs)"
+                .to_string(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        })?;
+        let key = machine.key_or_create().map_err(io_error(format!(
+            "cannot make or read the attestation key `{}`; check that the data directory is \
+             yours and writable",
+            crate::machine::attest::key_path(machine.data_dir()).display()
+        )))?;
+        let mut input = input.clone();
+        if let (Some(object), Some(source)) = (input.as_object_mut(), provenance.source) {
+            let source: String = source
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_SOURCE_CHARS)
+                .collect();
+            if !source.trim().is_empty() {
+                object.insert("source".into(), serde_json::Value::String(source));
+            }
+        }
+        self.write_as(
+            task,
+            &input,
+            None,
+            provenance.secrets,
+            Some((&key, provenance)),
+        )
+    }
+
+    fn write_as(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+        attest: Option<(&crate::machine::attest::Key, &Provenance)>,
+    ) -> Result<Record, StoreError> {
+        let daemon = attest.is_some();
         let dir = self.task_dir(task);
         let fresh = !dir.exists();
         if fresh {
             // Judge the first record against the empty task before creating anything, so
             // a refusal leaves no trace at all.
-            let env = self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
+            let mut env =
+                self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
+            env.daemon = daemon;
             writer::admit(&[], input, &env)?;
             self.create_task_dir(&dir)?;
         }
@@ -741,11 +828,28 @@ impl Store {
             .last()
             .cloned()
             .unwrap_or_else(|| chain::GENESIS.to_string());
-        // Only a plan looks back at what the chain vouches for (it never reuses an
-        // unverified conclusion); other writes need not walk the task.
-        let trust = plan_env.map(|_| trust_of(task, &mut cache));
-        let env = self.write_env(task, sequence, plan_env, prev, trust.as_ref(), secrets);
-        let record = writer::admit(&cache.records, input, &env)?;
+        // Only a plan (it never reuses a conclusion that is not vouched for) and a
+        // conclusion (only consultations that count are its review) look back at what the
+        // chain, the attestations and this machine vouch for; other writes need not.
+        let is_conclusion =
+            input.get("kind").and_then(serde_json::Value::as_str) == Some("conclusion");
+        let trust = (plan_env.is_some() || is_conclusion).then(|| self.judged(task, &mut cache));
+        let mut env = self.write_env(task, sequence, plan_env, prev, trust.as_ref(), secrets);
+        env.daemon = daemon;
+        let mut record = writer::admit(&cache.records, input, &env)?;
+        if let Some((key, provenance)) = attest {
+            key.attest(&mut record, provenance.job, provenance.counts);
+        }
+        // This machine anchors the new head when it vouched for the task before it (or
+        // the task is new); a foreign task stays foreign until adopted.
+        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        let local = anchors.as_ref().is_some_and(|anchors| {
+            let highest = cache.records.last().map(|r| r.envelope.sequence);
+            chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
+                digest_at(&cache, s)
+            })
+            .is_none()
+        });
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
             context: format!("cannot serialise record `{}`", record.id()),
@@ -753,9 +857,20 @@ impl Store {
         })?;
         bytes.push(b'\n');
         write_atomically(&dir, &name, &bytes)?;
+        let digest = chain::digest(&bytes);
+        if let (true, Some(anchors)) = (local, &anchors) {
+            let head = chain::Head {
+                sequence,
+                hash: digest.clone(),
+            };
+            if let Err(e) = anchors.set(task, &head) {
+                // The record is stored; an older anchor still vouches for the task.
+                tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
+            }
+        }
         cache.highest = sequence;
         cache.records.push(record.clone());
-        cache.digests.push(chain::digest(&bytes));
+        cache.digests.push(digest);
         let written = fs::metadata(dir.join(&name)).ok();
         cache
             .files
@@ -786,7 +901,33 @@ impl Store {
             prev,
             trust,
             secrets,
+            daemon: false,
         }
+    }
+
+    /// What the chain vouches for in `task` (the walk kept in `cache`, extended), judged
+    /// by this machine when the process installed its data directory: each new
+    /// consultation's attestation checked against its key, and the task's anchored head.
+    fn judged(&self, task: &TaskName, cache: &mut TaskCache) -> Trust {
+        let trust = trust_of(task, cache);
+        let Some(machine) = crate::machine::installed() else {
+            return trust;
+        };
+        if cache.attestations.judged() > cache.records.len() {
+            cache.attestations = chain::Attestations::default();
+        }
+        let from = cache.attestations.judged();
+        if from < cache.records.len() {
+            let key = machine.key();
+            crate::machine::attest::judge(&cache.records[from..], &key, &mut cache.attestations);
+            cache.attestations.set_judged(cache.records.len());
+        }
+        let anchored = machine.anchors(&self.state_dir).head(task);
+        let highest = cache.records.last().map(|r| r.envelope.sequence);
+        let foreign = chain::foreign(task, anchored.as_ref(), highest, |s| digest_at(cache, s));
+        trust
+            .with_attestations(cache.attestations.clone())
+            .with_foreign(foreign)
     }
 
     /// The cache of `task`, created empty on first use.

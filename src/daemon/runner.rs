@@ -463,8 +463,23 @@ async fn consult_and_record(
             interrupted = true;
             continue;
         }
-        let input = draft::consultation_input(plan_id, &advisor, source.as_deref(), &outcome);
-        match write_consultation(&store, &task, plan_id, &advisor, input, secrets.clone()).await {
+        let input = draft::consultation_input(plan_id, &advisor, &outcome);
+        let made = Made {
+            job: entry.id().to_string(),
+            source: draft::answer_source(source.as_deref(), &outcome),
+            counts: outcome.vouched,
+        };
+        match write_consultation(
+            &store,
+            &task,
+            plan_id,
+            &advisor,
+            input,
+            secrets.clone(),
+            made,
+        )
+        .await
+        {
             Ok(record) => {
                 tracing::debug!(job = %entry.id(), advisor = %advisor, "consultation recorded");
                 entry.update(|job| {
@@ -637,8 +652,16 @@ fn env_lookup(context: &RequestContext) -> EnvLookup {
     })
 }
 
-/// Store one consultation; a duplicate (the advisor already recorded for this plan, by a
-/// resumed run or by hand) is taken as recorded.
+/// What the job says of a consultation it stores, beside the drafted input.
+struct Made {
+    job: String,
+    source: Option<String>,
+    /// Whether the transport vouched for who answered.
+    counts: bool,
+}
+
+/// Store one consultation, attested as the job's; a duplicate (the advisor already
+/// recorded for this plan, by a resumed run) is taken as recorded.
 async fn write_consultation(
     store: &Arc<Store>,
     task: &TaskName,
@@ -646,6 +669,7 @@ async fn write_consultation(
     advisor: &str,
     input: serde_json::Value,
     secrets: Arc<[String]>,
+    made: Made,
 ) -> Result<Record, String> {
     let (store, task, plan, advisor) = (
         store.clone(),
@@ -654,7 +678,13 @@ async fn write_consultation(
         advisor.to_string(),
     );
     let written = tokio::task::spawn_blocking(move || {
-        match store.write_scrubbing(&task, &input, None, &secrets) {
+        let provenance = crate::store::Provenance {
+            job: &made.job,
+            source: made.source.as_deref(),
+            counts: made.counts,
+            secrets: &secrets,
+        };
+        match store.write_consultation(&task, &input, &provenance) {
             Ok(record) => Ok(record),
             Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => store
                 .with_records(&task, |records| consultation_of(records, &plan, &advisor))

@@ -3,6 +3,7 @@
 
 use super::fields::{a, listed};
 use super::{refuse, ReasonCode, Refusal};
+use crate::core::chain::Trust;
 use crate::core::policy;
 use crate::core::records::{
     Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Kind, Plan,
@@ -14,11 +15,23 @@ use crate::core::records::{
 pub(super) struct Task<'a> {
     records: &'a [Record],
     name: &'a TaskName,
+    /// What the chain, the attestations and this machine vouch for; `None` believes all.
+    trust: Option<&'a Trust>,
 }
 
 impl<'a> Task<'a> {
     pub(super) fn new(records: &'a [Record], name: &'a TaskName) -> Task<'a> {
-        Task { records, name }
+        Task {
+            records,
+            name,
+            trust: None,
+        }
+    }
+
+    /// The task judged by `trust`: only what it counts is a review.
+    pub(super) fn with_trust(mut self, trust: Option<&'a Trust>) -> Task<'a> {
+        self.trust = trust;
+        self
     }
 
     pub(super) fn records(&self) -> &'a [Record] {
@@ -452,8 +465,12 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
     // counted by source: two advisors in front of one model are one review.
     let mut reviewed_by: Vec<String> = Vec::new();
     let mut sources: Vec<&str> = Vec::new();
-    for (_, c) in cited {
+    for (record, c) in cited {
         if c.status != ConsultationStatus::Completed {
+            continue;
+        }
+        // Unattested, unverified, or in a task this machine does not vouch for: no review.
+        if task.trust.is_some_and(|t| !t.counts_as_review(record.id())) {
             continue;
         }
         if !reviewed_by.contains(&c.advisor) {

@@ -36,6 +36,7 @@ impl Fixture {
             prev: crate::core::chain::GENESIS.to_string(),
             trust: None,
             secrets: &[],
+            daemon: false,
         };
         admit(&self.records, input, &env)
     }
@@ -277,6 +278,20 @@ fn every_reason_code() {
         (
             "redacted supplied",
             json!({"kind": "attempt", "redacted": []}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "a caller's source",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "stance": "supports",
+                "source": "another/model"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "attestation supplied",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "stance": "supports",
+                "attestation": {"job": "J", "key": "k", "counts": true, "mac": "m"}}),
             ComputedFieldSupplied,
         ),
         (
@@ -761,6 +776,17 @@ fn every_reason_code() {
         check(&w.f, label, input, expected);
         seen.insert(expected.as_str());
     }
+    // Every surface of `record` asks this before the writer: consultations are the
+    // daemon's to write.
+    let by_hand = json!({"kind": "consultation", "plan": w.p_mat, "advisor": "alpha",
+        "status": "completed", "conclusion": "c", "stance": "supports"});
+    let refused = refuse_consultation_by_caller(&by_hand).expect_err("refused");
+    assert_eq!(refused.reason, ConsultationByDaemonOnly);
+    for names in ["consultation job", "mesh answer", "inbox review"] {
+        assert!(refused.message.contains(names), "{}", refused.message);
+    }
+    assert!(refuse_consultation_by_caller(&json!({"kind": "assessment"})).is_ok());
+    seen.insert(refused.reason.as_str());
     // `invalid_task` is the only code the writer cannot give: a `TaskName` is valid by
     // construction, and the edges that build one (CLI, daemon) refuse bad names.
     let missing: Vec<&str> = ReasonCode::ALL
@@ -816,6 +842,7 @@ fn a_plan_is_computed_by_the_policy() {
         prev: crate::core::chain::GENESIS.to_string(),
         trust: None,
         secrets: &[],
+        daemon: false,
     };
     let record = admit(
         &w.f.records,
