@@ -26,6 +26,8 @@ pub struct Machine {
     key: OnceLock<Result<Arc<Key>, String>>,
     /// The anchors of each state directory used, by the path the store was given.
     anchors: Mutex<HashMap<PathBuf, Arc<Anchors>>>,
+    /// Held while the key is made.
+    making: Mutex<()>,
 }
 
 static INSTALLED: OnceLock<Machine> = OnceLock::new();
@@ -48,6 +50,7 @@ impl Machine {
             data_dir: data_dir.to_path_buf(),
             key: OnceLock::new(),
             anchors: Mutex::new(HashMap::new()),
+            making: Mutex::new(()),
         }
     }
 
@@ -59,6 +62,14 @@ impl Machine {
     /// The attestation key, created (32 random bytes, `0600`, in a `0700` directory) the
     /// first time: what the daemon does when it starts.
     pub fn key_or_create(&self) -> io::Result<Arc<Key>> {
+        if let Some(Ok(key)) = self.key.get() {
+            return Ok(key.clone());
+        }
+        // Daemons started at once in one process (the tests') make it once.
+        let _making = self
+            .making
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(Ok(key)) = self.key.get() {
             return Ok(key.clone());
         }
@@ -103,6 +114,14 @@ impl Machine {
             .or_insert_with(|| Arc::new(Anchors::new(&self.data_dir, state_dir)))
             .clone()
     }
+}
+
+/// A name for a temporary file beside `name` that no other writer (thread or process)
+/// picks at the same time.
+pub(crate) fn temp_name(name: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}.{n}.tmp", std::process::id())
 }
 
 /// Create `dir` (and its parents) `0700` when it does not exist; one that exists keeps its

@@ -118,8 +118,7 @@ impl Anchors {
 
 /// Replace `dir/name` with `bytes`: a `0600` temporary file renamed into place.
 fn write_replacing(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&temp);
+    let temp = dir.join(super::temp_name(name));
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)

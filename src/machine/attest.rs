@@ -153,8 +153,7 @@ impl Key {
         }
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-        let temp = data_dir.join(format!(".{KEY_FILE}.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_file(&temp);
+        let temp = data_dir.join(super::temp_name(KEY_FILE));
         let written = (|| {
             let mut file = OpenOptions::new()
                 .write(true)

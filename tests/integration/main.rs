@@ -5,6 +5,7 @@
 
 mod support;
 
+mod attest;
 mod cli;
 mod client;
 mod client_remote;
