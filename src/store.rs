@@ -100,7 +100,7 @@ struct TaskCache {
     chain: chain::Progress,
     /// The attestations of `records` checked so far against this machine's key (records
     /// never change, so only new ones are checked).
-    attestations: chain::Attestations,
+    attestations: Arc<chain::Attestations>,
     /// The size on disk of the records read.
     bytes: usize,
 }
@@ -914,13 +914,15 @@ impl Store {
             return trust;
         };
         if cache.attestations.judged() > cache.records.len() {
-            cache.attestations = chain::Attestations::default();
+            cache.attestations = Arc::default();
         }
         let from = cache.attestations.judged();
         if from < cache.records.len() {
             let key = machine.key();
-            crate::machine::attest::judge(&cache.records[from..], &key, &mut cache.attestations);
-            cache.attestations.set_judged(cache.records.len());
+            // Shared with the trusts handed out before: copied only when new records came.
+            let attestations = Arc::make_mut(&mut cache.attestations);
+            crate::machine::attest::judge(&cache.records[from..], &key, attestations);
+            attestations.set_judged(cache.records.len());
         }
         let anchored = machine.anchors(&self.state_dir).head(task);
         let highest = cache.records.last().map(|r| r.envelope.sequence);

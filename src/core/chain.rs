@@ -795,7 +795,7 @@ pub struct Trust {
     pub state: Option<ChainState>,
     /// The attestations the edge checked; `None` when none were (every consultation then
     /// counts as the chain vouches: a caller that holds no key, such as the core's tests).
-    attestations: Option<Attestations>,
+    attestations: Option<std::sync::Arc<Attestations>>,
     /// Why this machine does not vouch for the task; `None` when it does or was not asked.
     foreign: Option<String>,
 }
@@ -847,7 +847,7 @@ impl Trust {
     }
 
     /// This trust with the attestations the edge checked.
-    pub fn with_attestations(mut self, attestations: Attestations) -> Trust {
+    pub fn with_attestations(mut self, attestations: std::sync::Arc<Attestations>) -> Trust {
         self.attestations = Some(attestations);
         self
     }

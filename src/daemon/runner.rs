@@ -40,8 +40,8 @@ enum Ending {
 enum Exchange {
     /// It never started (the job was cancelled, or the daemon is stopping).
     NotStarted,
-    /// It ran (or timed out waiting for its turn).
-    Ran(Outcome),
+    /// It ran (or timed out waiting for its turn); boxed, as an outcome is large.
+    Ran(Box<Outcome>),
 }
 
 /// Run `entry` to its end (or until the daemon stops), journaling its state and emitting
@@ -414,7 +414,7 @@ async fn consult_and_record(
                         .await
                 }
                 (None, _, _) if turn.advisor.starts_with(advisord_adapters::mesh::ID_PREFIX) => {
-                    Exchange::Ran(Outcome {
+                    Exchange::Ran(Box::new(Outcome {
                         result: Err(Failure::new(
                             FailureKind::Unavailable,
                             &format!("peer `{}` has left the mesh", turn.advisor),
@@ -423,16 +423,16 @@ async fn consult_and_record(
                         duration_ms: 0,
                         source: None,
                         vouched: true,
-                    })
+                    }))
                 }
-                (None, _, _) => Exchange::Ran(unreachable_outcome(format!(
+                (None, _, _) => Exchange::Ran(Box::new(unreachable_outcome(format!(
                     "advisor `{}` is no longer in the catalogue; add it back or plan again",
                     turn.advisor
-                ))),
-                (Some(e), _, _) => Exchange::Ran(unreachable_outcome(format!(
+                )))),
+                (Some(e), _, _) => Exchange::Ran(Box::new(unreachable_outcome(format!(
                     "no adapter named `{}` for advisor `{}`; fix its `adapter` in the catalogue",
                     e.adapter, e.id
-                ))),
+                )))),
             };
             let _ = tx.send(exchange);
         });
@@ -453,7 +453,7 @@ async fn consult_and_record(
                 interrupted = true;
                 continue;
             }
-            Exchange::Ran(outcome) => outcome,
+            Exchange::Ran(outcome) => *outcome,
         };
         tracing::debug!(job = %entry.id(), advisor = %advisor, ok = outcome.result.is_ok(), "exchange ended");
         let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
@@ -546,13 +546,13 @@ impl Turn {
                     "no free turn before the deadline: the advisor's `max_concurrent` exchanges \
                      were all busy with other jobs",
                 );
-                return Exchange::Ran(Outcome {
+                return Exchange::Ran(Box::new(Outcome {
                     result: Err(failure),
                     usage: None,
                     duration_ms: millis(waited.elapsed()),
                     source: None,
                     vouched: true,
-                });
+                }));
             }
             permit = slots.acquire_owned() => match permit {
                 Ok(permit) => permit,
@@ -613,7 +613,7 @@ impl Turn {
             diagnostic,
             duration_ms: outcome.duration_ms,
         });
-        Exchange::Ran(outcome)
+        Exchange::Ran(Box::new(outcome))
     }
 }
 
