@@ -76,6 +76,7 @@ fn prefill(state: &Path, tasks: usize, count: usize) {
                     i / 60 % 60,
                     i % 60
                 ),
+                attestation: None,
             })
         });
     }

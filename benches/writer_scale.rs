@@ -105,6 +105,7 @@ fn flow(i: usize) -> [Body; 4] {
             usage: None,
             retry_after_s: None,
             source: None,
+            attestation: None,
             finished_at: CREATED.into(),
         }),
         Body::Conclusion(Conclusion {

@@ -3,6 +3,7 @@
 //! print the result through [`crate::render`], and map every error to its exit status in
 //! one place ([`exit`]). The CLI owns the async runtime; Ctrl-C and printing stay here.
 
+pub mod adopt;
 pub mod args;
 pub mod cockpit;
 pub mod completions;
@@ -83,6 +84,11 @@ pub async fn select_api(global: &GlobalFlags) -> Result<Box<dyn Api>, Error> {
 /// Run one parsed invocation; `Ok` carries the exit status of a verb that completed.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     let global = cli.global;
+    // The data directory the daemon would use holds this machine's attestation key and
+    // anchored heads: `--no-daemon` anchors what it writes there and judges by them.
+    if let Some(dir) = paths::data_dir(None) {
+        crate::machine::install(&dir);
+    }
     if let Some(verb) = &cli.verb {
         if let Some(code) = without_context(verb, &global).await? {
             return Ok(code);
@@ -246,6 +252,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Verb::Trust => trust::run(&ctx),
         Verb::Init { hosts, dry_run } => init::run(&ctx.root, hosts.as_deref(), dry_run, format),
+        Verb::Adopt { all } => adopt::run(&ctx, global.task.is_some(), all, format),
         Verb::Cockpit { open } => {
             cockpit::run(select_api(&global).await?.as_ref(), &ctx, open, format).await
         }

@@ -224,6 +224,18 @@ pub async fn run(
     config: Config,
 ) -> Result<(), DaemonError> {
     let data_dir = DataDir::take(&config.data_dir)?;
+    // The key that attests the consultations its jobs write, made the first time, and the
+    // heads of the tasks it writes: kept in the data directory, outside every repository.
+    let machine = crate::machine::install(&config.data_dir);
+    machine
+        .key_or_create()
+        .map_err(|source| DaemonError::DataDir {
+            context: format!(
+                "cannot make or read the attestation key `{}`",
+                crate::machine::attest::key_path(machine.data_dir()).display()
+            ),
+            source,
+        })?;
     // Orphaned descendants of process advisors come to the daemon, which stops them with
     // their exchange (they may have left the process group with `setsid`).
     if let Err(e) = advisord_adapters::process::contain::become_subreaper() {

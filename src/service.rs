@@ -27,12 +27,16 @@ use time::OffsetDateTime;
 
 /// Store `input` (one JSON object: `kind` plus the caller's fields) through the writer.
 ///
-/// A bad task name is a refusal here (`invalid_task`, exit 3), and nothing is created.
+/// A consultation is refused (`consultation_by_daemon_only`): every surface of `record`
+/// comes here, and only the daemon's jobs write consultations
+/// ([`Store::write_consultation`]). A bad task name is a refusal here (`invalid_task`,
+/// exit 3), and nothing is created.
 pub fn record(
     registry: &Registry,
     ctx: &RequestContext,
     input: &serde_json::Value,
 ) -> Result<Record, Error> {
+    crate::core::writer::refuse_consultation_by_caller(input).map_err(Error::Refused)?;
     let resolved = Resolved::resolve(ctx, registry).map_err(|e| match e {
         Error::InvalidTask(invalid) => Error::Refused(Refusal {
             reason: ReasonCode::InvalidTask,
@@ -174,9 +178,68 @@ fn verify_tasks(store: &Store, tasks: &[TaskName]) -> Result<VerifyReport, Error
             })
             .collect();
         let dir = store.task_dir(task).display().to_string();
-        reports.push(chain::verify_task(task, dir, &files));
+        let mut report = chain::verify_task(task, dir, &files);
+        if let Some(machine) = crate::machine::installed() {
+            judge_by_machine(&mut report, machine, store, task, &files);
+        }
+        reports.push(report);
     }
     Ok(VerifyReport { tasks: reports })
+}
+
+/// What this machine adds to a task's verification: an `unattested` finding for each
+/// consultation without a valid attestation of its key (every one, said plainly, when it
+/// has no key), and whether the task is `foreign` (its anchored head not in place).
+fn judge_by_machine(
+    report: &mut chain::TaskReport,
+    machine: &crate::machine::Machine,
+    store: &Store,
+    task: &TaskName,
+    files: &[chain::File],
+) {
+    use crate::machine::attest::{Unattested, Verdict};
+    let key = machine.key();
+    for file in files {
+        let Ok(record) = serde_json::from_slice::<Record>(file.bytes) else {
+            continue; // `unreadable` already
+        };
+        if !matches!(record.body, crate::core::records::Body::Consultation(_)) {
+            continue;
+        }
+        let verdict = match &key {
+            Ok(key) => key.check(&record),
+            Err(why) => Verdict::Unattested(Unattested::NoKey(why.clone())),
+        };
+        if let Verdict::Unattested(why) = verdict {
+            report.findings.push(chain::Finding {
+                file: file.name.to_string(),
+                sequence: file.sequence,
+                problem: chain::Problem::Unattested,
+                reason: None,
+                message: format!("consultation `{}` {}", record.id(), why.message()),
+            });
+        }
+    }
+    report.findings.sort_by_key(|f| f.sequence);
+    let anchored = machine.anchors(store.state_dir()).head(task);
+    let digest_of = |sequence: u64| {
+        files
+            .iter()
+            .find(|f| f.sequence == sequence)
+            .map(|f| chain::digest(f.bytes))
+    };
+    let at_anchor = anchored.as_ref().and_then(|h| digest_of(h.sequence));
+    let highest = files.last().map(|f| f.sequence);
+    report.foreign = chain::foreign(task, anchored.as_ref(), highest, |sequence| {
+        at_anchor
+            .as_deref()
+            .filter(|_| anchored.as_ref().is_some_and(|h| h.sequence == sequence))
+    });
+    report.trust = if report.foreign.is_some() {
+        chain::TaskTrust::Foreign
+    } else {
+        chain::TaskTrust::Local
+    };
 }
 
 /// Provider-independence and CI-credential findings for the root, or `path` under it.

@@ -110,6 +110,9 @@ struct TaskCache {
     /// The names in the task's directory that are not record files nor the store's own,
     /// as last listed.
     strays: Vec<String>,
+    /// The attestations of `records` checked so far against this machine's key (records
+    /// never change, so only new ones are checked).
+    attestations: Arc<chain::Attestations>,
     /// The size on disk of the records read.
     bytes: usize,
 }
@@ -515,6 +518,31 @@ fn extended(
     chain::extend_records(task, &cache.records, &cache.digests, progress, depth)
 }
 
+/// The digest of the cached record of `sequence`, if it is cached.
+fn digest_at(cache: &TaskCache, sequence: u64) -> Option<&str> {
+    let at = cache
+        .records
+        .binary_search_by_key(&sequence, |r| r.envelope.sequence)
+        .ok()?;
+    cache.digests.get(at).map(String::as_str)
+}
+
+/// What the daemon's job says of a consultation it writes ([`Store::write_consultation`]).
+pub struct Provenance<'a> {
+    /// The job that produced it.
+    pub job: &'a str,
+    /// What produced the answer (`vendor/model`, or what a mesh peer named), if known.
+    pub source: Option<&'a str>,
+    /// Whether the transport vouched for who answered: `false` records the answer but it
+    /// never counts as a review.
+    pub counts: bool,
+    /// The request's own credential values, removed by value from every string.
+    pub secrets: &'a [String],
+}
+
+/// The longest `source` a consultation keeps, in characters.
+const MAX_SOURCE_CHARS: usize = 200;
+
 fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
     move |source| StoreError::Io { context, source }
 }
@@ -609,7 +637,7 @@ impl Store {
             *cache = TaskCache::default();
         }
         self.refresh(task, &mut cache)?;
-        let trust = trust_of(task, &mut cache);
+        let trust = self.judged(task, &mut cache);
         let answer = f(&cache.records, &trust);
         let bytes = cache.bytes;
         drop(cache);
@@ -807,12 +835,71 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
     ) -> Result<Record, StoreError> {
+        self.write_as(task, input, plan_env, secrets, None)
+    }
+
+    /// Store a consultation a daemon's job drafted (`input`, without `source`), attested
+    /// with this machine's key (created the first time) as written by `provenance.job`.
+    ///
+    /// The one way a consultation that can count as a review is written: the runner calls
+    /// it for each outcome (its own advisors', a relayed mesh answer, an answered inbox
+    /// review). No surface reaches it; the `record` verb refuses consultations. Public for
+    /// the tests and fixtures that stand in for a job; the process must have installed its
+    /// data directory ([`crate::machine::install`]).
+    pub fn write_consultation(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        provenance: &Provenance,
+    ) -> Result<Record, StoreError> {
+        let machine = crate::machine::installed().ok_or_else(|| StoreError::Io {
+            context: "cannot attest a consultation: this process named no data directory to \
+                      keep the attestation key in (the daemon and the CLI install theirs)"
+                .to_string(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        })?;
+        let key = machine.key_or_create().map_err(io_error(format!(
+            "cannot make or read the attestation key `{}`; check that the data directory is \
+             yours and writable",
+            crate::machine::attest::key_path(machine.data_dir()).display()
+        )))?;
+        let mut input = input.clone();
+        if let (Some(object), Some(source)) = (input.as_object_mut(), provenance.source) {
+            let source: String = source
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_SOURCE_CHARS)
+                .collect();
+            if !source.trim().is_empty() {
+                object.insert("source".into(), serde_json::Value::String(source));
+            }
+        }
+        self.write_as(
+            task,
+            &input,
+            None,
+            provenance.secrets,
+            Some((&key, provenance)),
+        )
+    }
+
+    fn write_as(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+        attest: Option<(&crate::machine::attest::Key, &Provenance)>,
+    ) -> Result<Record, StoreError> {
+        let daemon = attest.is_some();
         let dir = self.task_dir(task);
         let fresh = !dir.exists();
         if fresh {
             // Judge the first record against the empty task before creating anything, so
             // a refusal leaves no trace at all.
-            let env = self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
+            let mut env =
+                self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
+            env.daemon = daemon;
             writer::admit(&[], input, &env)?;
             self.create_task_dir(&dir)?;
         }
@@ -832,11 +919,19 @@ impl Store {
             .unwrap_or_else(|| chain::GENESIS.to_string());
         // The writer refuses to build on a broken chain: the walk it keeps covers what it
         // wrote itself, so only records written by others are walked (and admitted again)
-        // here, once each.
-        let trust = writer_trust(task, &mut cache);
-        let env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
+        // here, once each. A plan (it never reuses a conclusion that is not vouched for)
+        // and a conclusion (only consultations that count are its review) also look at
+        // what the attestations and this machine vouch for; other writes need not.
+        let is_conclusion =
+            input.get("kind").and_then(serde_json::Value::as_str) == Some("conclusion");
+        let mut trust = writer_trust(task, &mut cache);
+        if plan_env.is_some() || is_conclusion {
+            trust = self.vouched(task, &mut cache, trust);
+        }
+        let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
+        env.daemon = daemon;
         let index = cache.rules.rules_index();
-        let record = writer::admit_indexed(&cache.records, index, input, &env)?;
+        let mut record = writer::admit_indexed(&cache.records, index, input, &env)?;
         if sequence > chain::MAX_SEQUENCE {
             return Err(StoreError::Io {
                 context: format!(
@@ -847,6 +942,19 @@ impl Store {
                 source: io::Error::from(io::ErrorKind::StorageFull),
             });
         }
+        if let Some((key, provenance)) = attest {
+            key.attest(&mut record, provenance.job, provenance.counts);
+        }
+        // This machine anchors the new head when it vouched for the task before it (or
+        // the task is new); a foreign task stays foreign until adopted.
+        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        let local = anchors.as_ref().is_some_and(|anchors| {
+            let highest = cache.records.last().map(|r| r.envelope.sequence);
+            chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
+                digest_at(&cache, s)
+            })
+            .is_none()
+        });
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
             context: format!("cannot serialise record `{}`", record.id()),
@@ -854,9 +962,20 @@ impl Store {
         })?;
         bytes.push(b'\n');
         write_atomically(&dir, &name, &bytes)?;
+        let digest = chain::digest(&bytes);
+        if let (true, Some(anchors)) = (local, &anchors) {
+            let head = chain::Head {
+                sequence,
+                hash: digest.clone(),
+            };
+            if let Err(e) = anchors.set(task, &head) {
+                // The record is stored; an older anchor still vouches for the task.
+                tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
+            }
+        }
         cache.highest = sequence;
         cache.records.push(record.clone());
-        cache.digests.push(chain::digest(&bytes));
+        cache.digests.push(digest);
         let written = fs::metadata(dir.join(&name)).ok();
         cache
             .files
@@ -891,7 +1010,40 @@ impl Store {
             prev,
             trust,
             secrets,
+            daemon: false,
         }
+    }
+
+    /// What the chain vouches for in `task` (the walk kept in `cache`, extended), judged
+    /// by this machine when the process installed its data directory: each new
+    /// consultation's attestation checked against its key, and the task's anchored head.
+    fn judged(&self, task: &TaskName, cache: &mut TaskCache) -> Trust {
+        let trust = trust_of(task, cache);
+        self.vouched(task, cache, trust)
+    }
+
+    /// `trust` with what the attestations and this machine vouch for in `task`.
+    fn vouched(&self, task: &TaskName, cache: &mut TaskCache, trust: Trust) -> Trust {
+        let Some(machine) = crate::machine::installed() else {
+            return trust;
+        };
+        if cache.attestations.judged() > cache.records.len() {
+            cache.attestations = Arc::default();
+        }
+        let from = cache.attestations.judged();
+        if from < cache.records.len() {
+            let key = machine.key();
+            // Shared with the trusts handed out before: copied only when new records came.
+            let attestations = Arc::make_mut(&mut cache.attestations);
+            crate::machine::attest::judge(&cache.records[from..], &key, attestations);
+            attestations.set_judged(cache.records.len());
+        }
+        let anchored = machine.anchors(&self.state_dir).head(task);
+        let highest = cache.records.last().map(|r| r.envelope.sequence);
+        let foreign = chain::foreign(task, anchored.as_ref(), highest, |s| digest_at(cache, s));
+        trust
+            .with_attestations(cache.attestations.clone())
+            .with_foreign(foreign)
     }
 
     /// The cache of `task`, created empty on first use.

@@ -305,6 +305,17 @@ pub enum Verb {
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
     Trust,
+    /// Accept a task this machine never wrote (a cloned repository's, or one rewritten
+    /// behind the daemon's back) as its own: anchor its current head, so plans may reuse
+    /// its conclusions and its attested consultations count
+    #[command(
+        after_help = "Examples:\n  advisor-consult adopt --task feature-x\n  advisor-consult adopt --all"
+    )]
+    Adopt {
+        /// Every task of the state directory, instead of the one named with `--task`
+        #[arg(long)]
+        all: bool,
+    },
     /// The JSON Schema of a stored record of KIND (`record` for any kind), as this
     /// binary ships it
     #[command(
@@ -414,6 +425,7 @@ impl Verb {
             Verb::Trust => "trust",
             Verb::Init { .. } => "init",
             Verb::Mesh { .. } => "mesh",
+            Verb::Adopt { .. } => "adopt",
             Verb::Mcp { .. } => "mcp",
             Verb::Reviews { .. } => "reviews",
             Verb::Schema { .. } => "schema",

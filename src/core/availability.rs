@@ -624,6 +624,7 @@ pub(crate) mod tests {
                 retry_after_s,
                 source: None,
                 finished_at: format_time(T0 + Duration::seconds(offset_s)),
+                attestation: None,
             }),
         )
     }

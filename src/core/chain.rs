@@ -139,6 +139,10 @@ pub enum Problem {
     /// A file in the task's directory that is not a record file by its name (see
     /// [`FileName`]): never read as a record.
     Stray,
+    /// A consultation without a valid attestation of this machine's daemon: it never
+    /// counts as a review. Reported by `verify`; it breaks no link, so nothing after it is
+    /// marked unverified.
+    Unattested,
 }
 
 impl Entry<'_> {
@@ -162,6 +166,7 @@ impl Problem {
             Problem::Computed => "computed",
             Problem::Rule => "rule",
             Problem::Stray => "stray",
+            Problem::Unattested => "unattested",
         }
     }
 }
@@ -697,7 +702,16 @@ impl<'r> Walker<'_, 'r> {
                 }
             }
         }
-        if c.reviewed_by != reviewed_by {
+        // The writer counts only the consultations whose attestation it could check, which
+        // the chain alone cannot tell: the stored review must be drawn from the completed
+        // consultations cited, in citation order, never more.
+        let mut candidates = reviewed_by.iter();
+        let drawn = c
+            .reviewed_by
+            .iter()
+            .all(|advisor| candidates.any(|a| a == advisor));
+        let count = c.independent_review_count as usize;
+        if !drawn {
             self.find(
                 i,
                 i,
@@ -708,7 +722,7 @@ impl<'r> Walker<'_, 'r> {
                     reviewed_by.join(", ")
                 ),
             );
-        } else if c.independent_review_count as usize != sources.len() {
+        } else if count > sources.len() || (count == 0) != c.reviewed_by.is_empty() {
             self.find(
                 i,
                 i,
@@ -806,6 +820,13 @@ pub struct TaskReport {
     pub state: ChainState,
     /// Every finding, in file order.
     pub findings: Vec<Finding>,
+    /// Whether this machine vouches for the task (`foreign`: never written here, or
+    /// rewritten behind its writers' backs; `advisor-consult adopt` accepts it).
+    #[serde(default)]
+    pub trust: TaskTrust,
+    /// Why the task is foreign.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<String>,
 }
 
 /// What `advisor-consult verify` found.
@@ -821,9 +842,9 @@ impl VerifyReport {
         self.tasks.iter().map(|t| t.findings.len()).sum()
     }
 
-    /// No finding: `verify` exits 0.
+    /// No finding and no foreign task: `verify` exits 0.
     pub fn passed(&self) -> bool {
-        self.findings() == 0
+        self.findings() == 0 && self.tasks.iter().all(|t| t.trust == TaskTrust::Local)
     }
 }
 
@@ -861,6 +882,127 @@ pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
         dir,
         state: walk.state,
         findings: walk.findings,
+        trust: TaskTrust::Local,
+        foreign: None,
+    }
+}
+
+/// What the edge found of the attestations of a task's consultations (it holds the key;
+/// the core is handed the verdicts).
+#[derive(Debug, Clone, Default)]
+pub struct Attestations {
+    /// Completed consultations whose attestation is valid and that may count.
+    counting: FxHashSet<String>,
+    /// Consultations without a valid attestation, and why, in one sentence each.
+    unattested: FxHashMap<String, String>,
+    /// How many records of the task were judged.
+    judged: usize,
+}
+
+impl Attestations {
+    /// Note that completed consultation `id` is validly attested and may count.
+    pub fn counting(&mut self, id: &str) {
+        self.counting.insert(id.to_string());
+    }
+
+    /// Note that consultation `id` carries no valid attestation, and `why`.
+    pub fn unattested(&mut self, id: &str, why: String) {
+        self.unattested.insert(id.to_string(), why);
+    }
+
+    /// How many records of the task were judged (the edge judges new ones only).
+    pub fn judged(&self) -> usize {
+        self.judged
+    }
+
+    /// Note that the task's first `records` were judged.
+    pub fn set_judged(&mut self, records: usize) {
+        self.judged = records;
+    }
+
+    /// Why consultation `id` is unattested, if it is.
+    pub fn why_unattested(&self, id: &str) -> Option<&str> {
+        self.unattested.get(id).map(String::as_str)
+    }
+}
+
+/// Whether this machine vouches for a task: `None` when it does, else why not.
+///
+/// A task is this machine's when the head its writers anchored (outside the repository) is
+/// in place: the record at the anchored sequence has the anchored hash. At most
+/// [`UNANCHORED_ALLOWANCE`] record may follow it, the one a crash between storing a record
+/// and anchoring it can leave (the next write anchors it). An empty task is nobody's to
+/// doubt. Anything else is `foreign`: records this machine never wrote (a cloned
+/// repository's), or a chain rewritten or rolled back behind its writers' backs.
+pub fn foreign<'d>(
+    task: &TaskName,
+    anchored: Option<&Head>,
+    highest: Option<u64>,
+    digest_at: impl Fn(u64) -> Option<&'d str>,
+) -> Option<String> {
+    let highest = highest?;
+    let adopt = format!(
+        "its conclusions are never reused and its consultations never count until \
+         `advisor-consult adopt --task {task}` accepts it"
+    );
+    let Some(anchored) = anchored else {
+        return Some(format!(
+            "this machine never wrote task `{task}` (no head of it is anchored in the data \
+             directory): a cloned repository's records, or written before heads were \
+             anchored; {adopt}"
+        ));
+    };
+    match digest_at(anchored.sequence) {
+        Some(hash) if hash == anchored.hash => {
+            if highest > anchored.sequence + UNANCHORED_ALLOWANCE {
+                Some(format!(
+                    "records {} to {highest} of task `{task}` follow record {}, the head this \
+                     machine anchored, without being anchored: written elsewhere and copied \
+                     in; {adopt}",
+                    anchored.sequence + 1,
+                    anchored.sequence
+                ))
+            } else {
+                None
+            }
+        }
+        Some(hash) => Some(format!(
+            "record {} of task `{task}` hashes to {hash}, not to {}, the head this machine \
+             anchored when it wrote it: the chain was rewritten behind its writers' backs; \
+             {adopt}",
+            anchored.sequence, anchored.hash
+        )),
+        None => Some(format!(
+            "record {} of task `{task}`, the head this machine anchored, is gone: the chain was \
+             replaced or rolled back behind its writers' backs; {adopt}",
+            anchored.sequence
+        )),
+    }
+}
+
+/// How many records may follow a task's anchored head (see [`foreign`]).
+pub const UNANCHORED_ALLOWANCE: u64 = 1;
+
+/// Whether this machine vouches for a task, as `status` and `verify` say it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskTrust {
+    /// Written here (its anchored head is in place), or adopted.
+    #[default]
+    Local,
+    /// Not vouched for by this machine: never reused, never counted until adopted.
+    Foreign,
+}
+
+impl TaskTrust {
+    /// The name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskTrust::Local => "local",
+            TaskTrust::Foreign => "foreign",
+        }
     }
 }
 
@@ -888,6 +1030,11 @@ pub struct Trust {
     /// The first finding of the walk, when the chain is broken: what `verify` reports
     /// first.
     pub first_finding: Option<Finding>,
+    /// The attestations the edge checked; `None` when none were (every consultation then
+    /// counts as the chain vouches: a caller that holds no key, such as the core's tests).
+    attestations: Option<std::sync::Arc<Attestations>>,
+    /// Why this machine does not vouch for the task; `None` when it does or was not asked.
+    foreign: Option<String>,
 }
 
 impl Trust {
@@ -903,6 +1050,7 @@ impl Trust {
             unverified,
             state: Some(walk.state),
             first_finding: walk.findings.into_iter().next(),
+            ..Trust::default()
         }
     }
 
@@ -923,6 +1071,7 @@ impl Trust {
             unverified,
             state: Some(progress.state()),
             first_finding: progress.findings().first().cloned(),
+            ..Trust::default()
         }
     }
 
@@ -939,6 +1088,53 @@ impl Trust {
     /// Whether the walk found the chain broken.
     pub fn is_broken(&self) -> bool {
         self.state.as_ref().is_some_and(|s| s.broken_at.is_some())
+    }
+
+    /// This trust with the attestations the edge checked.
+    pub fn with_attestations(mut self, attestations: std::sync::Arc<Attestations>) -> Trust {
+        self.attestations = Some(attestations);
+        self
+    }
+
+    /// This trust with whether this machine vouches for the task ([`foreign`]).
+    pub fn with_foreign(mut self, foreign: Option<String>) -> Trust {
+        self.foreign = foreign;
+        self
+    }
+
+    /// Why this machine does not vouch for the task, when it does not.
+    pub fn foreign(&self) -> Option<&str> {
+        self.foreign.as_deref()
+    }
+
+    /// `local` or `foreign`.
+    pub fn task_trust(&self) -> TaskTrust {
+        if self.foreign.is_some() {
+            TaskTrust::Foreign
+        } else {
+            TaskTrust::Local
+        }
+    }
+
+    /// Why consultation `id` is unattested, when the edge found it so.
+    pub fn unattested(&self, id: &str) -> Option<&str> {
+        self.attestations.as_ref()?.why_unattested(id)
+    }
+
+    /// Whether consultation `id` counts as a review: the chain vouches for it, this machine
+    /// vouches for the task, and its attestation is valid and counts (when checked).
+    pub fn counts_as_review(&self, id: &str) -> bool {
+        self.is_verified(id)
+            && self.foreign.is_none()
+            && self
+                .attestations
+                .as_ref()
+                .is_none_or(|a| a.counting.contains(id))
+    }
+
+    /// Whether a plan may reuse conclusion `id`: the chain and this machine vouch for it.
+    pub fn may_reuse(&self, id: &str) -> bool {
+        self.is_verified(id) && self.foreign.is_none()
     }
 }
 

@@ -689,6 +689,28 @@ pub struct Consultation {
     pub source: Option<String>,
     /// When the outcome was recorded (computed), RFC 3339 UTC.
     pub finished_at: String,
+    /// The daemon's word that one of its jobs wrote it (computed): without a valid one the
+    /// consultation is `unattested` and never counts as a review. Absent in records written
+    /// before attestations, and in any written outside a job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<Attestation>,
+}
+
+/// What the daemon writes into each consultation a job records: a MAC, with a key kept
+/// outside the repository, over the record's stored content (see `docs/records.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attestation {
+    /// The job that produced the consultation.
+    pub job: String,
+    /// Which key made the MAC: `sha256:` and the first 16 hex digits of the key's SHA-256.
+    pub key: String,
+    /// Whether it may count as a review: `false` when the transport did not vouch for who
+    /// answered (a mesh peer whose identity is not pinned).
+    pub counts: bool,
+    /// `hmac-sha256:` and the lower-case hex HMAC-SHA256 of the record serialised compactly
+    /// with this field's value empty.
+    pub mac: String,
 }
 
 /// One side of a disagreement.

@@ -74,8 +74,9 @@ pub struct CreditedReview {
 }
 
 /// The review a conclusion is credited with in a view: the completed consultations it
-/// cites that the hash chain vouches for — nobody when the chain does not vouch for the
-/// conclusion itself. Computed here, never read from the record, so an edited
+/// cites that count ([`Trust::counts_as_review`]: the hash chain vouches for them, their
+/// attestation is valid and counts, the task is not foreign) — nobody when the chain does
+/// not vouch for the conclusion itself. Computed here, never read from the record, so an edited
 /// `reviewed_by` or a hand-written consultation is not believed.
 pub fn credited_review<'r>(
     conclusion: &Record,
@@ -91,7 +92,7 @@ pub fn credited_review<'r>(
     let mut reviewed_by: Vec<String> = Vec::new();
     let mut sources: Vec<&str> = Vec::new();
     for id in &c.consultations {
-        let Some(record) = record_of(id).filter(|r| trust.is_verified(r.id())) else {
+        let Some(record) = record_of(id).filter(|r| trust.counts_as_review(r.id())) else {
             continue;
         };
         if let Body::Consultation(x) = &record.body {

@@ -66,11 +66,13 @@ pub enum ReasonCode {
     /// A write into a task whose chain is broken: the writer never builds on what
     /// `verify` does not vouch for.
     ChainBroken,
+    /// A consultation given to `record`: only the daemon writes consultations.
+    ConsultationByDaemonOnly,
 }
 
 impl ReasonCode {
     /// Every code, in the order `docs/records.md` lists them.
-    pub const ALL: [ReasonCode; 18] = [
+    pub const ALL: [ReasonCode; 19] = [
         ReasonCode::MaterialWithoutEvidence,
         ReasonCode::PlanIsComputed,
         ReasonCode::AdvisorNotSelected,
@@ -89,6 +91,7 @@ impl ReasonCode {
         ReasonCode::InvalidField,
         ReasonCode::InvalidTask,
         ReasonCode::ChainBroken,
+        ReasonCode::ConsultationByDaemonOnly,
     ];
 
     /// The code as written in refusals.
@@ -112,8 +115,32 @@ impl ReasonCode {
             ReasonCode::InvalidField => "invalid_field",
             ReasonCode::InvalidTask => "invalid_task",
             ReasonCode::ChainBroken => "chain_broken",
+            ReasonCode::ConsultationByDaemonOnly => "consultation_by_daemon_only",
         }
     }
+}
+
+/// What writes consultations, as a refusal names it.
+const WHO_WRITES_CONSULTATIONS: &str = "a consultation job (`advisor-consult consult ID`, \
+     the MCP tool `consult` or `POST /api/v1/consultations`), a relayed mesh answer or an \
+     answered inbox review (`advisor-consult reviews answer ID`)";
+
+/// Refuse `input` when it is a consultation given to the `record` verb: a consultation says
+/// that an advisor was asked and answered, so only the daemon's jobs write one (every
+/// surface of `record`, the daemon's and `--no-daemon` alike, asks this first).
+pub fn refuse_consultation_by_caller(input: &Value) -> Result<(), Refusal> {
+    if input.get("kind").and_then(Value::as_str) != Some(Kind::Consultation.as_str()) {
+        return Ok(());
+    }
+    Err(refuse(
+        ReasonCode::ConsultationByDaemonOnly,
+        format!(
+            "a consultation cannot be recorded by hand: it says that an advisor was asked and \
+             answered, so only the daemon writes one, from {WHO_WRITES_CONSULTATIONS}; ask for \
+             the review with `advisor-consult consult ASSESSMENT_ID` and cite the consultations \
+             it records"
+        ),
+    ))
 }
 
 /// A refusal: the reason code and one plain sentence naming the rule.
@@ -147,7 +174,14 @@ pub struct WriteEnv<'a> {
     /// The credential values the request itself carried: removed by value from every
     /// string, whatever their shape (named `credential_value` in `redacted`).
     pub secrets: &'a [String],
+    /// Whether this is the daemon's own consultation (`Store::write_consultation`): only
+    /// then may the input name [`DAEMON_FIELDS`].
+    pub daemon: bool,
 }
+
+/// Fields only the daemon's own consultations carry (what produced the answer): refused
+/// from any other writer as computed, so a caller cannot name its own source.
+pub const DAEMON_FIELDS: [&str; 1] = ["source"];
 
 /// Admit the caller's `input` (one JSON object: `kind` plus fields) against the task's
 /// `existing` records, returning the record to store or a refusal.
@@ -184,7 +218,7 @@ pub fn admit_indexed(
     }
     let mut object = object.clone();
     let kind = take_kind(&mut object)?;
-    refuse_computed(&object)?;
+    refuse_computed(&object, env.daemon)?;
     let task = rules::Task::indexed(existing, env.task, env.trust, index);
     if kind == Kind::Plan {
         return admit_plan(&task, object, env);
@@ -283,11 +317,14 @@ fn take_kind(object: &mut Map<String, Value>) -> Result<Kind, Refusal> {
     }
 }
 
-/// Refuse any envelope or computed field: those are the writer's to assign.
-fn refuse_computed(object: &Map<String, Value>) -> Result<(), Refusal> {
-    let supplied = object
-        .keys()
-        .find(|k| ENVELOPE_FIELDS.contains(&k.as_str()) || COMPUTED_FIELDS.contains(&k.as_str()));
+/// Refuse any envelope or computed field: those are the writer's to assign (and the
+/// daemon's fields, unless the daemon writes).
+fn refuse_computed(object: &Map<String, Value>, daemon: bool) -> Result<(), Refusal> {
+    let supplied = object.keys().find(|k| {
+        ENVELOPE_FIELDS.contains(&k.as_str())
+            || COMPUTED_FIELDS.contains(&k.as_str())
+            || (!daemon && DAEMON_FIELDS.contains(&k.as_str()))
+    });
     match supplied {
         None => Ok(()),
         Some(key) => Err(refuse(
@@ -350,14 +387,15 @@ fn admit_plan(
                 .to_string(),
         ));
     };
-    // A conclusion after a break in the chain is not believed, so it is never reused.
+    // A conclusion after a break in the chain, or in a task this machine does not vouch
+    // for (`foreign`), is not believed, so it is never reused.
     let verified: Vec<Record>;
     let records = match env.trust {
-        Some(trust) if !trust.all_verified() => {
+        Some(trust) if !trust.all_verified() || trust.foreign().is_some() => {
             verified = task
                 .records()
                 .iter()
-                .filter(|r| trust.is_verified(r.id()))
+                .filter(|r| trust.may_reuse(r.id()))
                 .cloned()
                 .collect();
             &verified[..]
@@ -470,8 +508,25 @@ pub fn readmit_indexed(
         trust: None,
         // Stored text is already scrubbed: re-admitting it removes nothing more.
         secrets: &[],
+        // A stored consultation's source is judged by its shape like any field.
+        daemon: true,
     };
-    admit_indexed(earlier, index, &input, &env).map(Some)
+    let mut again = admit_indexed(earlier, index, &input, &env)?;
+    match (&mut again.body, &record.body) {
+        // The attestation is the daemon's MAC, checked at the edge against its key.
+        (Body::Consultation(again), Body::Consultation(stored)) => {
+            again.attestation.clone_from(&stored.attestation);
+        }
+        // Which consultations count depends on their attestations, which the writer was
+        // handed when it stored the conclusion; the chain's walk judges the stored review
+        // against the consultations it cites.
+        (Body::Conclusion(again), Body::Conclusion(stored)) => {
+            again.reviewed_by.clone_from(&stored.reviewed_by);
+            again.independent_review_count = stored.independent_review_count;
+        }
+        _ => {}
+    }
+    Ok(Some(again))
 }
 
 /// `now` as written in records: RFC 3339 in UTC with milliseconds and a `Z`, so every

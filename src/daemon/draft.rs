@@ -26,15 +26,22 @@ fn cap(text: &str, max: usize) -> String {
     cut
 }
 
-/// The consultation record input for `advisor`'s `outcome` under `plan`; a completed one
-/// names `source`, what produced the answer (the outcome's own, when its adapter reported
-/// one, wins).
-pub fn consultation_input(
-    plan: &str,
-    advisor: &str,
-    source: Option<&str>,
-    outcome: &Outcome,
-) -> Value {
+/// What produced a completed `outcome`'s answer: the outcome's own source, when its
+/// adapter reported one, else the catalogue's `source` of the advisor; `None` for a
+/// failure. The store writes it into the consultation ([`crate::store::Provenance`]); no
+/// caller can name it.
+pub fn answer_source(catalogue: Option<&str>, outcome: &Outcome) -> Option<String> {
+    outcome
+        .result
+        .as_ref()
+        .ok()
+        .and(outcome.source.as_deref().or(catalogue))
+        .map(|source| cap(source, 200))
+}
+
+/// The consultation record input for `advisor`'s `outcome` under `plan` (what produced the
+/// answer is [`answer_source`], handed to the store beside it).
+pub fn consultation_input(plan: &str, advisor: &str, outcome: &Outcome) -> Value {
     let mut fields = Map::new();
     fields.insert("kind".into(), json!("consultation"));
     fields.insert("plan".into(), json!(plan));
@@ -50,9 +57,6 @@ pub fn consultation_input(
             fields.insert("falsifiers".into(), json!(answer.falsifiers));
             if let Some(confidence) = answer.confidence {
                 fields.insert("confidence".into(), json!(confidence));
-            }
-            if let Some(source) = outcome.source.as_deref().or(source) {
-                fields.insert("source".into(), json!(cap(source, 200)));
             }
         }
         Err(failure) => {
@@ -214,6 +218,7 @@ mod tests {
                 retry_after_s: None,
                 source: None,
                 finished_at: "2026-01-01T00:00:00Z".into(),
+                attestation: None,
             }),
         }
     }
@@ -308,12 +313,25 @@ mod tests {
             source: None,
             vouched: true,
         };
-        let v = consultation_input("P", "a1", Some("v/m"), &answered);
+        let v = consultation_input("P", "a1", &answered);
         assert_eq!(v["status"], "completed");
         assert_eq!(v["stance"], "alternative");
         assert_eq!(v["confidence"], 0.7);
         assert_eq!(v["usage"]["output_tokens"], 5);
-        assert_eq!(v["source"], "v/m");
+        // What produced it is the store's to write, never part of the drafted input.
+        assert!(v.get("source").is_none());
+        assert_eq!(
+            answer_source(Some("v/m"), &answered).as_deref(),
+            Some("v/m")
+        );
+        let reported = Outcome {
+            source: Some("mesh peer".into()),
+            ..answered.clone()
+        };
+        assert_eq!(
+            answer_source(Some("v/m"), &reported).as_deref(),
+            Some("mesh peer")
+        );
         assert!(v.get("failure").is_none());
         let failed = Outcome {
             result: Err(Failure {
@@ -327,7 +345,8 @@ mod tests {
             source: None,
             vouched: true,
         };
-        let v = consultation_input("P", "a1", Some("v/m"), &failed);
+        assert_eq!(answer_source(Some("v/m"), &failed), None);
+        let v = consultation_input("P", "a1", &failed);
         assert_eq!(v["status"], "failed");
         assert_eq!(v["failure"], "rate_limited");
         assert_eq!(v["retry_after_s"], 30);
@@ -344,7 +363,7 @@ mod tests {
             source: None,
             vouched: true,
         };
-        assert!(consultation_input("P", "a1", Some("v/m"), &silent)
+        assert!(consultation_input("P", "a1", &silent)
             .get("diagnostic")
             .is_none());
         // An answer of only whitespace is `empty`, and its tokens are still recorded.
@@ -359,7 +378,7 @@ mod tests {
             source: None,
             vouched: true,
         };
-        let v = consultation_input("P", "a1", None, &empty);
+        let v = consultation_input("P", "a1", &empty);
         assert_eq!(v["failure"], "empty");
         assert_eq!(v["usage"]["input_tokens"], 7);
     }

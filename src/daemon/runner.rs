@@ -37,14 +37,11 @@ enum Ending {
 }
 
 /// What became of one selected advisor's exchange.
-// One per selected advisor, moved once through a channel: boxing the outcome would add an
-// allocation per exchange to save a few hundred bytes that live for one job.
-#[allow(clippy::large_enum_variant)]
 enum Exchange {
     /// It never started (the job was cancelled, or the daemon is stopping).
     NotStarted,
-    /// It ran (or timed out waiting for its turn).
-    Ran(Outcome),
+    /// It ran (or timed out waiting for its turn); boxed, as an outcome is large.
+    Ran(Box<Outcome>),
 }
 
 /// Run `entry` to its end (or until the daemon stops), journaling its state and emitting
@@ -417,7 +414,7 @@ async fn consult_and_record(
                         .await
                 }
                 (None, _, _) if turn.advisor.starts_with(advisord_adapters::mesh::ID_PREFIX) => {
-                    Exchange::Ran(Outcome {
+                    Exchange::Ran(Box::new(Outcome {
                         result: Err(Failure::new(
                             FailureKind::Unavailable,
                             &format!("peer `{}` has left the mesh", turn.advisor),
@@ -426,16 +423,16 @@ async fn consult_and_record(
                         duration_ms: 0,
                         source: None,
                         vouched: true,
-                    })
+                    }))
                 }
-                (None, _, _) => Exchange::Ran(unreachable_outcome(format!(
+                (None, _, _) => Exchange::Ran(Box::new(unreachable_outcome(format!(
                     "advisor `{}` is no longer in the catalogue; add it back or plan again",
                     turn.advisor
-                ))),
-                (Some(e), _, _) => Exchange::Ran(unreachable_outcome(format!(
+                )))),
+                (Some(e), _, _) => Exchange::Ran(Box::new(unreachable_outcome(format!(
                     "no adapter named `{}` for advisor `{}`; fix its `adapter` in the catalogue",
                     e.adapter, e.id
-                ))),
+                )))),
             };
             let _ = tx.send(exchange);
         });
@@ -456,7 +453,7 @@ async fn consult_and_record(
                 interrupted = true;
                 continue;
             }
-            Exchange::Ran(outcome) => outcome,
+            Exchange::Ran(outcome) => *outcome,
         };
         tracing::debug!(job = %entry.id(), advisor = %advisor, ok = outcome.result.is_ok(), "exchange ended");
         let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
@@ -466,8 +463,23 @@ async fn consult_and_record(
             interrupted = true;
             continue;
         }
-        let input = draft::consultation_input(plan_id, &advisor, source.as_deref(), &outcome);
-        match write_consultation(&store, &task, plan_id, &advisor, input, secrets.clone()).await {
+        let input = draft::consultation_input(plan_id, &advisor, &outcome);
+        let made = Made {
+            job: entry.id().to_string(),
+            source: draft::answer_source(source.as_deref(), &outcome),
+            counts: outcome.vouched,
+        };
+        match write_consultation(
+            &store,
+            &task,
+            plan_id,
+            &advisor,
+            input,
+            secrets.clone(),
+            made,
+        )
+        .await
+        {
             Ok(record) => {
                 tracing::debug!(job = %entry.id(), advisor = %advisor, "consultation recorded");
                 entry.update(|job| {
@@ -534,13 +546,13 @@ impl Turn {
                     "no free turn before the deadline: the advisor's `max_concurrent` exchanges \
                      were all busy with other jobs",
                 );
-                return Exchange::Ran(Outcome {
+                return Exchange::Ran(Box::new(Outcome {
                     result: Err(failure),
                     usage: None,
                     duration_ms: millis(waited.elapsed()),
                     source: None,
                     vouched: true,
-                });
+                }));
             }
             permit = slots.acquire_owned() => match permit {
                 Ok(permit) => permit,
@@ -601,7 +613,7 @@ impl Turn {
             diagnostic,
             duration_ms: outcome.duration_ms,
         });
-        Exchange::Ran(outcome)
+        Exchange::Ran(Box::new(outcome))
     }
 }
 
@@ -640,8 +652,16 @@ fn env_lookup(context: &RequestContext) -> EnvLookup {
     })
 }
 
-/// Store one consultation; a duplicate (the advisor already recorded for this plan, by a
-/// resumed run or by hand) is taken as recorded.
+/// What the job says of a consultation it stores, beside the drafted input.
+struct Made {
+    job: String,
+    source: Option<String>,
+    /// Whether the transport vouched for who answered.
+    counts: bool,
+}
+
+/// Store one consultation, attested as the job's; a duplicate (the advisor already
+/// recorded for this plan, by a resumed run) is taken as recorded.
 async fn write_consultation(
     store: &Arc<Store>,
     task: &TaskName,
@@ -649,6 +669,7 @@ async fn write_consultation(
     advisor: &str,
     input: serde_json::Value,
     secrets: Arc<[String]>,
+    made: Made,
 ) -> Result<Record, String> {
     let (store, task, plan, advisor) = (
         store.clone(),
@@ -657,7 +678,13 @@ async fn write_consultation(
         advisor.to_string(),
     );
     let written = tokio::task::spawn_blocking(move || {
-        match store.write_scrubbing(&task, &input, None, &secrets) {
+        let provenance = crate::store::Provenance {
+            job: &made.job,
+            source: made.source.as_deref(),
+            counts: made.counts,
+            secrets: &secrets,
+        };
+        match store.write_consultation(&task, &input, &provenance) {
             Ok(record) => Ok(record),
             Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => store
                 .with_records(&task, |records| consultation_of(records, &plan, &advisor))

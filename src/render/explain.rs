@@ -168,6 +168,14 @@ fn header<T>(out: &mut Out, indent: usize, kind: Kind, item: &Item<T>) {
              verify` says why)",
         );
     }
+    if item.unattested && !item.unverified {
+        out.para(
+            indent + 2,
+            2,
+            "UNATTESTED: not written by this machine's daemon; never counted as a review \
+             (`advisor-consult verify` says why)",
+        );
+    }
     if !item.redacted.is_empty() {
         out.field(indent + 2, "redacted", &item.redacted.join(", "));
     }

@@ -28,6 +28,7 @@ impl Render for StatusView {
         if let Some(chain) = &self.chain {
             chain_plain(&mut out, chain);
         }
+        trust_plain(&mut out, self.foreign.as_deref(), self.unattested);
         for assessment in &self.assessments {
             out.blank();
             assessment_plain(&mut out, assessment);
@@ -257,11 +258,35 @@ pub(super) fn chain_plain(out: &mut Out, chain: &ChainState) {
     }
 }
 
+/// Whether this machine vouches for the task (`FOREIGN` and why) and how many of its
+/// consultations are unattested; nothing for a local task whose consultations all are.
+pub(super) fn trust_plain(out: &mut Out, foreign: Option<&str>, unattested: usize) {
+    if let Some(why) = foreign {
+        out.para(0, 2, &format!("trust: FOREIGN: {why}"));
+    }
+    if unattested > 0 {
+        out.para(
+            0,
+            2,
+            &format!(
+                "attestation: {unattested} consultation{} UNATTESTED (not written by this \
+                 machine's daemon): shown, never counted as a review; `advisor-consult verify` \
+                 says why",
+                plural(unattested)
+            ),
+        );
+    }
+}
+
 /// One consultation's line, written into `line` (cleared first): a task has thousands.
 fn consultation_line(line: &mut String, c: &ConsultationLine) {
     use std::fmt::Write as _;
     line.clear();
-    let mark = if c.unverified { "UNVERIFIED " } else { "" };
+    let mark = match (c.unverified, c.unattested) {
+        (true, _) => "UNVERIFIED ",
+        (false, true) => "UNATTESTED ",
+        (false, false) => "",
+    };
     // Writing to a `String` never fails.
     let _ = write!(line, "{mark}{} (#{}) ", c.advisor, c.sequence);
     match c.status {

@@ -1,6 +1,6 @@
 //! Plain and table text of `verify`.
 
-use super::status::{chain_plain, plural};
+use super::status::{chain_plain, plural, trust_plain};
 use super::text::{Out, Table};
 use super::Render;
 use crate::core::chain::VerifyReport;
@@ -21,6 +21,7 @@ impl Render for VerifyReport {
                 ),
             );
             chain_plain(&mut out, &task.state);
+            trust_plain(&mut out, task.foreign.as_deref(), 0);
             for f in &task.findings {
                 out.para(
                     2,
@@ -36,6 +37,9 @@ impl Render for VerifyReport {
     fn table(&self) -> String {
         let mut table = Table::new(&["task", "file", "problem", "message"]);
         for task in &self.tasks {
+            if let Some(why) = &task.foreign {
+                table.row(&[task.task.as_str(), "", "foreign", why.as_str()]);
+            }
             for f in &task.findings {
                 table.row(&[
                     task.task.as_str(),
@@ -52,6 +56,18 @@ impl Render for VerifyReport {
 fn summary(report: &VerifyReport) -> String {
     let tasks = report.tasks.len();
     let records: usize = report.tasks.iter().map(|t| t.state.records).sum();
+    let foreign = report.tasks.iter().filter(|t| t.foreign.is_some()).count();
+    let line = summary_of_findings(report, tasks, records);
+    if foreign == 0 {
+        return line;
+    }
+    format!(
+        "{line}; {foreign} task{} FOREIGN (accept with `advisor-consult adopt`)",
+        plural(foreign)
+    )
+}
+
+fn summary_of_findings(report: &VerifyReport, tasks: usize, records: usize) -> String {
     match report.findings() {
         0 => format!(
             "verify: no findings in {tasks} task{}, {records} record{}",

@@ -831,7 +831,7 @@ fn spend_and_budgets_end_to_end() {
         if let Some(usage) = usage {
             c["usage"] = usage;
         }
-        project.record(c)
+        project.record_consultation(c)
     };
     let alpha = id_of(&consultation(
         "alpha",

@@ -6,6 +6,7 @@
 mod support;
 
 mod agent_hosts;
+mod attest;
 mod cli;
 mod client;
 mod client_remote;

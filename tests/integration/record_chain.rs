@@ -69,8 +69,8 @@ fn flow() -> Flow {
         .map(|s| s["advisor"].as_str().expect("an advisor"))
         .collect();
     assert_eq!(selected, ["alpha", "beta"], "{plan_record}");
-    let alpha = id_of(&project.record(consultation(&plan, "alpha")));
-    let beta = id_of(&project.record(consultation(&plan, "beta")));
+    let alpha = id_of(&project.record_consultation(consultation(&plan, "alpha")));
+    let beta = id_of(&project.record_consultation(consultation(&plan, "beta")));
     let conclusion = id_of(&project.record(json!({
         "kind": "conclusion", "assessment": assessment, "decision": "keep SQLite",
         "rationale": "both advisors agree", "consultations": [alpha, beta],
@@ -393,24 +393,45 @@ fn records_written_before_the_chain_still_read_and_the_chain_starts_after_them()
     // A task whose first records predate the chain (schema 1, no `prev`): it reads, the
     // writer chains the next record to the last old one, and `verify` says where the chain
     // starts.
+    // Records that old carry no attestation either, and this machine anchored none of
+    // them: the user adopts the task, and its consultations still say they are unattested.
     let f = flow();
     for sequence in 1..=6 {
         let mut record = read_record(&f.project, sequence);
         let object = record.as_object_mut().expect("an object");
         object.remove("prev");
+        object.remove("attestation");
         object.insert("schema".into(), json!(1));
         write_record(&f.project, sequence, &record);
     }
     let status = json_of(&f.project, &["status"], 0);
+    assert_eq!(status["trust"], "foreign", "{status}");
+    f.project
+        .cli()
+        .args(["adopt", "--task", "default"])
+        .run()
+        .expect_exit(0);
+    let status = json_of(&f.project, &["status"], 0);
+    assert_eq!(status["trust"], "local", "{status}");
     assert!(status["chain"].get("chained_from").is_none(), "{status}");
+    assert_eq!(status["unattested"], 2, "{status}");
     let line = conclusion_line(&status, &f.conclusion);
-    assert_eq!(line["reviewed_by"], json!(["alpha", "beta"]));
+    assert_eq!(line["reviewed_by"], json!([]), "{status}");
     f.project
         .record(json!({"kind": "attempt", "assessment": f.assessment,
         "tried": "a second writer", "failure_observed": "lock contention"}));
-    let verify = json_of(&f.project, &["verify"], 0);
+    // The chain holds from #7; the two old consultations are the only findings.
+    let verify = json_of(&f.project, &["verify"], 1);
     assert_eq!(verify["tasks"][0]["chained_from"], 7);
-    let plain = f.project.cli().args(["verify"]).run().expect_exit(0);
+    assert_eq!(verify["tasks"][0]["trust"], "local");
+    let problems: Vec<&Value> = verify["tasks"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| &f["problem"])
+        .collect();
+    assert_eq!(problems, [&json!("unattested"), &json!("unattested")]);
+    let plain = f.project.cli().args(["verify"]).run().expect_exit(1);
     assert!(plain.stdout.contains("intact from #7"), "{}", plain.stdout);
     // An old record edited before the chain's first link is caught through that link.
     let mut six = read_record(&f.project, 6);

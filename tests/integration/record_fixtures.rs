@@ -117,6 +117,7 @@ fn the_samples_still_admit_in_order() {
                 .unwrap_or_else(|| GENESIS.to_string()),
             trust: None,
             secrets: &[],
+            daemon: true,
         };
         let mut again = admit(&earlier, &input, &env)
             .unwrap_or_else(|r| panic!("`{}` is refused now: {}", path.display(), r.message));

@@ -42,6 +42,10 @@ pub struct Item<T> {
     /// empty, and a consultation reviews nothing).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unverified: bool,
+    /// A consultation without a valid attestation of this machine's daemon: shown, never
+    /// counted as a review.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unattested: bool,
     /// The fields of its kind.
     #[serde(flatten)]
     pub fields: T,
@@ -152,6 +156,7 @@ pub fn explain(records: &[Record], id: &str, trust: &Trust) -> Result<ExplainVie
         redacted: record.envelope.redacted.clone(),
         asked: record.id() == asked.id(),
         unverified: !trust.is_verified(record.id()),
+        unattested: trust.unattested(record.id()).is_some(),
         fields: (),
     };
     let mut view = ExplainView {
@@ -236,6 +241,7 @@ fn with<T>(item: Item<()>, fields: T) -> Item<T> {
         redacted: item.redacted,
         asked: item.asked,
         unverified: item.unverified,
+        unattested: item.unattested,
         fields,
     }
 }

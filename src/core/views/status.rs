@@ -15,7 +15,7 @@
 //! validated.
 
 use super::{credited_review, summary, ValidationState};
-use crate::core::chain::{ChainState, Trust};
+use crate::core::chain::{ChainState, TaskTrust, Trust};
 use crate::core::cost::{Cost, Spend};
 use crate::core::records::{
     Assessment, Body, Confidence, ConsultationStatus, FailureKind, Kind, Materiality, Mode, Record,
@@ -77,6 +77,17 @@ pub struct StatusView {
     /// rewritten chain) and where it is broken; absent when it was not walked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain: Option<ChainState>,
+    /// Whether this machine vouches for the task: `foreign` (never written here, or
+    /// rewritten behind its writers' backs) reuses no conclusion and counts no review
+    /// until `advisor-consult adopt` accepts it.
+    #[serde(default)]
+    pub trust: TaskTrust,
+    /// Why the task is foreign.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<String>,
+    /// How many of its consultations carry no valid attestation (they never count).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unattested: usize,
     /// Each assessment, in sequence order.
     pub assessments: Vec<AssessmentStatus>,
     /// Every record, in sequence order.
@@ -204,6 +215,10 @@ pub struct ConsultationLine {
     /// After a break in the hash chain: shown, never counted as a review.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unverified: bool,
+    /// Without a valid attestation of this machine's daemon: shown, never counted as a
+    /// review.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unattested: bool,
 }
 
 /// A disagreement and its resolutions.
@@ -386,6 +401,12 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
         task: ordered.first().map(|r| r.envelope.task.clone()),
         records: records.len(),
         chain: trust.state.clone(),
+        trust: trust.task_trust(),
+        foreign: trust.foreign().map(str::to_string),
+        unattested: records
+            .iter()
+            .filter(|r| trust.unattested(r.id()).is_some())
+            .count(),
         assessments,
         timeline,
         tokens: pass.tokens,
@@ -480,6 +501,7 @@ impl<'r> Pass<'r, '_> {
                     duration_ms: c.duration_ms,
                     usage: c.usage,
                     unverified: !verified,
+                    unattested: self.trust.unattested(id).is_some(),
                     cost: None,
                 });
             }
@@ -622,6 +644,10 @@ fn state_of(view: &AssessmentStatus, diverges: bool) -> State {
     } else {
         State::Open
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

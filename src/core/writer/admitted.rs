@@ -470,6 +470,8 @@ fn run(seed: u64) -> (Task, BTreeSet<&'static str>) {
             prev: task.prev(),
             trust: None,
             secrets: if rng.chance(50) { &secrets } else { &[] },
+            // Consultations come only from the daemon's path: judge what it may write.
+            daemon: true,
         };
         match admit(&task.records, &input, &env) {
             Ok(record) => task.store(record, input),

@@ -41,12 +41,13 @@ pub const MAX_ASKED_CHARS: usize = 24 * 1024;
 pub const MAX_PROMPT_CHARS: usize = 1024 * 1024;
 
 /// Fields of some kind that the writer computes.
-pub const COMPUTED_FIELDS: [&str; 5] = [
+pub const COMPUTED_FIELDS: [&str; 6] = [
     "reviewed_by",
     "independent_review_count",
     "finished_at",
     "prompt_bytes",
     "prompt_sha256",
+    "attestation",
 ];
 
 /// What a field's value must look like.

@@ -126,7 +126,7 @@ impl Index {
 pub(super) struct Task<'a> {
     records: &'a [Record],
     name: &'a TaskName,
-    /// Which records the chain vouches for; `None` vouches for all.
+    /// What the chain, the attestations and this machine vouch for; `None` believes all.
     trust: Option<&'a Trust>,
     index: std::borrow::Cow<'a, Index>,
 }
@@ -167,12 +167,13 @@ impl<'a> Task<'a> {
         self.index.last.get(id).map(|&at| &self.records[at])
     }
 
-    /// Whether consultation `record` counts as a review: it completed, and the chain
-    /// vouches for it. The one place that decides what a conclusion's `reviewed_by` and
+    /// Whether consultation `record` counts as a review: it completed, the chain vouches
+    /// for it, its attestation is valid and counts, and this machine vouches for the task.
+    /// The one place that decides what a conclusion's `reviewed_by` and
     /// `independent_review_count` count.
     fn counts_as_review(&self, record: &Record, consultation: &Consultation) -> bool {
         consultation.status == ConsultationStatus::Completed
-            && self.trust.is_none_or(|t| t.is_verified(record.id()))
+            && self.trust.is_none_or(|t| t.counts_as_review(record.id()))
     }
 
     pub(super) fn records(&self) -> &'a [Record] {
@@ -651,6 +652,7 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
     let mut reviewed_by: Vec<String> = Vec::new();
     let mut sources: Vec<&str> = Vec::new();
     for (record, c) in cited {
+        // Unattested, unverified, or in a task this machine does not vouch for: no review.
         if !task.counts_as_review(record, c) {
             continue;
         }

@@ -40,6 +40,7 @@ impl Fixture {
             prev: crate::core::chain::GENESIS.to_string(),
             trust: self.trust.as_ref(),
             secrets: &[],
+            daemon: false,
         };
         admit(&self.records, input, &env)
     }
@@ -281,6 +282,20 @@ fn every_reason_code() {
         (
             "redacted supplied",
             json!({"kind": "attempt", "redacted": []}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "a caller's source",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "stance": "supports",
+                "source": "another/model"}),
+            ComputedFieldSupplied,
+        ),
+        (
+            "attestation supplied",
+            json!({"kind": "consultation", "plan": w.p_mat, "advisor": "gamma",
+                "status": "completed", "conclusion": "c", "stance": "supports",
+                "attestation": {"job": "J", "key": "k", "counts": true, "mac": "m"}}),
             ComputedFieldSupplied,
         ),
         (
@@ -778,6 +793,17 @@ fn every_reason_code() {
         ChainBroken,
     );
     seen.insert(ChainBroken.as_str());
+    // Every surface of `record` asks this before the writer: consultations are the
+    // daemon's to write.
+    let by_hand = json!({"kind": "consultation", "plan": w.p_mat, "advisor": "alpha",
+        "status": "completed", "conclusion": "c", "stance": "supports"});
+    let refused = refuse_consultation_by_caller(&by_hand).expect_err("refused");
+    assert_eq!(refused.reason, ConsultationByDaemonOnly);
+    for names in ["consultation job", "mesh answer", "inbox review"] {
+        assert!(refused.message.contains(names), "{}", refused.message);
+    }
+    assert!(refuse_consultation_by_caller(&json!({"kind": "assessment"})).is_ok());
+    seen.insert(refused.reason.as_str());
     // `invalid_task` is the only code the writer cannot give: a `TaskName` is valid by
     // construction, and the edges that build one (CLI, daemon) refuse bad names.
     let missing: Vec<&str> = ReasonCode::ALL
@@ -833,6 +859,7 @@ fn a_plan_is_computed_by_the_policy() {
         prev: crate::core::chain::GENESIS.to_string(),
         trust: None,
         secrets: &[],
+        daemon: false,
     };
     let record = admit(
         &w.f.records,
@@ -1562,6 +1589,7 @@ fn sizes_are_judged_on_the_cleaned_text() {
         prev: chain::GENESIS.to_string(),
         trust: None,
         secrets: &secrets,
+        daemon: false,
     };
     let mut input = assessment("s", "low");
     // 198 characters as given; each value becomes `[redacted:credential_value]`.

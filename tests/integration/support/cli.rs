@@ -120,6 +120,37 @@ impl Project {
         }
     }
 
+    /// The data directory of the runs (from their `HOME`): this machine's attestation key
+    /// and anchored heads.
+    pub fn data(&self) -> PathBuf {
+        self.outside().join("home/.local/state/advisord")
+    }
+
+    /// Record `input`, a consultation of task `default`, as a daemon's job would: through
+    /// the store's internal path, attested with the runs' key. `record` refuses
+    /// consultations; this stands in for a consultation job.
+    pub fn record_consultation(&self, input: Value) -> Value {
+        self.record_consultation_in("default", input)
+    }
+
+    /// [`Project::record_consultation`] in `task`.
+    pub fn record_consultation_in(&self, task: &str, input: Value) -> Value {
+        // This test process judges and attests with the runs' data directory.
+        advisord::machine::install(&self.data());
+        let store = advisord::store::Store::open(&self.state());
+        let task = advisord::core::records::TaskName::new(task).expect("a task name");
+        let provenance = advisord::store::Provenance {
+            job: "01JTESTJOB0000000000000000",
+            source: None,
+            counts: true,
+            secrets: &[],
+        };
+        let record = store
+            .write_consultation(&task, &input, &provenance)
+            .unwrap_or_else(|e| panic!("consultation {input} not written: {e}"));
+        serde_json::to_value(record).expect("a record serialises")
+    }
+
     /// Record `input` (a JSON object) and return the stored record.
     pub fn record(self: &Rc<Project>, input: Value) -> Value {
         self.cli()

@@ -1,0 +1,191 @@
+//! `adopt`: the user accepts a task this machine never wrote (or one rewritten behind its
+//! writers' backs) as its own, by anchoring its current head in the data directory.
+//!
+//! A local verb, like `trust`: it writes only the user's own data directory, so it needs no
+//! daemon route; the daemon reads the anchor afresh on its next look at the task.
+
+use crate::context::Resolved;
+use crate::core::chain::{self, Head, TaskTrust};
+use crate::core::records::{Body, TaskName};
+use crate::error::Error;
+use crate::machine::attest::Verdict;
+use crate::protocol::RequestContext;
+use crate::render::Format;
+use crate::store::Store;
+use advisord_adapters::registry::Registry;
+use serde::Serialize;
+
+/// What adopting one task accepted.
+#[derive(Debug, Serialize)]
+pub struct Adopted {
+    /// The task.
+    pub task: String,
+    /// Its record files.
+    pub records: usize,
+    /// The head anchored now.
+    pub head: Head,
+    /// What it was before: `foreign`, or `local` (adopting again changes nothing).
+    pub was: TaskTrust,
+    /// The first sequence its chain does not vouch for, if broken.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broken_at: Option<u64>,
+    /// Its consultations, and how many of them carry no valid attestation of this
+    /// machine's key (adopting does not make those count).
+    pub consultations: usize,
+    /// Of which unattested.
+    pub unattested: usize,
+}
+
+/// `advisor-consult adopt`: anchor the head of the task named with `--task` (`named`), or
+/// of every task (`all`), and say what that accepts.
+pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyhow::Result<i32> {
+    if all == named {
+        return Err(Error::Usage(if all {
+            "`--all` adopts every task; drop `--task`, or drop `--all` to adopt one".into()
+        } else {
+            "name the task to adopt with `--task NAME`, or adopt every task of the state \
+             directory with `--all`"
+                .into()
+        })
+        .into());
+    }
+    let machine = crate::machine::installed().ok_or_else(|| {
+        Error::Usage(
+            "cannot name this machine's data directory, where adopted heads are kept: set \
+             `ADVISORD_DATA_DIR` or `HOME`"
+                .into(),
+        )
+    })?;
+    let resolved = Resolved::resolve(ctx, &Registry::builtin())?;
+    let store = Store::open(&resolved.state_dir);
+    let tasks = if all {
+        store.tasks()?
+    } else {
+        vec![resolved.task.clone()]
+    };
+    let anchors = machine.anchors(&resolved.state_dir);
+    let key = machine.key();
+    let mut adopted = Vec::new();
+    for task in &tasks {
+        let files = store.stored_files(task)?;
+        let Some(last) = files.last() else {
+            if !all {
+                return Err(Error::NotFound(format!(
+                    "task `{task}` has no records in `{}`; there is nothing to adopt",
+                    resolved.state_dir.display()
+                ))
+                .into());
+            }
+            continue;
+        };
+        let head = Head {
+            sequence: last.sequence,
+            hash: chain::digest(&last.bytes),
+        };
+        let was = was_foreign(task, anchors.head(task).as_ref(), &files);
+        let views: Vec<chain::File> = files
+            .iter()
+            .map(|f| chain::File {
+                name: &f.name,
+                sequence: f.sequence,
+                bytes: &f.bytes,
+            })
+            .collect();
+        let report = chain::verify_task(task, String::new(), &views);
+        let (mut consultations, mut unattested) = (0, 0);
+        for file in &files {
+            let Ok(record) = serde_json::from_slice::<crate::core::records::Record>(&file.bytes)
+            else {
+                continue;
+            };
+            if matches!(record.body, Body::Consultation(_)) {
+                consultations += 1;
+                let attested = key
+                    .as_ref()
+                    .is_ok_and(|k| !matches!(k.check(&record), Verdict::Unattested(_)));
+                unattested += usize::from(!attested);
+            }
+        }
+        anchors.set(task, &head).map_err(|e| {
+            Error::Usage(format!(
+                "cannot anchor task `{task}` in `{}`: {e}; check that the data directory is \
+                 yours and writable",
+                machine.data_dir().display()
+            ))
+        })?;
+        adopted.push(Adopted {
+            task: task.to_string(),
+            records: files.len(),
+            head,
+            was,
+            broken_at: report.state.broken_at,
+            consultations,
+            unattested,
+        });
+    }
+    if format == Format::Json {
+        let value = serde_json::json!({ "adopted": adopted });
+        super::print_stdout(&serde_json::to_string_pretty(&value)?)?;
+        return Ok(0);
+    }
+    if adopted.is_empty() {
+        println!(
+            "no task with records in `{}`: nothing was adopted",
+            resolved.state_dir.display()
+        );
+    }
+    for a in &adopted {
+        println!("{}", describe(a));
+    }
+    Ok(0)
+}
+
+fn was_foreign(
+    task: &TaskName,
+    anchored: Option<&Head>,
+    files: &[crate::store::StoredFile],
+) -> TaskTrust {
+    let at_anchor = anchored.and_then(|h| {
+        files
+            .iter()
+            .find(|f| f.sequence == h.sequence)
+            .map(|f| chain::digest(&f.bytes))
+    });
+    let highest = files.last().map(|f| f.sequence);
+    match chain::foreign(task, anchored, highest, |_| at_anchor.as_deref()) {
+        Some(_) => TaskTrust::Foreign,
+        None => TaskTrust::Local,
+    }
+}
+
+/// What adopting a task accepted, in plain words.
+fn describe(a: &Adopted) -> String {
+    let mut text = format!(
+        "adopted task `{}` ({}): its {} record{} up to #{} ({}) are now this machine's own; \
+         plans may reuse its standing conclusions",
+        a.task,
+        match a.was {
+            TaskTrust::Foreign => "was foreign",
+            TaskTrust::Local => "already this machine's",
+        },
+        a.records,
+        if a.records == 1 { "" } else { "s" },
+        a.head.sequence,
+        a.head.hash
+    );
+    if a.consultations > 0 {
+        text.push_str(&format!(
+            ", and its consultations attested by this machine's daemon count as reviews ({} of \
+             {} carry no valid attestation and still never count)",
+            a.unattested, a.consultations
+        ));
+    }
+    if let Some(at) = a.broken_at {
+        text.push_str(&format!(
+            "; its chain is broken at #{at}: records from it on stay unverified \
+             (`advisor-consult verify` says why)"
+        ));
+    }
+    text.push('.');
+    text
+}

@@ -1,0 +1,138 @@
+//! What this machine keeps about the records outside every repository, in the daemon's
+//! data directory, so that files in a repository cannot vouch for themselves: the key that
+//! attests the consultations the daemon writes (`attest.rs`) and the head of every task
+//! written here (`anchor.rs`).
+//!
+//! A process uses one data directory for both, installed once ([`install`]): the daemon
+//! installs its `--data-dir`, the CLI the one its daemon would use (`ADVISORD_DATA_DIR`,
+//! else `$XDG_STATE_HOME/advisord`, else `~/.local/state/advisord`). A process that
+//! installed none (a program using the library directly) neither anchors nor judges.
+
+pub mod anchor;
+pub mod attest;
+
+use anchor::Anchors;
+use attest::Key;
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// This machine's data directory, and what was read of it.
+pub struct Machine {
+    data_dir: PathBuf,
+    /// The attestation key, read once (or why there is none).
+    key: OnceLock<Result<Arc<Key>, String>>,
+    /// The anchors of each state directory used, by the path the store was given.
+    anchors: Mutex<HashMap<PathBuf, Arc<Anchors>>>,
+    /// Held while the key is made.
+    making: Mutex<()>,
+}
+
+static INSTALLED: OnceLock<Machine> = OnceLock::new();
+
+/// Use `data_dir` for this process's key and anchors. The first call wins: a process keeps
+/// one data directory (a second daemon started in the same process shares the first's).
+pub fn install(data_dir: &Path) -> &'static Machine {
+    INSTALLED.get_or_init(|| Machine::new(data_dir))
+}
+
+/// The data directory this process installed, if any.
+pub fn installed() -> Option<&'static Machine> {
+    INSTALLED.get()
+}
+
+impl Machine {
+    /// A machine over `data_dir` (nothing is read or created yet).
+    pub fn new(data_dir: &Path) -> Machine {
+        Machine {
+            data_dir: data_dir.to_path_buf(),
+            key: OnceLock::new(),
+            anchors: Mutex::new(HashMap::new()),
+            making: Mutex::new(()),
+        }
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The attestation key, created (32 random bytes, `0600`, in a `0700` directory) the
+    /// first time: what the daemon does when it starts.
+    pub fn key_or_create(&self) -> io::Result<Arc<Key>> {
+        if let Some(Ok(key)) = self.key.get() {
+            return Ok(key.clone());
+        }
+        // Daemons started at once in one process (the tests') make it once.
+        let _making = self
+            .making
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(Ok(key)) = self.key.get() {
+            return Ok(key.clone());
+        }
+        ensure_private_dir(&self.data_dir)?;
+        let key = Arc::new(Key::load_or_create(&self.data_dir)?);
+        // Another thread may have read it meanwhile: the file is the same either way.
+        let _ = self.key.set(Ok(key.clone()));
+        match self.key.get() {
+            Some(Ok(kept)) => Ok(kept.clone()),
+            _ => Ok(key),
+        }
+    }
+
+    /// The attestation key if this machine has one, or why not (said as a sentence): the
+    /// key is only read, never created, so a machine whose daemon never wrote a
+    /// consultation has none.
+    pub fn key(&self) -> Result<Arc<Key>, String> {
+        self.key
+            .get_or_init(|| match Key::load(&self.data_dir) {
+                Ok(Some(key)) => Ok(Arc::new(key)),
+                Ok(None) => Err(format!(
+                    "this machine has no attestation key (`{}` does not exist: no daemon \
+                     using this data directory has run a consultation job)",
+                    attest::key_path(&self.data_dir).display()
+                )),
+                Err(e) => Err(format!(
+                    "the attestation key `{}` cannot be used: {e}",
+                    attest::key_path(&self.data_dir).display()
+                )),
+            })
+            .clone()
+    }
+
+    /// The anchored heads of the tasks of `state_dir`.
+    pub fn anchors(&self, state_dir: &Path) -> Arc<Anchors> {
+        let mut anchors = self
+            .anchors
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        anchors
+            .entry(state_dir.to_path_buf())
+            .or_insert_with(|| Arc::new(Anchors::new(&self.data_dir, state_dir)))
+            .clone()
+    }
+}
+
+/// A name for a temporary file beside `name` that no other writer (thread or process)
+/// picks at the same time.
+pub(crate) fn temp_name(name: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}.{n}.tmp", std::process::id())
+}
+
+/// Create `dir` (and its parents) `0700` when it does not exist; one that exists keeps its
+/// mode (nothing changes the mode of a directory it did not create).
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
