@@ -1215,6 +1215,38 @@ mod tests {
     }
 
     #[test]
+    fn a_task_is_this_machines_only_while_its_anchored_head_is_in_place() {
+        let t = TaskName::new("t").expect("a task");
+        let (_, digests) = task_of(5);
+        let at = |s: u64| digests.get(s as usize - 1).map(String::as_str);
+        let head = |s: u64, hash: &str| Head {
+            sequence: s,
+            hash: hash.to_string(),
+        };
+        // (anchored head, highest sequence, foreign?)
+        let cases: [(Option<Head>, Option<u64>, bool); 7] = [
+            (None, None, false),                               // an empty task
+            (None, Some(5), true),                             // never written here
+            (Some(head(5, &digests[4])), Some(5), false),      // the head in place
+            (Some(head(4, &digests[3])), Some(5), false),      // one record past: the crash window
+            (Some(head(3, &digests[2])), Some(5), true),       // two past: copied in
+            (Some(head(5, &digest(b"other"))), Some(5), true), // rewritten
+            (Some(head(7, &digests[4])), Some(5), true),       // rolled back
+        ];
+        for (anchored, highest, expected) in cases {
+            let found = foreign(&t, anchored.as_ref(), highest, at);
+            assert_eq!(
+                found.is_some(),
+                expected,
+                "{anchored:?} {highest:?}: {found:?}"
+            );
+            if let Some(why) = found {
+                assert!(why.contains("advisor-consult adopt --task t"), "{why}");
+            }
+        }
+    }
+
+    #[test]
     fn a_walk_not_continued_by_the_entries_starts_over() {
         let t = TaskName::new("t").expect("a task");
         let (records, digests) = task_of(4);
