@@ -11,7 +11,6 @@ pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod exit;
-pub mod init;
 pub mod jobs;
 pub mod mesh;
 pub mod output;
@@ -251,7 +250,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Trust => trust::run(&ctx),
-        Verb::Init { hosts, dry_run } => init::run(&ctx.root, hosts.as_deref(), dry_run, format),
+        Verb::Init { hosts, dry_run } => {
+            crate::init::run(&ctx.root, hosts.as_deref(), dry_run, format)
+        }
         Verb::Adopt { all } => adopt::run(&ctx, global.task.is_some(), all, format),
         Verb::Cockpit { open } => {
             cockpit::run(select_api(&global).await?.as_ref(), &ctx, open, format).await

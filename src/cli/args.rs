@@ -279,14 +279,10 @@ pub enum Verb {
     },
     /// Adopt advisord in this repository: .gitignore, the project file, the practice in
     /// AGENTS.md, each host's MCP registration and a CI workflow (idempotent; merges)
-    #[command(
-        after_help = "Examples:\n  advisor-consult init --dry-run\n  advisor-consult init \
-                      --hosts claude,codex,gemini --format json"
-    )]
+    #[command(after_help = crate::init::EXAMPLES)]
     Init {
-        /// The hosts to register with, comma-separated: claude, codex, gemini [default:
-        /// those found on PATH]
-        #[arg(long, value_name = "LIST")]
+        /// The hosts to register with, comma-separated (`init --help` names them)
+        #[arg(long, value_name = "LIST", help = crate::init::HOSTS_HELP)]
         hosts: Option<String>,
         /// Show every change as a diff and write nothing
         #[arg(long)]

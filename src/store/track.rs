@@ -204,7 +204,11 @@ mod tests {
             digest(&fs::read(last).expect("read"))
         });
         let id = format!("{t}-{sequence:03}");
-        let at = format!("2026-03-02T{:02}:{:02}:00Z", sequence / 60, sequence % 60);
+        let at = format!(
+            "2026-03-02T{:02}:{:02}:00.000Z",
+            sequence / 60,
+            sequence % 60
+        );
         let mut value = json!({
             "id": id, "task": t, "sequence": sequence, "created_at": at,
             "schema": SCHEMA_VERSION, "redacted": [], "prev": prev, "kind": kind,
@@ -233,6 +237,21 @@ mod tests {
             "assessment",
             json!({"subject": format!("subject of {t}"), "materiality": "low", "hypothesis": "h"}),
         );
+        let selected: Vec<Value> = advisors
+            .iter()
+            .map(|advisor| {
+                json!({"advisor": advisor, "adapter": "process",
+                       "covers": ["independent_reasoning"], "why": "w"})
+            })
+            .collect();
+        let plan = put(
+            state,
+            t,
+            "plan",
+            json!({"assessment": assessment, "mode": "standard", "budget": advisors.len(),
+                   "capabilities": ["independent_reasoning"], "selected": selected,
+                   "left_out": [], "availability": [], "local_review": []}),
+        );
         let consultations: Vec<String> = advisors
             .iter()
             .map(|advisor| {
@@ -240,7 +259,7 @@ mod tests {
                     state,
                     t,
                     "consultation",
-                    json!({"plan": "P", "advisor": advisor, "status": "completed",
+                    json!({"plan": plan, "advisor": advisor, "status": "completed",
                            "conclusion": "no", "stance": "opposes"}),
                 )
             })
@@ -363,9 +382,9 @@ mod tests {
         dispute(state, "a", &["one"], |c| c[0].clone());
         let store = Store::open(state);
         let a = TaskName::new("a").expect("task");
-        assert_eq!(store.records(&a).expect("read").len(), 4);
+        assert_eq!(store.records(&a).expect("read").len(), 5);
         dispute(state, "a", &["two"], |c| c[0].clone());
-        let (records, digests): (Vec<Record>, Vec<String>) = files(state, "a")[5..]
+        let (records, digests): (Vec<Record>, Vec<String>) = files(state, "a")[7..]
             .iter()
             .map(|path| {
                 let bytes = fs::read(path).expect("read");
@@ -397,7 +416,7 @@ mod tests {
         assert_eq!(counts(&warm(&store), "one"), (1, 1, 0));
         let last = files(state, "a").pop().expect("the resolution");
         let text = fs::read_to_string(&last).expect("read");
-        let edited = text.replace("\"favours\": \"a-002\"", "\"favours\": \"executor\"");
+        let edited = text.replace("\"favours\": \"a-003\"", "\"favours\": \"executor\"");
         assert_ne!(text, edited);
         fs::write(&last, edited).expect("edited");
         let a = TaskName::new("a").expect("task");

@@ -260,7 +260,11 @@ fn a_session_minting_two_reviews_is_refused_by_the_mcp_record_tool() {
                 .await
                 .expect("a tool result");
             assert_eq!(result.is_error, Some(true));
-            let structured = result.structured_content.expect("structured");
+            // An error result carries its refusal as JSON in its second text (no structured
+            // content, which would fail the tool's output schema in some hosts).
+            let structured: serde_json::Value =
+                serde_json::from_str(&result.content[1].as_text().expect("a text").text)
+                    .expect("the refusal as JSON");
             assert_eq!(
                 structured["reason"], "consultation_by_daemon_only",
                 "{structured}"

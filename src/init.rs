@@ -20,6 +20,15 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
+/// `init`'s help for `--hosts` (kept here, with the hosts it names, so the flags stay free
+/// of any host's name).
+pub const HOSTS_HELP: &str =
+    "The hosts to register with, comma-separated: claude, codex, gemini [default: those found on PATH]";
+
+/// `init`'s examples, for its `--help`.
+pub const EXAMPLES: &str = "Examples:\n  advisor-consult init --dry-run\n  advisor-consult init \
+                            --hosts claude,codex,gemini --format json";
+
 /// The hosts `init` registers advisord with.
 pub const HOSTS: [&str; 3] = ["claude", "codex", "gemini"];
 
