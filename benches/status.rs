@@ -29,8 +29,8 @@ mod stats;
 
 use advisord::core::catalogue::{accept_any_settings, Catalogue};
 use advisord::core::chain;
-use advisord::core::cost::price_status;
 use advisord::core::records::{Record, TaskName, SCHEMA_VERSION};
+use advisord::core::views::priced::price_status;
 use advisord::core::views::status::{status, StatusView};
 use advisord::render::{render, Format};
 use advisord::store::{self, Store};

@@ -14,6 +14,8 @@ pub mod machine;
 pub mod mcp;
 pub mod ownership;
 pub mod paths;
+pub mod pins;
+pub mod planning;
 pub mod protocol;
 pub mod render;
 pub mod service;

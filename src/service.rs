@@ -7,11 +7,10 @@
 
 use crate::check::{self, CheckReport};
 use crate::context::Resolved;
-use crate::core::availability::{self, AvailabilityInput};
 use crate::core::catalogue::CAPABILITIES;
 use crate::core::chain::{self, Trust, VerifyReport};
-use crate::core::cost::{self, BudgetInput, BudgetState, SpendView};
-use crate::core::policy::{self, PlanEnv};
+use crate::core::cost::{self, SpendView};
+use crate::core::policy;
 use crate::core::records::{Confidence, Materiality, Plan, Record, TaskName};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::{self, ExplainView};
@@ -21,6 +20,8 @@ use crate::core::writer::{ReasonCode, Refusal};
 use crate::error::Error;
 use crate::protocol::RequestContext;
 use crate::store::Store;
+
+pub use crate::planning::{budget_state, plan_env, prompt_for};
 use advisord_adapters::registry::Registry;
 use std::path::Path;
 use time::OffsetDateTime;
@@ -109,7 +110,7 @@ pub fn plan_preview(
 pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, Error> {
     with_task(registry, ctx, |resolved, records, trust| {
         let mut view = status::status(records, trust);
-        cost::price_status(&mut view, &resolved.catalogue);
+        crate::core::views::priced::price_status(&mut view, &resolved.catalogue);
         Ok(view)
     })
 }
@@ -133,7 +134,7 @@ pub fn explain(registry: &Registry, ctx: &RequestContext, id: &str) -> Result<Ex
     with_task(registry, ctx, |resolved, records, trust| {
         let mut view = explain::explain(records, id, trust)
             .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))?;
-        cost::price_explain(&mut view, &resolved.catalogue);
+        crate::core::views::priced::price_explain(&mut view, &resolved.catalogue);
         Ok(view)
     })
 }
@@ -147,7 +148,7 @@ pub fn tree(
 ) -> Result<TreeView, Error> {
     with_task(registry, ctx, |resolved, records, trust| {
         let mut view = tree::tree(records, depth, show_superseded, trust);
-        cost::price_tree(&mut view, records, &resolved.catalogue);
+        crate::core::views::priced::price_tree(&mut view, records, &resolved.catalogue);
         Ok(view)
     })
 }
@@ -276,52 +277,6 @@ pub fn check(
     Ok(report)
 }
 
-/// What the policy needs for plans and previews: the catalogue, the mode and every
-/// advisor's availability at `now`, judged on the asking process's presence and the
-/// consultations recorded in every task of the state directory.
-pub fn plan_env<'r>(
-    resolved: &'r Resolved,
-    store: &Store,
-    now: OffsetDateTime,
-) -> Result<PlanEnv<'r>, Error> {
-    // Budgets look at the task and the day, not only the tail the circuit needs; with no
-    // limit in force there is nothing to judge and nothing to read.
-    let (history, spend) = store.plan_history(&resolved.task, now, !resolved.budgets.is_empty())?;
-    let budget = match spend {
-        Some(spend) => budget_state(resolved, &spend, now),
-        None => BudgetState::default(),
-    };
-    let availability = availability::assess(&AvailabilityInput {
-        catalogue: &resolved.catalogue,
-        mode: resolved.mode,
-        disable: &resolved.disable,
-        presence: &resolved.presence,
-        history: &history,
-        cooldown_override_s: resolved.cooldown_override_s,
-        now,
-        budget: Some(&budget),
-    });
-    Ok(PlanEnv {
-        catalogue: &resolved.catalogue,
-        mode: resolved.mode,
-        availability,
-        budget_exhausted: budget.total_exhausted().map(|l| l.reason.clone()),
-    })
-}
-
-/// Every spending limit in force for the resolved context and what was spent against it
-/// by `now`; the task's window is the context's task.
-pub fn budget_state(resolved: &Resolved, history: &[Record], now: OffsetDateTime) -> BudgetState {
-    BudgetState::evaluate(&BudgetInput {
-        catalogue: &resolved.catalogue,
-        budgets: &resolved.budgets,
-        history,
-        task: Some(resolved.task.as_str()),
-        now,
-        offset: resolved.utc_offset,
-    })
-}
-
 /// Spend per advisor, task and day across every task of the state directory, and the
 /// state of every budget in force.
 pub fn spend(registry: &Registry, ctx: &RequestContext) -> Result<SpendView, Error> {
@@ -354,38 +309,6 @@ fn with_task<R>(
     store.with_trusted_records(&resolved.task, |records, trust| {
         f(&resolved, records, trust)
     })?
-}
-
-/// The prompt every advisor of a consultation on `assessment` is sent: the question built
-/// from its fields, `extra` (`--question`) and `prior` (`--prior-opinion`, marked as an
-/// opinion). The job sends it; `--preview-prompt` prints it.
-pub fn prompt_for(
-    assessment: &crate::core::records::Assessment,
-    extra: Option<&str>,
-    prior: Option<&str>,
-) -> String {
-    use advisord_adapters::question;
-    question::build(&question::Question {
-        subject: assessment.subject.clone(),
-        materiality: assessment.materiality.as_str().to_string(),
-        hypothesis: assessment.hypothesis.clone(),
-        facts: assessment.facts.clone(),
-        assumptions: assessment.assumptions.clone(),
-        questions: assessment.questions.clone(),
-        evidence: assessment
-            .evidence
-            .iter()
-            .map(|e| {
-                (
-                    e.kind.as_str().to_string(),
-                    e.reference.clone(),
-                    e.showed.clone().unwrap_or_default(),
-                )
-            })
-            .collect(),
-        prior_opinion: prior.map(str::to_string),
-        extra_question: extra.map(str::to_string),
-    })
 }
 
 /// The effective catalogue of `ctx`: its files, in order, and the merged content.

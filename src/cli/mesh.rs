@@ -3,8 +3,8 @@
 //! user's config directory; `advisors` prints the exact command for each unpinned peer.
 
 use crate::cli::args::MeshAction;
-use crate::daemon::mesh::pins;
 use crate::error::Error;
+use crate::pins;
 use crate::render::Format;
 
 /// Run `mesh pin|unpin|pins`.

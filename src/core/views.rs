@@ -7,6 +7,7 @@
 pub mod advisors;
 pub mod context;
 pub mod explain;
+pub mod priced;
 pub mod status;
 pub mod tree;
 

@@ -9,14 +9,14 @@ use crate::error::Error;
 use crate::facade::Api;
 use crate::protocol::{
     codes, is_out_of_range, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest,
-    ContextBody, ErrorBody, EventsRequest, ExplainRequest, HealthRequest, JobId, JobRequest,
-    JobsRequest, PlanRequest, RecordId, RecordRequest, RequestContext, SpendRequest, StatusRequest,
-    TreeRequest, VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON, ROUTES,
+    ContextBody, EventsRequest, ExplainRequest, HealthRequest, JobId, JobRequest, JobsRequest,
+    PlanRequest, RecordId, RecordRequest, RequestContext, SpendRequest, StatusRequest, TreeRequest,
+    VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON, ROUTES,
 };
 use crate::protocol::{FeedRequest, PageName, PageQuery, TasksRequest, EVENT_STREAM, PAGES};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path as PathParam, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, on, MethodFilter};
 use axum::{Json, Router};
@@ -27,9 +27,11 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-mod reach;
+pub(crate) mod error;
+pub(crate) mod reach;
 mod sse;
 
+pub use error::ApiError;
 pub use reach::Vouched;
 
 /// The daemon's HTTP service: one axum route per row of `crate::protocol::ROUTES` (each
@@ -632,85 +634,4 @@ fn json_body<T: DeserializeOwned>(body: &Bytes, what: &str) -> Result<T, ApiErro
             format!("the body is not a valid JSON {what}: {e}"),
         )
     })
-}
-
-/// A failed request: the status and the body to answer with.
-#[derive(Debug)]
-pub struct ApiError {
-    /// The HTTP status.
-    pub status: StatusCode,
-    /// The body.
-    pub body: ErrorBody,
-    /// The methods a 405 reply lists in `Allow`.
-    pub allow: Option<String>,
-}
-
-impl ApiError {
-    /// An error with `status`, `code` and `message`.
-    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            body: ErrorBody {
-                error: code.to_string(),
-                message: message.into(),
-                reason: None,
-            },
-            allow: None,
-        }
-    }
-
-    /// 400 with `code`.
-    pub fn bad_request(code: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, code, message)
-    }
-
-    /// 500 `internal`.
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, codes::INTERNAL, message)
-    }
-
-    /// 405 listing the methods `allow`ed.
-    pub fn method_not_allowed(method: &str, path: &str, allow: String) -> ApiError {
-        let mut e = ApiError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            codes::METHOD_NOT_ALLOWED,
-            format!("`{method} {path}` is not a route; `{path}` accepts {allow}"),
-        );
-        e.allow = Some(allow);
-        e
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> ApiError {
-        let status =
-            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if let Some((reason, message)) = e.refusal() {
-            return ApiError {
-                status: StatusCode::UNPROCESSABLE_ENTITY,
-                body: ErrorBody {
-                    error: codes::REFUSED.to_string(),
-                    message: message.to_string(),
-                    reason: Some(reason.to_string()),
-                },
-                allow: None,
-            };
-        }
-        ApiError::new(status, e.code(), e.message())
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(code = %self.body.error, message = %self.body.message, "request failed");
-        } else {
-            tracing::debug!(code = %self.body.error, message = %self.body.message, "request refused");
-        }
-        let mut response = (self.status, Json(self.body)).into_response();
-        if let Some(allow) = self.allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
-            response.headers_mut().insert(header::ALLOW, allow);
-        }
-        response
-    }
 }

@@ -15,7 +15,7 @@
 //!   with `403` before anything else. No CORS header is ever sent, so no other origin can
 //!   read a reply.
 
-use crate::daemon::http::ApiError;
+use crate::daemon::http::error::ApiError;
 pub use crate::protocol::token::{token_path, Token, TOKEN_FILE};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};

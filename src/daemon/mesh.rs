@@ -10,7 +10,6 @@
 
 pub mod inbox;
 pub mod offer;
-pub mod pins;
 mod relay;
 pub mod reviews;
 pub mod roster;
@@ -181,7 +180,7 @@ impl MeshConfig {
             creds: non_empty(env(ENV_CREDS)),
             offer,
             runtime,
-            peers_file: crate::trust::config_dir(env).map(|dir| pins::file_in(&dir)),
+            peers_file: crate::trust::config_dir(env).map(|dir| crate::pins::file_in(&dir)),
             ..MeshConfig::new(url.trim())
         }))
     }
@@ -219,7 +218,7 @@ pub struct Mesh {
     pub runtime: String,
     identity: Identity,
     peers_file: Option<PathBuf>,
-    pins: Mutex<pins::Cached>,
+    pins: Mutex<crate::pins::Cached>,
     host: String,
     user: String,
     url: String,
@@ -274,7 +273,7 @@ impl Mesh {
             runtime,
             identity,
             peers_file: config.peers_file,
-            pins: Mutex::new(pins::Cached::default()),
+            pins: Mutex::new(crate::pins::Cached::default()),
             host: host_name(),
             user: user_name(),
             url: shown_url(&config.url),

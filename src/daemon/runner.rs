@@ -12,10 +12,10 @@ use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
 use crate::daemon::draft;
 use crate::daemon::jobs::{JobEntry, Jobs};
+use crate::planning;
 use crate::protocol::{
     Event, ExchangeStatus, JobConsultation, JobState, RecordId, RequestContext, Timestamp,
 };
-use crate::service;
 use crate::store::{Store, StoreError};
 use advisord_adapters::contract::{
     self, Adapter, AdvisorSpec, EnvLookup, Failure, FailureKind, Io, Outcome,
@@ -268,7 +268,7 @@ fn prepare(
     })?;
     let prompt: Arc<str> = match &asked.relayed {
         Some(prompt) => Arc::from(prompt.as_str()),
-        None => Arc::from(service::prompt_for(
+        None => Arc::from(planning::prompt_for(
             &assessment,
             asked.question.as_deref(),
             asked.prior_opinion.as_deref(),
@@ -277,7 +277,7 @@ fn prepare(
     let plan_record = match found.1 {
         Some(plan) => plan?,
         None => {
-            let env = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
+            let env = planning::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
                 .map_err(|e| e.to_string())?;
             let mut input = serde_json::json!({
                 "kind": "plan", "assessment": job.assessment, "prompt": &*prompt

@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub struct Served {
     jobs: Arc<Jobs>,
     listening: Option<crate::protocol::Listening>,
-    vouched: crate::daemon::http::Vouched,
+    vouched: crate::daemon::http::reach::Vouched,
 }
 
 impl Served {
@@ -45,7 +45,7 @@ impl Served {
 
     /// The catalogues and state directories the user's own processes named through the
     /// socket: all a request over TCP may name.
-    pub fn vouched(&self) -> &crate::daemon::http::Vouched {
+    pub fn vouched(&self) -> &crate::daemon::http::reach::Vouched {
         &self.vouched
     }
 

@@ -380,7 +380,7 @@ fn status_of_the_flow() {
     ]}))
     .unwrap();
     let mut view = status(&records(), &Trust::default());
-    advisord::core::cost::price_status(&mut view, &catalogue);
+    advisord::core::views::priced::price_status(&mut view, &catalogue);
     check_view("status", &view, true);
     round_trip(&view);
 }

@@ -92,7 +92,7 @@ pub struct PlanChain {
     /// Its consultations, in sequence (plan) order.
     pub consultations: Vec<Item<Consultation>>,
     /// Each consultation's cost, in the same order (derived by
-    /// [`crate::core::cost::price_explain`]; empty until then).
+    /// [`crate::core::views::priced::price_explain`]; empty until then).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub costs: Vec<crate::core::cost::Cost>,
 }

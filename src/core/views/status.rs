@@ -95,7 +95,7 @@ pub struct StatusView {
     /// Tokens the advisors reported.
     pub tokens: TokenTotals,
     /// What the consultations cost, per advisor and in total (derived from usage and the
-    /// catalogue's prices by [`crate::core::cost::price_status`]).
+    /// catalogue's prices by [`crate::core::views::priced::price_status`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<TaskSpend>,
     /// The slice of the assessments this reply holds, when paged (the timeline is cut

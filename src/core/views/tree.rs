@@ -54,7 +54,7 @@ pub struct TreeNode {
     pub id: String,
     /// One line saying what it is about.
     pub label: String,
-    /// A consultation's cost (derived by [`crate::core::cost::price_tree`]).
+    /// A consultation's cost (derived by [`crate::core::views::priced::price_tree`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::core::cost::Cost>,
     /// A conclusion that another conclusion supersedes.

@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::ApiError;
+use super::error::ApiError;
 use axum::http::StatusCode;
 
 /// How many catalogues, and how many state directories, the daemon remembers as named

@@ -10,8 +10,8 @@
 //! it delivered elsewhere; subject permissions on a shared server make the endpoint
 //! itself unforgeable, see docs/MESH.md).
 
-use super::pins::{key_source, Pin};
 use crate::core::catalogue::{AdvisorEntry, Limits, References, Transport, CAPABILITIES};
+use crate::pins::{key_source, Pin};
 use advisord_adapters::mesh::{identity, wire, ADAPTER, ID_PREFIX};
 use std::collections::BTreeMap;
 

@@ -9,7 +9,8 @@
 #![allow(dead_code)]
 
 use super::daemon::{call_json, Daemon, Place, Reply, BOUND, TASK};
-use advisord::daemon::mesh::{pins, MeshConfig, Offer};
+use advisord::daemon::mesh::{MeshConfig, Offer};
+use advisord::pins;
 use advisord_adapters::mesh::identity::{self, Identity, Kind};
 use advisord_adapters::mesh::wire;
 use advisord_adapters::registry::Registry;
