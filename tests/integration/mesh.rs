@@ -47,6 +47,40 @@ async fn start_asker(url: &str) -> (Daemon, serde_json::Value) {
     (daemon, context)
 }
 
+/// An inbox peer named `runtime` holding one review, asked by a fresh asker's material
+/// consultation: the inbox, the asker, its context, the job and the waiting item (polled
+/// up to `BOUND`).
+async fn a_review_waiting_in_an_inbox(
+    nats: &NatsServer,
+    runtime: &str,
+) -> (Daemon, Daemon, serde_json::Value, String, serde_json::Value) {
+    let inbox = start_on_mesh(
+        Place::new(&one_advisor("unused", "v", "m")),
+        Registry::builtin(),
+        &nats.url(),
+        runtime,
+        Some(Offer::Inbox),
+    )
+    .await;
+    let (asker, context) = start_asker(&nats.url()).await;
+    wait_for_peers(&asker, &context, &[runtime]).await;
+    let assessment = code_review(&asker, &context, "material").await;
+    let job = consult(&asker, &context, &assessment, 30.0).await;
+    let started = Instant::now();
+    let waiting = loop {
+        let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
+        if let Some(first) = list["reviews"].as_array().and_then(|r| r.first()).cloned() {
+            break first;
+        }
+        assert!(
+            started.elapsed() < BOUND,
+            "no review reached the inbox: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    (inbox, asker, context, job, waiting)
+}
+
 async fn wait_for_peers(daemon: &Daemon, context: &serde_json::Value, peers: &[&str]) {
     let want: Vec<String> = peers.iter().map(|p| format!("mesh:{p}")).collect();
     advisors_until(daemon, context, "the peers to appear", |view| {
@@ -161,28 +195,9 @@ async fn a_relaying_runtime_answers_a_code_review_and_leaves_when_it_goes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_inbox_review_is_answered_by_a_second_session_across_a_restart() {
     let nats = NatsServer::start();
-    let inbox_place = Place::new(&one_advisor("unused", "v", "m"));
-    let inbox = start_on_mesh(
-        inbox_place,
-        Registry::builtin(),
-        &nats.url(),
-        "inbox-c",
-        Some(Offer::Inbox),
-    )
-    .await;
-    let (asker, context) = start_asker(&nats.url()).await;
-    wait_for_peers(&asker, &context, &["inbox-c"]).await;
-    let assessment = code_review(&asker, &context, "material").await;
-    let job = consult(&asker, &context, &assessment, 30.0).await;
-
     // The review waits in the inbox...
-    let waiting = loop {
-        let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
-        if let Some(first) = list["reviews"].as_array().and_then(|r| r.first()).cloned() {
-            break first;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let (inbox, asker, context, job, waiting) =
+        a_review_waiting_in_an_inbox(&nats, "inbox-c").await;
     assert_eq!(
         advisord_adapters::mesh::identity::name_of(waiting["asker"].as_str().unwrap()),
         "asker"
@@ -854,25 +869,8 @@ async fn a_peers_retry_after_is_cut_to_an_hour() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_inbox_item_belongs_to_its_sender_and_is_never_replaced() {
     let nats = NatsServer::start();
-    let inbox = start_on_mesh(
-        Place::new(&one_advisor("unused", "v", "m")),
-        Registry::builtin(),
-        &nats.url(),
-        "inbox-d",
-        Some(Offer::Inbox),
-    )
-    .await;
-    let (asker, context) = start_asker(&nats.url()).await;
-    wait_for_peers(&asker, &context, &["inbox-d"]).await;
-    let assessment = code_review(&asker, &context, "material").await;
-    let job = consult(&asker, &context, &assessment, 30.0).await;
-    let waiting = loop {
-        let list = get(&inbox.socket(), "/api/v1/reviews").await.expect(200);
-        if let Some(first) = list["reviews"].as_array().and_then(|r| r.first()).cloned() {
-            break first;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let (inbox, asker, context, job, waiting) =
+        a_review_waiting_in_an_inbox(&nats, "inbox-d").await;
     let id = waiting["id"].as_str().unwrap().to_string();
 
     // An attacker sends a request under the same id, to have the answer sent to it.
