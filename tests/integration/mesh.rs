@@ -196,7 +196,7 @@ async fn a_relaying_runtime_answers_a_code_review_and_leaves_when_it_goes() {
 async fn an_inbox_review_is_answered_by_a_second_session_across_a_restart() {
     let nats = NatsServer::start();
     // The review waits in the inbox...
-    let (inbox, asker, context, job, waiting) =
+    let (inbox, asker, _context, job, waiting) =
         a_review_waiting_in_an_inbox(&nats, "inbox-c").await;
     assert_eq!(
         advisord_adapters::mesh::identity::name_of(waiting["asker"].as_str().unwrap()),
@@ -869,7 +869,7 @@ async fn a_peers_retry_after_is_cut_to_an_hour() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_inbox_item_belongs_to_its_sender_and_is_never_replaced() {
     let nats = NatsServer::start();
-    let (inbox, asker, context, job, waiting) =
+    let (inbox, asker, _context, job, waiting) =
         a_review_waiting_in_an_inbox(&nats, "inbox-d").await;
     let id = waiting["id"].as_str().unwrap().to_string();
 
