@@ -218,14 +218,7 @@ fn main() {
         let per_write = median(times);
         // `verify`'s walk: every record admitted again through the writer's rules.
         let stored = store.stored_files(&task).expect("the files");
-        let files: Vec<chain::File> = stored
-            .iter()
-            .map(|f| chain::File {
-                name: &f.name,
-                sequence: f.sequence,
-                bytes: &f.bytes,
-            })
-            .collect();
+        let files: Vec<chain::File> = stored.iter().map(|f| f.as_chain_file()).collect();
         let cpu = thread_cpu();
         let report = chain::verify_task(&task, String::new(), &files);
         let verify = thread_cpu() - cpu;

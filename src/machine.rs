@@ -124,6 +124,40 @@ pub(crate) fn temp_name(name: &str) -> String {
     format!(".{name}.{}.{n}.tmp", std::process::id())
 }
 
+/// A new private (`0600`) temporary file beside `dir/name` holding `bytes` (flushed to disk
+/// when `sync`), never through a symlink: what the key and the anchors are written to
+/// before they are linked or renamed into place. Its path; the caller removes it on error.
+pub(crate) fn private_temp(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    sync: bool,
+) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let temp = dir.join(temp_name(name));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        if sync {
+            file.sync_all()?;
+        }
+        Ok(())
+    })();
+    match written {
+        Ok(()) => Ok(temp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temp);
+            Err(e)
+        }
+    }
+}
+
 /// Create `dir` (and its parents) `0700` when it does not exist; one that exists keeps its
 /// mode (nothing changes the mode of a directory it did not create).
 pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {

@@ -170,14 +170,7 @@ fn verify_tasks(store: &Store, tasks: &[TaskName]) -> Result<VerifyReport, Error
     let mut reports = Vec::with_capacity(tasks.len());
     for task in tasks {
         let files = store.stored_files(task)?;
-        let files: Vec<chain::File> = files
-            .iter()
-            .map(|f| chain::File {
-                name: &f.name,
-                sequence: f.sequence,
-                bytes: &f.bytes,
-            })
-            .collect();
+        let files: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
         let dir = store.task_dir(task).display().to_string();
         let mut report = chain::verify_task(task, dir, &files);
         if let Some(machine) = crate::machine::installed() {

@@ -400,6 +400,17 @@ pub struct StoredFile {
     pub bytes: Vec<u8>,
 }
 
+impl StoredFile {
+    /// The file as the chain's walk reads it.
+    pub fn as_chain_file(&self) -> chain::File<'_> {
+        chain::File {
+            name: &self.name,
+            sequence: self.sequence,
+            bytes: &self.bytes,
+        }
+    }
+}
+
 /// One record file read: the record, the chain's hash of its bytes, their size and the
 /// file's identity ([`FileId`]) taken before they were read.
 struct ReadFile {
@@ -1918,14 +1929,7 @@ mod tests {
         assert_eq!(state.broken_at, None);
         assert_eq!(state.strays, ["00000000003.json", "notes.txt"]);
         let files = fresh.stored_files(&t).expect("read");
-        let files: Vec<chain::File> = files
-            .iter()
-            .map(|f| chain::File {
-                name: &f.name,
-                sequence: f.sequence,
-                bytes: &f.bytes,
-            })
-            .collect();
+        let files: Vec<chain::File> = files.iter().map(StoredFile::as_chain_file).collect();
         let report = chain::verify_task(&t, String::new(), &files);
         let found: Vec<(&str, chain::Problem)> = report
             .findings

@@ -83,14 +83,7 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
             hash: chain::digest(&last.bytes),
         };
         let was = was_foreign(task, anchors.head(task).as_ref(), &files);
-        let views: Vec<chain::File> = files
-            .iter()
-            .map(|f| chain::File {
-                name: &f.name,
-                sequence: f.sequence,
-                bytes: &f.bytes,
-            })
-            .collect();
+        let views: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
         let report = chain::verify_task(task, String::new(), &views);
         let (mut consultations, mut unattested) = (0, 0);
         for file in &files {

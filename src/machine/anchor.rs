@@ -22,7 +22,7 @@ use crate::core::records::TaskName;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -138,17 +138,8 @@ impl Anchors {
 
 /// Replace `dir/name` with `bytes`: a `0600` temporary file renamed into place.
 fn write_replacing(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let temp = dir.join(super::temp_name(name));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        std::fs::rename(&temp, dir.join(name))
-    })();
+    let temp = super::private_temp(dir, name, bytes, false)?;
+    let result = std::fs::rename(&temp, dir.join(name));
     if result.is_err() {
         let _ = std::fs::remove_file(&temp);
     }

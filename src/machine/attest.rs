@@ -16,7 +16,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::fmt::{self, Write as _};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -153,21 +153,11 @@ impl Key {
         }
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-        let temp = data_dir.join(super::temp_name(KEY_FILE));
-        let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(&temp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            match std::fs::hard_link(&temp, key_path(data_dir)) {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-                other => other,
-            }
-        })();
+        let temp = super::private_temp(data_dir, KEY_FILE, &bytes, true)?;
+        let written = match std::fs::hard_link(&temp, key_path(data_dir)) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            other => other,
+        };
         let _ = std::fs::remove_file(&temp);
         written?;
         if let Ok(dir) = File::open(data_dir) {

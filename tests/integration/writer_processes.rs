@@ -130,14 +130,7 @@ fn assert_whole(store_dir: &Path, task: &TaskName) -> Vec<Record> {
     let stored = Store::open(store_dir)
         .stored_files(task)
         .expect("the files read");
-    let files: Vec<chain::File> = stored
-        .iter()
-        .map(|f| chain::File {
-            name: &f.name,
-            sequence: f.sequence,
-            bytes: &f.bytes,
-        })
-        .collect();
+    let files: Vec<chain::File> = stored.iter().map(|f| f.as_chain_file()).collect();
     let report = chain::verify_task(task, String::new(), &files);
     assert!(report.findings.is_empty(), "{:#?}", report.findings);
     assert_eq!(report.state.chained_from, Some(1));
