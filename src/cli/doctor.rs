@@ -60,6 +60,24 @@ pub struct AdvisorCheck {
     pub reason: String,
     /// What to do so that it can be asked, when it cannot.
     pub next_step: Option<String>,
+    /// Its HTTP endpoint, asked once by `doctor` whatever the entry's `local` says, and
+    /// whether it answered; `None` for an advisor without an endpoint or not available.
+    pub endpoint: Option<EndpointCheck>,
+    /// Whether this is a real problem: an advisor that counts as available but whose
+    /// endpoint does not answer (a stopped gateway). An advisor that is simply absent is
+    /// reported state, not a problem.
+    pub problem: bool,
+}
+
+/// An HTTP advisor's endpoint, asked once by `doctor`.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointCheck {
+    /// The endpoint from the catalogue.
+    pub url: String,
+    /// Whether any HTTP answer came back within the probe's bound.
+    pub answering: bool,
+    /// What was seen: `answered`, or why not (refused, no answer within the bound).
+    pub detail: String,
 }
 
 /// The daemon and its socket.
@@ -121,15 +139,24 @@ pub async fn run(ctx: &RequestContext, socket: &Path, format: Format) -> anyhow:
         .iter()
         .map(|row| {
             let entry = resolved.catalogue.get(&row.id);
-            AdvisorCheck {
+            // Only an advisor that would be asked is worth a connection: the others
+            // already say why they are not asked.
+            let endpoint = entry
+                .filter(|_| row.status == Status::Available)
+                .and_then(endpoint_check);
+            let mut check = AdvisorCheck {
                 id: row.id.clone(),
                 needs: entry.map(needs).unwrap_or_default(),
                 status: row.status,
                 reason: row.reason.clone(),
                 next_step: next_step(row.status, &row.id, entry, view.mode, row.until.as_deref()),
-            }
+                endpoint,
+                problem: false,
+            };
+            endpoint_problem(&mut check);
+            check
         })
-        .collect();
+        .collect::<Vec<AdvisorCheck>>();
     let report = service::check(&registry, ctx, None)?;
     let check = CheckSummary {
         declared: report.declared,
@@ -139,7 +166,10 @@ pub async fn run(ctx: &RequestContext, socket: &Path, format: Format) -> anyhow:
     };
     let daemon = daemon_check(socket).await;
     let state = state_check(&resolved.root, &resolved.state_dir);
-    let problems = usize::from(daemon.problem) + usize::from(state.problem) + check.findings.len();
+    let problems = usize::from(daemon.problem)
+        + usize::from(state.problem)
+        + check.findings.len()
+        + advisors.iter().filter(|a| a.problem).count();
     let report = DoctorReport {
         catalogue: CatalogueCheck {
             source: resolved.catalogue_source.clone(),
@@ -171,6 +201,45 @@ fn needs(entry: &AdvisorEntry) -> Vec<String> {
         needs.push("nothing on this machine".to_string());
     }
     needs
+}
+
+/// Ask the entry's endpoint once, with the same short bound availability uses for local
+/// servers. Availability probes only `local: true` entries on every request (a remote API
+/// is not asked before each plan), so a gateway or proxy that is down is invisible there;
+/// `doctor` is where the user asks, so it asks every endpoint.
+fn endpoint_check(entry: &AdvisorEntry) -> Option<EndpointCheck> {
+    let url = entry.settings.get("endpoint").and_then(|e| e.as_str())?;
+    let result =
+        advisord_adapters::http::probe::probe(url, advisord_adapters::http::probe::PROBE_BOUND);
+    Some(EndpointCheck {
+        url: url.to_string(),
+        answering: result.is_ok(),
+        detail: match result {
+            Ok(()) => "answered".to_string(),
+            Err(why) => why,
+        },
+    })
+}
+
+/// An advisor that counts as available while its endpoint does not answer is a problem:
+/// its consultations would fail. Any other status already says why it is not asked.
+fn endpoint_problem(check: &mut AdvisorCheck) {
+    let Some(endpoint) = &check.endpoint else {
+        return;
+    };
+    if endpoint.answering {
+        return;
+    }
+    check.problem = true;
+    check.reason = format!(
+        "{}; but its endpoint `{}` does not answer ({})",
+        check.reason, endpoint.url, endpoint.detail
+    );
+    check.next_step = Some(format!(
+        "start the server at `{}` (a gateway or proxy in front of the model), or correct \
+         `endpoint` in the catalogue; until then its consultations fail",
+        endpoint.url
+    ));
 }
 
 fn next_step(
@@ -312,7 +381,12 @@ impl Render for DoctorReport {
         out.blank();
         out.line("advisors:");
         for advisor in &self.advisors {
-            out.line(&format!("  {}  {}", advisor.id, advisor.status.as_str()));
+            out.line(&format!(
+                "  {}  {}{}",
+                advisor.id,
+                advisor.status.as_str(),
+                if advisor.problem { "  PROBLEM" } else { "" }
+            ));
             out.para(
                 4,
                 2,

@@ -94,7 +94,9 @@ impl Cost {
     }
 }
 
-/// An amount as shown: four decimals (a consultation often costs less than a cent).
+/// An amount as shown: at least four decimals (a consultation often costs less than a
+/// cent), and below a tenth of a cent as many more as keep three significant digits, so
+/// that 0.00033 is not shown as the 0.0003 it exceeds.
 pub fn money(amount: f64) -> String {
     Money(amount).to_string()
 }
@@ -102,9 +104,23 @@ pub fn money(amount: f64) -> String {
 /// An amount shown as [`money`] does, written where it is formatted.
 pub struct Money(pub f64);
 
+/// The most decimals an amount is shown with (a millionth of a millionth).
+const MAX_DECIMALS: usize = 12;
+
 impl std::fmt::Display for Money {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:.4}", self.0)
+        let magnitude = self.0.abs();
+        if !magnitude.is_finite() || magnitude == 0.0 || magnitude >= 0.001 {
+            return write!(f, "{:.4}", self.0);
+        }
+        // Three significant digits: 0.00033 has its first digit at the 4th decimal.
+        let first = (-magnitude.log10()).ceil() as usize;
+        let decimals = (first + 2).clamp(4, MAX_DECIMALS);
+        let text = format!("{:.*}", decimals, self.0);
+        // Trailing zeros past the fourth decimal say nothing.
+        let dot = text.find('.').unwrap_or(text.len());
+        let keep = text.trim_end_matches('0').len().max(dot + 5);
+        f.write_str(&text[..keep])
     }
 }
 
@@ -176,6 +192,24 @@ impl Spend {
 mod tests {
     use super::*;
     use crate::core::catalogue::Price;
+
+    #[test]
+    fn money_keeps_what_distinguishes_a_spend_from_its_limit() {
+        for (amount, shown) in [
+            (5.0312, "5.0312"),
+            (0.0, "0.0000"),
+            (0.01, "0.0100"),
+            (0.0003, "0.0003"),
+            (0.00033, "0.00033"),
+            (0.000999, "0.000999"),
+            (0.0001234, "0.000123"),
+            (-0.00033, "-0.00033"),
+            (1e-15, "0.0000"),
+        ] {
+            assert_eq!(money(amount), shown, "{amount}");
+        }
+        assert_ne!(money(0.00033), money(0.0003));
+    }
 
     fn metered(input: f64, output: f64) -> Pricing {
         Pricing::Metered(Price {

@@ -165,7 +165,7 @@ pub(super) fn plan_body(out: &mut Out, indent: usize, plan: &Plan, with_availabi
     }
     if !plan.local_review.is_empty() {
         out.line(&format!(
-            "{pad}local review (nobody selected for material doubt):"
+            "{pad}local review (nobody selected for this doubt, which is material or above):"
         ));
         for (i, step) in plan.local_review.iter().enumerate() {
             out.para(indent + 2, 3, &format!("{}. {step}", i + 1));

@@ -273,6 +273,86 @@ fn doctor_says_what_each_advisor_needs_and_exits_zero_without_problems() {
     );
 }
 
+/// An HTTP advisor behind a gateway counts as available from its key alone (availability
+/// asks only `local: true` endpoints before a plan); `doctor` asks its endpoint and calls a
+/// gateway that does not answer a problem, with the next step, instead of "no problems".
+#[test]
+fn doctor_asks_an_available_http_advisors_endpoint_and_calls_silence_a_problem() {
+    let project = Project::new();
+    let catalogue = |port: u16| {
+        format!(
+            "advisors:\n  - id: gateway-review\n    title: Review through a gateway\n    \
+             transport: http\n    adapter: openai\n    \
+             references: {{ provider: acme, vendor: acme, model: acme-1 }}\n    \
+             credential: ACME_GATEWAY_KEY\n    capabilities: [independent_reasoning]\n    \
+             endpoint: http://127.0.0.1:{port}/v1\n    model: acme-1\n"
+        )
+    };
+    let socket = project.outside().join("none.sock");
+    let doctor = |port: u16, exit: i32| {
+        let path = project.write("gateway.yaml", &catalogue(port));
+        project
+            .cli()
+            .env("ADVISORD_CATALOGUE", path.to_str().unwrap())
+            .env("ACME_GATEWAY_KEY", "k-123")
+            .args(["doctor", "--format", "json", "--socket"])
+            .args([socket.to_str().unwrap()])
+            .run()
+            .expect_exit(exit)
+            .json()
+    };
+    // A port nothing listens on: bound, then released.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let json = doctor(closed, 1);
+    assert_eq!(json["problems"], 1, "{json:#}");
+    let gateway = |json: &serde_json::Value| {
+        json["advisors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == "gateway-review")
+            .cloned()
+            .expect("the gateway advisor")
+    };
+    let advisor = gateway(&json);
+    assert_eq!(advisor["status"], "available", "{advisor}");
+    assert_eq!(advisor["problem"], true, "{advisor}");
+    assert_eq!(advisor["endpoint"]["answering"], false, "{advisor}");
+    assert!(
+        advisor["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not answer"),
+        "{advisor}"
+    );
+    assert!(
+        advisor["next_step"]
+            .as_str()
+            .unwrap()
+            .contains("start the server"),
+        "{advisor}"
+    );
+    // A server that answers HTTP (any status counts): no problem.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = stream.read(&mut buf);
+        let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+    });
+    let json = doctor(port, 0);
+    server.join().unwrap();
+    assert_eq!(json["problems"], 0, "{json:#}");
+    assert_eq!(gateway(&json)["endpoint"]["answering"], true, "{json:#}");
+    assert_eq!(gateway(&json)["problem"], false, "{json:#}");
+}
+
 #[test]
 fn doctor_exits_one_on_a_check_finding_and_names_it() {
     let project = Project::new();

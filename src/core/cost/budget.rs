@@ -598,6 +598,20 @@ mod tests {
         );
         assert_eq!(a.until.as_deref(), Some("2026-01-02T00:00:00Z"));
         assert_eq!(availability[1].status, Status::Available);
+        // Over its per-task budget instead: a task never resets, so there is no `until`,
+        // and the reason says when it does start again.
+        let mut per_task = Budgets::default();
+        per_task
+            .advisors
+            .insert("a".into(), limits(None, Some(1.0)));
+        let (task_availability, _) = run(per_task, Materiality::Material);
+        assert_eq!(task_availability[0].status, Status::OverBudget);
+        assert_eq!(task_availability[0].until, None);
+        assert!(
+            task_availability[0].reason.contains(TASK_RESET),
+            "{}",
+            task_availability[0].reason
+        );
         let selected: Vec<&str> = plan.selected.iter().map(|s| s.advisor.as_str()).collect();
         assert_eq!(selected, ["b"]);
         let left_a = plan
