@@ -117,6 +117,18 @@ pub fn compute_plan(
     } else {
         standing_conclusion(task_records, &assessment.subject).map(|c| c.id().to_string())
     };
+    plan_with_reuse(assessment_id, assessment, reuse, env)
+}
+
+/// The plan for `assessment` when the caller already knows which standing conclusion, if
+/// any, it reuses (the writer looks it up in its index, so a plan costs the same whatever
+/// the task's size; `reuse` must be `None` for an assessment declaring new evidence).
+pub fn plan_with_reuse(
+    assessment_id: &str,
+    assessment: &Assessment,
+    reuse: Option<String>,
+    env: &PlanEnv,
+) -> Plan {
     plan(
         assessment_id,
         Doubt {

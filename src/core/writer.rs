@@ -388,21 +388,29 @@ fn admit_plan(
         ));
     };
     // A conclusion after a break in the chain, or in a task this machine does not vouch
-    // for (`foreign`), is not believed, so it is never reused.
-    let verified: Vec<Record>;
-    let records = match env.trust {
-        Some(trust) if !trust.all_verified() || trust.foreign().is_some() => {
-            verified = task
-                .records()
-                .iter()
-                .filter(|r| trust.may_reuse(r.id()))
-                .cloned()
-                .collect();
-            &verified[..]
+    // for (`foreign`), is not believed, so it is never reused. When everything is believed
+    // (the usual case) the rules' index answers at once; otherwise the believed records are
+    // looked over, which only a damaged or foreign task pays for.
+    let reuse = if assessment.new_evidence {
+        None
+    } else {
+        match env.trust {
+            Some(trust) if !trust.all_verified() || trust.foreign().is_some() => {
+                let verified: Vec<Record> = task
+                    .records()
+                    .iter()
+                    .filter(|r| trust.may_reuse(r.id()))
+                    .cloned()
+                    .collect();
+                policy::standing_conclusion(&verified, &assessment.subject)
+                    .map(|c| c.id().to_string())
+            }
+            _ => task
+                .standing_on_subject(&assessment.subject)
+                .map(|c| c.id().to_string()),
         }
-        _ => task.records(),
     };
-    let mut plan = policy::compute_plan(id, assessment, records, plan_env);
+    let mut plan = policy::plan_with_reuse(id, assessment, reuse, plan_env);
     plan.assessment = id.to_string();
     plan.question = question;
     plan.prior_opinion = prior_opinion;
