@@ -1,0 +1,189 @@
+//! The store's cache of records per task: what a store has read of each task, kept
+//! within a budget of bytes and a number of tasks, least recently used first out (`lru`).
+
+use super::*;
+
+/// What a [`Store`] has read of one task.
+#[derive(Default)]
+pub(super) struct TaskCache {
+    /// Whether the task's directory has been listed once.
+    pub(super) listed: bool,
+    /// The records read, in sequence order.
+    pub(super) records: Vec<Record>,
+    /// The chain's hash of each record's stored bytes, beside `records`: the newest is the
+    /// `prev` of the next write, so a write never re-reads the task to hash it.
+    pub(super) digests: Vec<String>,
+    /// The identity of each record's file when it was read or written, beside `records`;
+    /// `None` when it cannot vouch for the bytes (see [`FileId::of`]).
+    pub(super) files: Vec<Option<FileId>>,
+    /// The highest sequence among the record files read.
+    pub(super) highest: u64,
+    /// The hash chain's walk over `records` so far: a view extends it over the records
+    /// read since instead of walking the whole task again.
+    pub(super) chain: chain::Progress,
+    /// The walk the writer keeps, at [`chain::Depth::Rules`]: every record not written
+    /// through this cache is admitted again through the writer's rules once, so a write
+    /// never builds on a record `verify` would refuse, and costs nothing more than that.
+    pub(super) rules: chain::Progress,
+    /// The names in the task's directory that are not record files nor the store's own,
+    /// as last listed.
+    pub(super) strays: Vec<String>,
+    /// The attestations of `records` checked so far against this machine's key (records
+    /// never change, so only new ones are checked).
+    pub(super) attestations: Arc<chain::Attestations>,
+    /// The size on disk of the records read.
+    pub(super) bytes: usize,
+}
+
+/// How many bytes of records (their size on disk) a [`Store`] keeps cached across its
+/// tasks before it drops the least recently used ones.
+pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
+
+/// How many tasks a [`Store`] keeps cached at most, however small: each cached task costs
+/// memory beyond its records' bytes, and the tasks worth keeping are the ones in use now
+/// (the sessions consulting at once), not every task the daemon has seen. A task dropped
+/// for this is small or idle, and reading it again costs a directory listing.
+pub const CACHE_MAX_TASKS: usize = 256;
+
+/// A task's cache and when it was last used.
+pub(super) struct Slot {
+    pub(super) cache: Arc<Mutex<TaskCache>>,
+    pub(super) used: Instant,
+    pub(super) bytes: usize,
+}
+
+/// Append a record read, with its hash and identity, keeping the cache in sequence order.
+pub(super) fn push_in_order(cache: &mut TaskCache, read: ReadFile) {
+    cache.bytes += read.size;
+    let at = cache
+        .records
+        .partition_point(|r| r.envelope.sequence <= read.record.envelope.sequence);
+    cache.records.insert(at, read.record);
+    cache.digests.insert(at, read.digest);
+    cache.files.insert(at, read.file);
+}
+
+impl Store {
+    /// Drop the cached records of every task not used for `idle` (they are read again
+    /// when next asked for); the availability index is kept.
+    pub fn release_idle(&self, idle: Duration) {
+        let now = Instant::now();
+        let mut tasks = lock(&self.tasks);
+        // Least recently used first: the idle ones are at that end.
+        while tasks
+            .peek_lru()
+            .is_some_and(|(_, slot)| now.duration_since(slot.used) >= idle)
+        {
+            tasks.pop_lru();
+        }
+    }
+
+    /// The bytes of records cached now, and how many tasks they belong to.
+    pub fn cached(&self) -> (usize, usize) {
+        let tasks = lock(&self.tasks);
+        (tasks.iter().map(|(_, s)| s.bytes).sum(), tasks.len())
+    }
+
+    /// Every record of `task`, in sequence order (empty when the task has none).
+    pub fn records(&self, task: &TaskName) -> Result<Vec<Record>, StoreError> {
+        self.with_records(task, <[Record]>::to_vec)
+    }
+
+    /// Call `f` with every record of `task`, in sequence order, without copying them.
+    /// The task's cache is held while `f` runs: `f` must not call back into this store.
+    pub fn with_records<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&[Record]) -> R,
+    ) -> Result<R, StoreError> {
+        let cache = self.cache(task);
+        let mut held = lock(&cache);
+        let refreshed = self.refresh(task, &mut held);
+        let bytes = held.bytes;
+        let answer = refreshed.map(|_| f(&held.records));
+        drop(held);
+        self.used(task, &cache, bytes);
+        answer
+    }
+
+    /// Call `f` with every record of `task` in sequence order and what the hash chain
+    /// vouches for (see `core::chain`), without copying them. As [`Store::with_records`].
+    pub fn with_trusted_records<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&[Record], &Trust) -> R,
+    ) -> Result<R, StoreError> {
+        let slot = self.cache(task);
+        let mut cache = lock(&slot);
+        if let Checked::Stale = self.check_files(task, &mut cache)? {
+            *cache = TaskCache::default();
+        }
+        self.refresh(task, &mut cache)?;
+        let trust = self.judged(task, &mut cache);
+        let answer = f(&cache.records, &trust);
+        let bytes = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, bytes);
+        Ok(answer)
+    }
+
+    /// The cache of `task`, created empty on first use.
+    pub(super) fn cache(&self, task: &TaskName) -> Arc<Mutex<TaskCache>> {
+        lock(&self.tasks)
+            .get_or_insert_mut(task.clone(), || Slot {
+                cache: Arc::default(),
+                used: Instant::now(),
+                bytes: 0,
+            })
+            .cache
+            .clone()
+    }
+
+    /// Note that `task`'s cache (holding `bytes`) was just used, and drop the least
+    /// recently used other tasks while the caches hold more than the budget or more
+    /// tasks than the limit.
+    pub(super) fn used(&self, task: &TaskName, cache: &Arc<Mutex<TaskCache>>, bytes: usize) {
+        let mut tasks = lock(&self.tasks);
+        // `get_mut` makes `task` the most recently used, so it is the last one dropped.
+        if let Some(slot) = tasks.get_mut(task) {
+            if Arc::ptr_eq(&slot.cache, cache) {
+                slot.used = Instant::now();
+                slot.bytes = bytes;
+            }
+        }
+        let mut total: usize = tasks.iter().map(|(_, s)| s.bytes).sum();
+        while total > self.budget || tasks.len() > self.max_tasks {
+            if tasks.peek_lru().is_none_or(|(name, _)| name == task) {
+                break;
+            }
+            if let Some((_, slot)) = tasks.pop_lru() {
+                total -= slot.bytes;
+            }
+        }
+    }
+
+    /// Read the records of `task` not yet in `cache`; return the temporary files seen
+    /// (for a writer holding the lock to remove).
+    pub(super) fn refresh(
+        &self,
+        task: &TaskName,
+        cache: &mut TaskCache,
+    ) -> Result<Vec<OsString>, StoreError> {
+        let dir = self.task_dir(task);
+        let mut temps = Vec::new();
+        if !cache.listed {
+            temps = self.list(task, &dir, cache)?;
+        }
+        // Record n + 1 is created only once record n is in place: look for the next ones.
+        while cache.highest < chain::MAX_SEQUENCE {
+            let Some(read) = read_record(&dir.join(sequence_file(cache.highest + 1)))? else {
+                break;
+            };
+            cache.highest += 1;
+            push_in_order(cache, read);
+        }
+        self.feed(task, &cache.records);
+        self.feed_track(task, cache);
+        Ok(temps)
+    }
+}

@@ -1,0 +1,411 @@
+//! The layout on disk: record file names, reading a record file (never through a link),
+//! listing a task, the task's lock, and writing a file atomically.
+
+use super::*;
+
+/// How many missing record names the first read of a task looks up once more when its
+/// listing has gaps (see `Store::list`).
+pub(super) const MAX_LOOKED_UP: u64 = 4096;
+
+/// The file name a record is stored under: its sequence, zero-padded to ten digits so that
+/// names sort in sequence order.
+pub fn file_name(record: &Record) -> String {
+    sequence_file(record.envelope.sequence)
+}
+
+pub(super) fn sequence_file(sequence: u64) -> String {
+    chain::record_file(sequence)
+}
+
+/// The sequence a record file holds, if `name` is a record file ([`chain::FileName`]).
+pub(super) fn record_sequence(name: &OsStr) -> Option<u64> {
+    match chain::FileName::of(name) {
+        chain::FileName::Record(sequence) => Some(sequence),
+        _ => None,
+    }
+}
+
+/// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
+pub(super) fn is_temp_file(name: &OsStr) -> bool {
+    chain::FileName::of(name) == chain::FileName::Store && name != LOCK_FILE
+}
+
+/// Open `path`, a file in a task's directory, for reading: never through a symbolic link,
+/// never blocking on a pipe planted there, and only when it is a regular file.
+pub(super) fn open_in_task(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+        .open(path)
+        .map_err(|e| refused_link(path, e))?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is not a regular file; a task's directory holds only record files: move \
+                 it out",
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+/// `O_NOFOLLOW` refuses a symbolic link with `ELOOP`: say so in words, naming it.
+pub(super) fn refused_link(path: &Path, error: io::Error) -> io::Error {
+    if error.raw_os_error() == Some(Errno::ELOOP as i32) {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "`{}` is a symbolic link, which the store never follows inside a task's \
+                 directory; remove it",
+                path.display()
+            ),
+        )
+    } else {
+        error
+    }
+}
+
+/// The open flags the store adds, from `nix` (which re-exports the C library's values).
+pub(super) mod libc_flags {
+    use nix::fcntl::OFlag;
+    pub const NOFOLLOW: i32 = OFlag::O_NOFOLLOW.bits();
+    pub const NONBLOCK: i32 = OFlag::O_NONBLOCK.bits();
+}
+
+/// One record file as read from disk, for `verify`.
+pub struct StoredFile {
+    /// Its name (`0000000007.json`).
+    pub name: String,
+    /// The sequence its name holds.
+    pub sequence: u64,
+    /// Its bytes, exactly as stored.
+    pub bytes: Vec<u8>,
+}
+
+impl StoredFile {
+    /// The file as the chain's walk reads it.
+    pub fn as_chain_file(&self) -> chain::File<'_> {
+        chain::File {
+            name: &self.name,
+            sequence: self.sequence,
+            bytes: &self.bytes,
+        }
+    }
+}
+
+/// One record file read: the record, the chain's hash of its bytes, their size and the
+/// file's identity ([`FileId`]) taken before they were read.
+pub(super) struct ReadFile {
+    pub(super) record: Record,
+    pub(super) digest: String,
+    pub(super) size: usize,
+    pub(super) file: Option<FileId>,
+}
+
+/// Read and parse the record file at `path`, with the chain's hash of its bytes; `None`
+/// when there is none.
+pub(super) fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
+    // The identity is taken from the open file before its bytes are read: a change made
+    // while reading then shows as a changed identity next time, never the reverse.
+    let read = |path: &Path| -> io::Result<(Vec<u8>, Option<FileId>)> {
+        let mut file = open_in_task(path)?;
+        let stat = file.metadata()?;
+        let id = FileId::of(&stat, SystemTime::now());
+        let mut bytes = Vec::with_capacity(stat.len() as usize);
+        file.read_to_end(&mut bytes)?;
+        Ok((bytes, id))
+    };
+    let (bytes, file) = match read(path) {
+        Ok(read) => read,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(StoreError::Io {
+                context: format!(
+                    "cannot read record `{}`; check its permissions",
+                    path.display()
+                ),
+                source,
+            })
+        }
+    };
+    let corrupt = |message: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        message: format!(
+            "{message}; records are never edited by hand: move the file out of `{}`",
+            path.parent().unwrap_or(path).display()
+        ),
+    };
+    let record: Record = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let named = path.file_name().and_then(record_sequence);
+    if named != Some(record.envelope.sequence) {
+        return Err(corrupt(format!(
+            "it holds sequence {} under another sequence's name",
+            record.envelope.sequence
+        )));
+    }
+    Ok(Some(ReadFile {
+        digest: chain::digest(&bytes),
+        size: bytes.len(),
+        record,
+        file,
+    }))
+}
+
+/// Write `bytes` to `dir/name` so that it appears whole or not at all: a temporary file
+/// in the same directory, flushed, renamed into place, and the directory flushed.
+pub(super) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let target = dir.join(name);
+    if fs::symlink_metadata(&target).is_ok() {
+        // Under the task's lock this cannot happen; if it does, keep what is stored.
+        return Err(StoreError::Io {
+            context: format!(
+                "record `{}` already exists; refusing to overwrite it (is another program \
+                 writing into the state directory?)",
+                target.display()
+            ),
+            source: io::Error::from(io::ErrorKind::AlreadyExists),
+        });
+    }
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temp, &target)
+    })();
+    if let Err(source) = result {
+        let _ = fs::remove_file(&temp);
+        return Err(StoreError::Io {
+            context: format!(
+                "cannot write record `{}`; nothing was stored (check free space and \
+                 permissions)",
+                target.display()
+            ),
+            source,
+        });
+    }
+    sync_dir(dir)
+}
+
+/// Flush a directory so that the entries created or renamed in it survive a crash.
+pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error(format!(
+            "cannot flush directory `{}`",
+            dir.display()
+        )))
+}
+
+impl Store {
+    /// Every record file of `task`, read afresh from disk (not from the cache), in the
+    /// order of the sequences their names hold, after the strays (the names that are not
+    /// record files nor the store's own, sequence 0 and no bytes): what `verify` walks.
+    pub fn stored_files(&self, task: &TaskName) -> Result<Vec<StoredFile>, StoreError> {
+        let dir = self.task_dir(task);
+        let listing = match fs::read_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            other => other.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`; check that it is readable",
+                dir.display()
+            )))?,
+        };
+        let mut files = Vec::new();
+        for entry in listing {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`",
+                dir.display()
+            )))?;
+            let name = entry.file_name();
+            let sequence = match chain::FileName::of(&name) {
+                chain::FileName::Record(sequence) => sequence,
+                chain::FileName::Store => continue,
+                chain::FileName::Stray => {
+                    files.push(StoredFile {
+                        name: name.to_string_lossy().into_owned(),
+                        sequence: 0,
+                        bytes: Vec::new(),
+                    });
+                    continue;
+                }
+            };
+            let path = dir.join(&name);
+            let mut bytes = Vec::new();
+            open_in_task(&path)
+                .and_then(|mut file| file.read_to_end(&mut bytes))
+                .map_err(io_error(format!(
+                    "cannot read record `{}`; check its permissions",
+                    path.display()
+                )))?;
+            files.push(StoredFile {
+                name: name.to_string_lossy().into_owned(),
+                sequence,
+                bytes,
+            });
+        }
+        files.sort_by(|a, b| (a.sequence, &a.name).cmp(&(b.sequence, &b.name)));
+        Ok(files)
+    }
+
+    /// Every task of the state directory, sorted. Directories whose name is not a valid
+    /// task are not tasks and are skipped.
+    pub fn tasks(&self) -> Result<Vec<TaskName>, StoreError> {
+        let entries = match fs::read_dir(&self.state_dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            other => other.map_err(io_error(format!(
+                "cannot list the state directory `{}`; check that it is readable",
+                self.state_dir.display()
+            )))?,
+        };
+        let mut tasks = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the state directory `{}`",
+                self.state_dir.display()
+            )))?;
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            let task = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| TaskName::new(n).ok());
+            if let (true, Some(task)) = (is_dir, task) {
+                tasks.push(task);
+            }
+        }
+        tasks.sort();
+        Ok(tasks)
+    }
+
+    /// The first read of a task: every record file of its directory.
+    pub(super) fn list(
+        &self,
+        task: &TaskName,
+        dir: &Path,
+        cache: &mut TaskCache,
+    ) -> Result<Vec<OsString>, StoreError> {
+        let entries = match fs::read_dir(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                cache.listed = true;
+                return Ok(Vec::new());
+            }
+            other => other.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`; check that it is readable",
+                dir.display()
+            )))?,
+        };
+        let mut sequences = Vec::new();
+        let mut temps = Vec::new();
+        let mut strays = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_error(format!(
+                "cannot list the records of task `{task}` in `{}`",
+                dir.display()
+            )))?;
+            let name = entry.file_name();
+            if let Some(sequence) = record_sequence(&name) {
+                sequences.push(sequence);
+            } else if is_temp_file(&name) {
+                temps.push(name);
+            } else if name != LOCK_FILE {
+                strays.push(name.to_string_lossy().into_owned());
+            }
+        }
+        sequences.sort_unstable();
+        strays.sort_unstable();
+        // A listing taken while another process writes may miss an entry added during it:
+        // records are created in sequence order, so a gap below the highest is a record
+        // written while listing, found by looking up the missing names once more. Only a
+        // bounded number of them: a planted huge sequence is a gap the walk reports, not
+        // ten billion names to look up.
+        let listed: HashSet<u64> = sequences.iter().copied().collect();
+        let highest = sequences.last().copied().unwrap_or(0);
+        let missing = highest.saturating_sub(sequences.len() as u64);
+        let mut records = Vec::with_capacity(sequences.len());
+        if missing <= MAX_LOOKED_UP {
+            for sequence in 1..=highest {
+                let path = dir.join(sequence_file(sequence));
+                let found = if listed.contains(&sequence) {
+                    read_record(&path)?
+                } else {
+                    read_record(&path).unwrap_or(None)
+                };
+                records.extend(found);
+            }
+        } else {
+            for &sequence in &sequences {
+                records.extend(read_record(&dir.join(sequence_file(sequence)))?);
+            }
+        }
+        records.sort_by_key(|read| read.record.envelope.sequence);
+        cache.bytes = records.iter().map(|read| read.size).sum();
+        cache.records = Vec::with_capacity(records.len());
+        cache.digests = Vec::with_capacity(records.len());
+        cache.files = Vec::with_capacity(records.len());
+        for read in records {
+            cache.records.push(read.record);
+            cache.digests.push(read.digest);
+            cache.files.push(read.file);
+        }
+        cache.highest = highest;
+        cache.strays = strays;
+        cache.listed = true;
+        Ok(temps)
+    }
+
+    /// Create a task's directory (and the state directory), private to the user.
+    pub(super) fn create_task_dir(&self, dir: &Path) -> Result<(), StoreError> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_error(format!(
+                "cannot create `{}`; check that the state directory `{}` is writable or \
+                 choose another with --state-dir",
+                dir.display(),
+                self.state_dir.display()
+            )))?;
+        // Make the new directory's entry durable before records go into it.
+        sync_dir(&self.state_dir)
+    }
+
+    /// Take the task's exclusive lock, waiting for any other writer to finish.
+    pub(super) fn lock_task(&self, dir: &Path) -> Result<Flock<File>, StoreError> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+            .open(&path)
+            .map_err(|e| refused_link(&path, e))
+            .map_err(io_error(format!(
+                "cannot open the task lock `{}`; it must be a regular file in a writable \
+                 directory",
+                path.display()
+            )))?;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusive) {
+                Ok(held) => return Ok(held),
+                Err((back, Errno::EINTR)) => file = back,
+                Err((_, errno)) => {
+                    return Err(StoreError::Io {
+                        context: format!(
+                            "cannot lock `{}`; the file system must support `flock`",
+                            path.display()
+                        ),
+                        source: io::Error::from(errno),
+                    })
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! The one write path: a record admitted through the writer under the task's lock,
+//! stored durably, fed to the indexes.
+
+use super::*;
+
+/// What the daemon's job says of a consultation it writes ([`Store::write_consultation`]).
+pub struct Provenance<'a> {
+    /// The job that produced it.
+    pub job: &'a str,
+    /// What produced the answer (`vendor/model`, or what a mesh peer named), if known.
+    pub source: Option<&'a str>,
+    /// Whether the transport vouched for who answered: `false` records the answer but it
+    /// never counts as a review.
+    pub counts: bool,
+    /// The request's own credential values, removed by value from every string.
+    pub secrets: &'a [String],
+}
+
+/// The longest `source` a consultation keeps, in characters.
+pub(super) const MAX_SOURCE_CHARS: usize = 200;
+
+impl Store {
+    /// Admit `input` through the writer under the task's lock and store it durably.
+    pub fn write(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+    ) -> Result<Record, StoreError> {
+        self.write_scrubbing(task, input, plan_env, &[])
+    }
+
+    /// [`Store::write`], the writer also removing each of `secrets` (the request's own
+    /// credential values) by value from every string of the record.
+    pub fn write_scrubbing(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+    ) -> Result<Record, StoreError> {
+        self.write_as(task, input, plan_env, secrets, None)
+    }
+
+    /// Store a consultation a daemon's job drafted (`input`, without `source`), attested
+    /// with this machine's key (created the first time) as written by `provenance.job`.
+    ///
+    /// The one way a consultation that can count as a review is written: the runner calls
+    /// it for each outcome (its own advisors', a relayed mesh answer, an answered inbox
+    /// review). No surface reaches it; the `record` verb refuses consultations. Public for
+    /// the tests and fixtures that stand in for a job; the process must have installed its
+    /// data directory ([`crate::machine::install`]).
+    pub fn write_consultation(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        provenance: &Provenance,
+    ) -> Result<Record, StoreError> {
+        let machine = crate::machine::installed().ok_or_else(|| StoreError::Io {
+            context: "cannot attest a consultation: this process named no data directory to \
+                      keep the attestation key in (the daemon and the CLI install theirs)"
+                .to_string(),
+            source: io::Error::from(io::ErrorKind::NotFound),
+        })?;
+        let key = machine.key_or_create().map_err(io_error(format!(
+            "cannot make or read the attestation key `{}`; check that the data directory is \
+             yours and writable",
+            crate::machine::attest::key_path(machine.data_dir()).display()
+        )))?;
+        let mut input = input.clone();
+        if let (Some(object), Some(source)) = (input.as_object_mut(), provenance.source) {
+            let source: String = source
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(MAX_SOURCE_CHARS)
+                .collect();
+            if !source.trim().is_empty() {
+                object.insert("source".into(), serde_json::Value::String(source));
+            }
+        }
+        self.write_as(
+            task,
+            &input,
+            None,
+            provenance.secrets,
+            Some((&key, provenance)),
+        )
+    }
+
+    pub(super) fn write_as(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+        attest: Option<(&crate::machine::attest::Key, &Provenance)>,
+    ) -> Result<Record, StoreError> {
+        let daemon = attest.is_some();
+        let dir = self.task_dir(task);
+        let fresh = !dir.exists();
+        if fresh {
+            // Judge the first record against the empty task before creating anything, so
+            // a refusal leaves no trace at all.
+            let mut env =
+                self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
+            env.daemon = daemon;
+            writer::admit(&[], input, &env)?;
+            self.create_task_dir(&dir)?;
+        }
+        let _held = self.lock_task(&dir)?;
+        let slot = self.cache(task);
+        let mut cache = lock(&slot);
+        let stale = self.refresh(task, &mut cache)?;
+        for name in stale {
+            // Under the lock no write is in flight: these are left by a killed writer.
+            let _ = fs::remove_file(dir.join(name));
+        }
+        let sequence = cache.highest + 1;
+        let prev = cache
+            .digests
+            .last()
+            .cloned()
+            .unwrap_or_else(|| chain::GENESIS.to_string());
+        // The writer refuses to build on a broken chain: the walk it keeps covers what it
+        // wrote itself, so only records written by others are walked (and admitted again)
+        // here, once each. A plan (it never reuses a conclusion that is not vouched for)
+        // and a conclusion (only consultations that count are its review) also look at
+        // what the attestations and this machine vouch for; other writes need not.
+        let is_conclusion =
+            input.get("kind").and_then(serde_json::Value::as_str) == Some("conclusion");
+        let mut trust = writer_trust(task, &mut cache);
+        if plan_env.is_some() || is_conclusion {
+            trust = self.vouched(task, &mut cache, trust);
+        }
+        let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
+        env.daemon = daemon;
+        let index = cache.rules.rules_index();
+        let mut record = writer::admit_indexed(&cache.records, index, input, &env)?;
+        if sequence > chain::MAX_SEQUENCE {
+            return Err(StoreError::Io {
+                context: format!(
+                    "task `{task}` holds record {}, the highest a record file's name can \
+                     hold; record into another task",
+                    chain::MAX_SEQUENCE
+                ),
+                source: io::Error::from(io::ErrorKind::StorageFull),
+            });
+        }
+        if let Some((key, provenance)) = attest {
+            key.attest(&mut record, provenance.job, provenance.counts);
+        }
+        // This machine anchors the new head when it vouched for the task before it (or
+        // the task is new); a foreign task stays foreign until adopted.
+        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        let local = anchors.as_ref().is_some_and(|anchors| {
+            let highest = cache.records.last().map(|r| r.envelope.sequence);
+            chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
+                digest_at(&cache, s)
+            })
+            .is_none()
+        });
+        let name = file_name(&record);
+        let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
+            context: format!("cannot serialise record `{}`", record.id()),
+            source: io::Error::other(e),
+        })?;
+        bytes.push(b'\n');
+        write_atomically(&dir, &name, &bytes)?;
+        let digest = chain::digest(&bytes);
+        if let (true, Some(anchors)) = (local, &anchors) {
+            let head = chain::Head {
+                sequence,
+                hash: digest.clone(),
+            };
+            if let Err(e) = anchors.set(task, &head) {
+                // The record is stored; an older anchor still vouches for the task.
+                tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
+            }
+        }
+        cache.highest = sequence;
+        cache.records.push(record.clone());
+        cache.digests.push(digest);
+        let written = fs::metadata(dir.join(&name)).ok();
+        cache
+            .files
+            .push(written.and_then(|stat| FileId::of(&stat, SystemTime::now())));
+        cache.bytes += bytes.len();
+        // What the writer admitted it need not admit again: its walk covers it by links.
+        let rules = std::mem::take(&mut cache.rules);
+        cache.rules = extended(task, &cache, rules, chain::Depth::Links);
+        self.feed(task, &cache.records);
+        self.feed_track(task, &mut cache);
+        let cached = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, cached);
+        Ok(record)
+    }
+
+    pub(super) fn write_env<'a>(
+        &self,
+        task: &'a TaskName,
+        sequence: u64,
+        plan_env: Option<&'a PlanEnv<'a>>,
+        prev: String,
+        trust: Option<&'a Trust>,
+        secrets: &'a [String],
+    ) -> WriteEnv<'a> {
+        WriteEnv {
+            task,
+            now: time::OffsetDateTime::now_utc(),
+            id: ulid::Ulid::new().to_string(),
+            sequence,
+            plan_env,
+            prev,
+            trust,
+            secrets,
+            daemon: false,
+        }
+    }
+}
