@@ -21,3 +21,4 @@ pub mod render;
 pub mod service;
 pub mod store;
 pub mod trust;
+pub mod worktree;

@@ -62,9 +62,14 @@ pub const LOCK_FILE: &str = "advisord.lock";
 /// The log of a detached daemon, in the data directory.
 pub const LOG_FILE: &str = "advisord.log";
 
-/// The state directory of `root`: `flag` when given, else [`DEFAULT_STATE_DIR`] under it.
+/// The state directory of `root`: `flag` when given, else [`DEFAULT_STATE_DIR`] under it,
+/// or under the main checkout when `root` is a linked worktree (every worktree of a
+/// repository shares one state directory: `crate::worktree`).
 pub fn state_dir(root: &Path, flag: Option<&Path>) -> PathBuf {
-    flag.map_or_else(|| root.join(DEFAULT_STATE_DIR), Path::to_path_buf)
+    flag.map_or_else(
+        || crate::worktree::state_base(root).join(DEFAULT_STATE_DIR),
+        Path::to_path_buf,
+    )
 }
 
 /// The log a detached daemon started from this process's environment writes, if a data
