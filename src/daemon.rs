@@ -28,9 +28,8 @@ pub mod socket;
 
 pub use crate::paths::{LOCK_FILE, LOG_FILE, PID_FILE};
 
-use crate::daemon::jobs::{JobEntry, JobOrder, Jobs, Retention};
-use crate::daemon::journal::{Journal, JournalEntry, JournalError};
-use crate::protocol::{Event, JobState};
+use crate::daemon::jobs::{Jobs, Retention};
+use crate::daemon::journal::{Journal, JournalError};
 use advisord_adapters::registry::Registry;
 use nix::fcntl::{Flock, FlockArg};
 use std::fs::File;
@@ -41,14 +40,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::net::UnixListener;
-use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 /// How long in-flight exchanges get at shutdown before they are cancelled, by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
-/// How long a task's cached records are kept after it was last used.
-pub const TASK_IDLE: Duration = Duration::from_secs(120);
+pub use jobs::TASK_IDLE;
 
 /// How long cancelled work gets to wind down before the daemon stops waiting for it.
 const WIND_DOWN: Duration = Duration::from_secs(3);
@@ -95,31 +92,6 @@ impl Config {
             idle_exit: None,
             listen: None,
             events: feed::Limits::default(),
-        }
-    }
-}
-
-/// Resolves once the daemon has been idle for `after`: no job queued or running and no
-/// request answered for that long. Never resolves without a bound.
-async fn idle_exit(jobs: Arc<Jobs>, after: Option<Duration>) {
-    let Some(after) = after else {
-        return std::future::pending().await;
-    };
-    let tick = (after / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-    loop {
-        tokio::time::sleep(tick).await;
-        let counts = jobs.counts();
-        let busy = [JobState::Queued, JobState::Running]
-            .iter()
-            .any(|state| counts.get(state).copied().unwrap_or(0) > 0);
-        if busy {
-            jobs.touch();
-        } else if jobs.idle_for() >= after {
-            tracing::info!(
-                idle_s = after.as_secs_f64(),
-                "idle: exiting (`--idle-exit`)"
-            );
-            return;
         }
     }
 }
@@ -247,7 +219,6 @@ pub async fn run(
     }
     let journal = Journal::open(&config.data_dir)?;
     let saved = journal.load_all()?;
-    let (queue, queue_rx) = mpsc::unbounded_channel();
     let started_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -262,28 +233,31 @@ pub async fn run(
             Arc::new(advisord_adapters::mesh::MeshAdapter::new(link)),
         );
     }
+    let peers = mesh.clone().map(|m| m as Arc<dyn jobs::PeerSource>);
     let shared = Arc::new(Jobs::new(
         journal,
         registry,
-        queue,
+        |jobs, entry| Box::pin(runner::run_job(jobs, entry)),
         started_ms,
-        mesh,
+        peers,
         config.events,
     ));
-    resume(&shared, saved);
-
     let mut workers: JoinSet<&'static str> = JoinSet::new();
-    workers.spawn(scheduler(shared.clone(), queue_rx, config.max_running_jobs));
-    workers.spawn(pruner(shared.clone(), config.retention, config.prune_every));
-    if let Some(mesh) = shared.mesh.clone() {
-        let (sweeping, stop) = (mesh.clone(), shared.drain.clone());
+    let limits = jobs::Limits {
+        max_running: config.max_running_jobs,
+        retention: config.retention,
+        prune_every: config.prune_every,
+    };
+    shared.start(saved, limits, &mut workers);
+    if let Some(mesh) = mesh.clone() {
+        let (sweeping, stop) = (mesh.clone(), shared.draining());
         workers.spawn(async move {
             sweeping.sweeper(stop).await;
             "mesh sweeper"
         });
         if mesh.offers() {
             let (shared, mesh) = (shared.clone(), mesh.clone());
-            let (stop, cancel) = (shared.drain.clone(), shared.token.clone());
+            let (stop, cancel) = (shared.draining(), shared.stopping());
             workers.spawn(async move {
                 mesh::offer::serve(shared, mesh, stop, cancel).await;
                 "mesh offer"
@@ -297,8 +271,12 @@ pub async fn run(
         None => None,
     };
     let listening = tcp.as_ref().map(|(_, _, info)| info.clone());
-    let app = http::router(Arc::new(served::Served::new(shared.clone(), listening)));
-    let stop_accepting = shared.drain.clone();
+    let app = http::router(Arc::new(served::Served::new(
+        shared.clone(),
+        mesh.clone(),
+        listening,
+    )));
+    let stop_accepting = shared.draining();
     let unix = conn::serve(
         conn::Listener::Unix { listener, uid },
         app.clone(),
@@ -327,33 +305,16 @@ pub async fn run(
         "advisord serving"
     );
 
-    let idle = idle_exit(shared.clone(), config.idle_exit);
+    let idle = shared.idle(config.idle_exit);
     let server_result = tokio::select! {
         () = shutdown => None,
         () = idle => None,
         ended = &mut server => Some(ended),
     };
     tracing::info!("shutting down: no new jobs or exchanges start");
-    shared.drain.cancel();
-    shared.tracker.close();
-    if tokio::time::timeout(config.grace, shared.tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::info!(
-            grace_s = config.grace.as_secs_f64(),
-            "grace over: cancelling the rest"
-        );
-    }
-    shared.token.cancel();
-    if tokio::time::timeout(WIND_DOWN, shared.tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("some jobs did not wind down in time; they resume at the next start");
-    }
+    shared.stop(config.grace, WIND_DOWN).await;
     workers.shutdown().await;
-    if let Some(mesh) = &shared.mesh {
+    if let Some(mesh) = &mesh {
         mesh.leave().await;
     }
     let server_result = match server_result {
@@ -405,113 +366,4 @@ fn tcp_listener(
         token_file: listen::token_path(data_dir),
     };
     Ok((listener, listen::Guard::new(token, addr), info))
-}
-
-/// Take back the journaled jobs: finished ones are listed until pruned, unfinished ones
-/// are queued again (in the order they were accepted).
-fn resume(shared: &Arc<Jobs>, saved: Vec<JournalEntry>) {
-    for saved in saved {
-        let mut job = saved.job;
-        let unfinished = !job.state.is_finished();
-        if unfinished {
-            job.state = JobState::Queued;
-        }
-        let order = JobOrder {
-            context: saved.context,
-            question: saved.question,
-            prior_opinion: saved.prior_opinion,
-            prompt: saved.prompt,
-            timeout: saved.timeout,
-            resumed: true,
-        };
-        let entry = Arc::new(JobEntry::new(job, order, &shared.token));
-        if unfinished {
-            entry.attach_feed(shared.feed.clone());
-            tracing::info!(job = %entry.id(), "resuming a journaled job");
-            shared.table.insert(entry.clone());
-            shared.enqueue(entry);
-        } else {
-            entry.emit(Event::Done {
-                at: crate::protocol::Timestamp::now(),
-                job: entry.id(),
-                result: Box::new(entry.snapshot()),
-            });
-            shared.table.insert(entry);
-        }
-    }
-}
-
-/// Start queued jobs in order, at most `max_running` at once, until shutdown begins.
-async fn scheduler(
-    shared: Arc<Jobs>,
-    mut queue: mpsc::UnboundedReceiver<Arc<JobEntry>>,
-    max_running: usize,
-) -> &'static str {
-    let slots = Arc::new(Semaphore::new(max_running.max(1)));
-    loop {
-        let entry = tokio::select! {
-            () = shared.drain.cancelled() => break,
-            next = queue.recv() => match next {
-                Some(entry) => entry,
-                None => break,
-            },
-        };
-        let slot = tokio::select! {
-            () = shared.drain.cancelled() => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
-        };
-        if entry.state() != JobState::Queued {
-            continue; // cancelled while it waited
-        }
-        let shared_for_job = shared.clone();
-        shared.tracker.spawn(async move {
-            runner::run_job(shared_for_job, entry).await;
-            drop(slot);
-        });
-    }
-    "scheduler"
-}
-
-/// Drop finished jobs past the retention: from memory at once when a job ends (so the
-/// number kept holds however many jobs a minute runs), and from the journal at the next
-/// round, in one batch, so that removing files never competes with the journal writes of
-/// a burst of jobs. A job dropped from memory but not yet from the journal is dropped
-/// again by the first round after a restart.
-async fn pruner(shared: Arc<Jobs>, retention: Retention, every: Duration) -> &'static str {
-    let mut ticks = tokio::time::interval(every);
-    let mut unjournal: Vec<crate::protocol::JobId> = Vec::new();
-    loop {
-        let round = tokio::select! {
-            () = shared.drain.cancelled() => break,
-            _ = ticks.tick() => true,
-            () = shared.ended.notified() => false,
-        };
-        if round {
-            crate::store::Stores::process().release_idle(TASK_IDLE);
-        } else if !shared.table.any_unfinished() {
-            // The last running job ended: what the burst freed goes back to the system.
-            tokio::task::spawn_blocking(memory::release_free_memory);
-        }
-        unjournal.extend(shared.table.prune(retention, SystemTime::now()));
-        if !round || unjournal.is_empty() {
-            continue;
-        }
-        tracing::debug!(count = unjournal.len(), "pruning finished jobs");
-        let dir = shared.journal.dir().to_path_buf();
-        let dropped = std::mem::take(&mut unjournal);
-        let removed = tokio::task::spawn_blocking(move || {
-            let journal = Journal::at(dir);
-            dropped
-                .iter()
-                .try_for_each(|id| journal.remove(id.as_str()))
-        })
-        .await;
-        if let Ok(Err(e)) = removed {
-            tracing::warn!(error = %e, "could not prune a journaled job");
-        }
-    }
-    "pruner"
 }

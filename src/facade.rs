@@ -33,7 +33,6 @@ use crate::service;
 use advisord_adapters::registry::Registry;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::StreamExt;
 
 /// What a verb of the façade returns, later.
 pub type Answer<'a, T> = BoxFuture<'a, Result<T>>;
@@ -103,33 +102,23 @@ pub trait Api: Send + Sync {
     fn wait(&self, request: WaitRequest) -> Answer<'_, Waited> {
         Box::pin(async move {
             let id = request.id.clone();
-            let follow = async {
-                let mut events = self
-                    .events(EventsRequest {
-                        id: id.clone(),
-                        from: 0,
-                    })
-                    .await?;
-                while let Some(event) = events.next().await {
-                    if let Event::Done { result, .. } = event? {
-                        return Ok(Some(result));
-                    }
+            let deadline = request
+                .bound
+                .map(|bound| bound.deadline_from(tokio::time::Instant::now()));
+            let events = self
+                .events(EventsRequest {
+                    id: id.clone(),
+                    from: 0,
+                })
+                .await?;
+            let mut follower = crate::follow::Follower::new(events);
+            match follower.until(deadline, |_| {}).await? {
+                crate::follow::Followed::Ended(report) => Ok(Waited::Ended(Box::new(report.job))),
+                crate::follow::Followed::DeadlinePassed => {
+                    let now = self.job(JobRequest { id }).await?;
+                    Ok(Waited::TimedOut(Box::new(now)))
                 }
-                Ok::<_, Error>(None)
-            };
-            let ended = match request.bound {
-                None => follow.await?,
-                Some(bound) => match tokio::time::timeout(bound.duration(), follow).await {
-                    Ok(ended) => ended?,
-                    Err(_) => {
-                        let now = self.job(JobRequest { id }).await?;
-                        return Ok(Waited::TimedOut(Box::new(now)));
-                    }
-                },
-            };
-            match ended {
-                Some(job) => Ok(Waited::Ended(job)),
-                None => {
+                crate::follow::Followed::StreamEnded => {
                     let now = self.job(JobRequest { id: id.clone() }).await?;
                     if now.state.is_finished() {
                         Ok(Waited::Ended(Box::new(now)))

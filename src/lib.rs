@@ -9,6 +9,7 @@ pub mod core;
 pub mod daemon;
 pub mod error;
 pub mod facade;
+pub mod follow;
 pub mod init;
 pub mod machine;
 pub mod mcp;

@@ -15,7 +15,8 @@
 //!   pinned (`pinned` setting); an unpinned peer's answer is recorded, never counted;
 //! - a rate limit's `retry_after_s` is cut to [`wire::MAX_RETRY_AFTER_S`];
 //! - the request carries the question (scrubbed of secret shapes by [`MeshLink::scrub`]),
-//!   the capabilities, the remaining deadline and a fresh request id; the remaining
+//!   the capabilities the plan selected the peer for ([`ASKED_CAPABILITIES`], not the
+//!   peer's whole offer), the remaining deadline and a fresh request id; the remaining
 //!   deadline is also how long the exchange waits;
 //! - the reply is read strictly: a reply naming another request id is ignored (at most
 //!   [`MAX_IGNORED`] of them, then the peer is `malformed`), one that does not parse is
@@ -188,10 +189,16 @@ fn credit_of(advisor: &AdvisorSpec, key: &str) -> (String, bool) {
     (identity, pinned)
 }
 
+/// The setting the asking daemon sets on a peer for one exchange: the capabilities its
+/// plan selected the peer for. The request carries those, never the peer's whole offer
+/// (its `capabilities` setting), so a relay asks its own advisors for what was wanted.
+pub const ASKED_CAPABILITIES: &str = "asked_capabilities";
+
+/// The capabilities to ask the peer for: [`ASKED_CAPABILITIES`], none when unset.
 fn capabilities_of(advisor: &AdvisorSpec) -> Vec<String> {
     advisor
         .settings
-        .get("capabilities")
+        .get(ASKED_CAPABILITIES)
         .and_then(|v| v.as_array())
         .map(|list| {
             list.iter()
@@ -458,6 +465,27 @@ fn answer_of(outcome: ReplyOutcome, source: &str, vouched: bool) -> Result<Answe
 mod tests {
     use super::*;
     use crate::normalise::{Normalised, Stance};
+
+    #[test]
+    fn a_request_asks_for_what_the_plan_wants_never_the_whole_offer() {
+        let mut settings = serde_json::Map::new();
+        settings.insert(
+            "capabilities".into(),
+            serde_json::json!(["code_review", "debugging", "reviews"]),
+        );
+        let mut advisor = AdvisorSpec {
+            id: "mesh:peer".into(),
+            adapter: ADAPTER.into(),
+            executable: None,
+            credential: None,
+            settings,
+        };
+        assert!(capabilities_of(&advisor).is_empty(), "not the offer");
+        advisor
+            .settings
+            .insert(ASKED_CAPABILITIES.into(), serde_json::json!(["debugging"]));
+        assert_eq!(capabilities_of(&advisor), vec!["debugging"]);
+    }
 
     fn normalised() -> Normalised {
         Normalised {

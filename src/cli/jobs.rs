@@ -20,6 +20,7 @@ use super::output::print_stdout;
 use crate::core::records::Assessment;
 use crate::error::Error;
 use crate::facade::{needs_daemon, Api};
+use crate::follow::Follower;
 use crate::paths;
 use crate::protocol::{
     CancelRequest, ConsultRequest, EventsRequest, ExplainRequest, JobId, JobRequest, JobState,
@@ -29,7 +30,6 @@ use crate::render::job::{JobListView, JobReport, JobView, Seen};
 use crate::render::preview::PromptPreview;
 use crate::render::{self, Format};
 use crate::service;
-use futures::StreamExt;
 use progress::{Progress, Target};
 use std::path::Path;
 use std::time::Duration;
@@ -449,7 +449,6 @@ impl Following<'_> {
         deadline: Option<Instant>,
     ) -> anyhow::Result<Followed> {
         let job = self.job;
-        let mut seen = Seen::default();
         let timeout = async {
             match deadline {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -462,22 +461,23 @@ impl Following<'_> {
             id: job.clone(),
             from: 0,
         };
-        let mut events = tokio::select! {
+        let events = tokio::select! {
             biased;
             () = received(&mut interrupt) => return Ok(Followed::Interrupted),
-            () = &mut timeout => return Ok(Followed::TimedOut(Box::new(seen))),
+            () = &mut timeout => return Ok(Followed::TimedOut(Box::default())),
             events = self.api.events(request) => events?,
         };
+        let mut follower = Follower::new(events);
         loop {
             tokio::select! {
                 biased;
                 () = received(&mut interrupt) => return Ok(Followed::Interrupted),
-                () = &mut timeout => return Ok(Followed::TimedOut(Box::new(seen))),
-                next = events.next() => match next.transpose()? {
+                () = &mut timeout => return Ok(Followed::TimedOut(Box::new(follower.into_seen()))),
+                next = follower.next() => match next? {
                     Some(event) => {
                         progress.event(&event);
-                        if let Some(ended) = seen.absorb(event) {
-                            return Ok(Followed::Ended(Box::new(seen.report(ended))));
+                        if let Some(report) = follower.take_report() {
+                            return Ok(Followed::Ended(Box::new(report)));
                         }
                     }
                     None => {
@@ -486,7 +486,7 @@ impl Following<'_> {
                         if let Ok(now) = self.api.job(JobRequest { id: job.clone() }).await {
                             if now.state.is_finished() {
                                 progress.finish();
-                                return Ok(Followed::Ended(Box::new(seen.report(now))));
+                                return Ok(Followed::Ended(Box::new(follower.into_report(now))));
                             }
                         }
                         progress.finish();

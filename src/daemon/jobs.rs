@@ -1,33 +1,47 @@
 //! The `Jobs` API: every operation on consultation jobs, whoever asks (the socket's
-//! handlers today, the MCP server and the web page next): submit, get, list, cancel,
-//! subscribe to the events from any point (replayed), wait with a bound, and the one
-//! [`Jobs::finish`] every ending goes through.
+//! handlers, the MCP server through them, the web page, the mesh relay): submit (a
+//! [`JobHandle`]), get, list, cancel, subscribe to the events from any point (replayed),
+//! wait with a bound, and the one [`Jobs::finish`] every ending goes through.
 //!
 //! `Jobs` also holds what running jobs share: the journal, the adapters' registry, the
-//! HTTP client, the cancellation tokens and task tracker, the per-advisor semaphores and
-//! the stores. The job itself is run by `super::runner`; the scheduler in `super` starts
-//! queued jobs under a bound.
+//! HTTP client, the cancellation tokens and task tracker, the per-advisor semaphores, the
+//! stores and the peers a plan may add (a [`PeerSource`], which the mesh implements). Its
+//! own workers live beside it: the jobs journaled by an earlier run taken back
+//! (`resume.rs`), the scheduler that starts queued jobs under a bound (`scheduler.rs`),
+//! the pruner of finished jobs (`prune.rs`) and idle exit (`idle.rs`). The job itself is
+//! run by the [`Runner`] the daemon hands in.
 
+mod handle;
+mod idle;
+mod prune;
+mod resume;
+mod scheduler;
 mod table;
 
+pub use handle::JobHandle;
+pub use prune::TASK_IDLE;
 pub use table::{JobEntry, JobOrder, JobTable, Retention};
 
 use crate::context::{self, Resolved};
-use crate::core::records::Kind;
+use crate::core::catalogue::AdvisorEntry;
+use crate::core::records::{Kind, Record};
 use crate::daemon::journal::{Journal, JournalEntry, JournalError, JOURNAL_SCHEMA};
 use crate::error::{Error, Result};
 use crate::protocol::{
-    ConsultRequest, Event, Job, JobId, JobList, JobState, JobsRequest, Timeout, Timestamp, Waited,
+    ConsultRequest, Event, Job, JobId, JobList, JobState, JobsRequest, RequestContext, Timeout,
+    Timestamp, Waited,
 };
 use crate::store::Store;
+use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
+use futures::future::BoxFuture;
 use futures::Stream;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -35,51 +49,84 @@ use tokio_util::task::TaskTracker;
 /// job still stopping.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
+/// Runs one job to its end (or until the daemon stops): the daemon's runner.
+pub type Runner = fn(Arc<Jobs>, Arc<JobEntry>) -> BoxFuture<'static, ()>;
+
+/// Where a plan finds advisors beyond the catalogue (the mesh's peers): defined here, so
+/// the jobs know nothing of how peers are found.
+pub trait PeerSource: Send + Sync {
+    /// The peers as catalogue entries, after a quick look for new ones when `sweep`.
+    fn peers(&self, sweep: bool) -> BoxFuture<'_, Vec<AdvisorEntry>>;
+    /// The peers known without looking again.
+    fn known(&self) -> Vec<AdvisorEntry>;
+    /// Wait, at most `bound`, for the source to be reachable (a job resumed at start).
+    fn settle(&self, bound: Duration) -> BoxFuture<'_, ()>;
+    /// Why `advisor`, no longer found, cannot be asked, when it was one of these peers.
+    fn gone(&self, advisor: &str) -> Option<String>;
+    /// Tell one of these peers, about to be asked as `spec`, the capabilities the plan
+    /// selected it for (a peer asks its own advisors for those, not for all it offers).
+    fn asking(&self, spec: &mut AdvisorSpec, capabilities: &[String]);
+}
+
+/// How the daemon's jobs run and are kept.
+pub struct Limits {
+    /// How many jobs run at once; the rest wait `queued`.
+    pub max_running: usize,
+    /// How long finished jobs are kept.
+    pub retention: Retention,
+    /// How often finished jobs are pruned.
+    pub prune_every: Duration,
+}
+
 /// The jobs of one daemon, and what they share.
 pub struct Jobs {
-    pub(crate) table: JobTable,
-    pub(crate) journal: Journal,
-    pub(crate) registry: Registry,
-    pub(crate) http: reqwest::Client,
+    table: JobTable,
+    journal: Journal,
+    registry: Registry,
+    http: reqwest::Client,
     /// Cancelled after the grace period at shutdown: every job and exchange stops.
-    pub(crate) token: CancellationToken,
+    token: CancellationToken,
     /// Cancelled when shutdown begins: no new job or exchange starts.
-    pub(crate) drain: CancellationToken,
+    drain: CancellationToken,
     /// Every running job and exchange.
-    pub(crate) tracker: TaskTracker,
+    tracker: TaskTracker,
     queue: mpsc::UnboundedSender<Arc<JobEntry>>,
+    /// The scheduler's end of `queue`, taken when the workers start.
+    queued: Mutex<Option<mpsc::UnboundedReceiver<Arc<JobEntry>>>>,
+    run: Runner,
     /// One semaphore per advisor id, bounding its exchanges across all jobs.
     semaphores: Mutex<HashMap<String, Arc<Semaphore>>>,
-    pub(crate) started: Instant,
+    started: Instant,
     /// When this daemon started, in milliseconds since the epoch (ULID time).
-    pub(crate) started_ms: u64,
+    started_ms: u64,
     /// Held by a resumed job while it looks for the plan it may have recorded before the
     /// daemon stopped, so two resumed jobs never take the same one.
-    pub(crate) plan_claims: tokio::sync::Mutex<()>,
-    /// The daemon's place on the mesh, when it joined one.
-    pub(crate) mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
+    plan_claims: tokio::sync::Mutex<()>,
+    /// The peers a plan may add (the mesh's), when there are any.
+    peers: Option<Arc<dyn PeerSource>>,
     /// When the last request came or a job was last seen active, for `--idle-exit`.
     last_activity: Mutex<Instant>,
     /// What the cockpit follows: job events, records written, advisors' status.
-    pub(crate) feed: Arc<crate::daemon::feed::Feed>,
+    feed: Arc<crate::daemon::feed::Feed>,
     /// Woken when a job ends, so the pruner holds the number of finished jobs kept to
     /// its limit at once rather than at its next round.
-    pub(crate) ended: tokio::sync::Notify,
+    ended: tokio::sync::Notify,
 }
 
-/// How long a resumed job waits for the mesh to connect before finding its peers.
+/// How long a resumed job waits for the peers to be reachable before finding them.
 const RESUME_MESH_WAIT: Duration = Duration::from_secs(3);
 
 impl Jobs {
-    /// The jobs of a daemon journaling into `journal`; queued jobs are handed to `queue`.
+    /// The jobs of a daemon journaling into `journal`, each run by `run`.
     pub(crate) fn new(
         journal: Journal,
         registry: Registry,
-        queue: mpsc::UnboundedSender<Arc<JobEntry>>,
+        run: Runner,
         started_ms: u64,
-        mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
+        peers: Option<Arc<dyn PeerSource>>,
         feed: crate::daemon::feed::Limits,
     ) -> Jobs {
+        let (queue, queued) = mpsc::unbounded_channel();
         Jobs {
             table: JobTable::default(),
             journal,
@@ -89,51 +136,183 @@ impl Jobs {
             drain: CancellationToken::new(),
             tracker: TaskTracker::new(),
             queue,
+            queued: Mutex::new(Some(queued)),
+            run,
             semaphores: Mutex::new(HashMap::new()),
             started: Instant::now(),
             started_ms,
             plan_claims: tokio::sync::Mutex::new(()),
-            mesh,
+            peers,
             last_activity: Mutex::new(Instant::now()),
             feed: Arc::new(crate::daemon::feed::Feed::new(started_ms, feed)),
             ended: tokio::sync::Notify::new(),
         }
     }
 
-    /// The mesh peers to add to a plan's catalogue, after a quick sweep when `sweep` (a
-    /// plan is about to be made); none off the mesh.
-    pub(crate) async fn mesh_peers(
+    /// Start the jobs' own workers on `workers`: the scheduler and the pruner. Jobs
+    /// journaled by an earlier run (`saved`) are taken back first.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        saved: Vec<JournalEntry>,
+        limits: Limits,
+        workers: &mut JoinSet<&'static str>,
+    ) {
+        self.resume(saved);
+        let queued = self.queued.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(queued) = queued {
+            workers.spawn(scheduler::run(self.clone(), queued, limits.max_running));
+        }
+        workers.spawn(prune::run(
+            self.clone(),
+            limits.retention,
+            limits.prune_every,
+        ));
+    }
+
+    /// Resolves once the daemon has been idle for `after` (see `idle.rs`); never without
+    /// a bound.
+    pub(crate) async fn idle(self: &Arc<Self>, after: Option<Duration>) {
+        idle::until_idle(self, after).await;
+    }
+
+    /// Begin shutdown: no new job or exchange starts; the running ones get `grace`, then
+    /// are cancelled and get `wind_down` to stop. Unfinished jobs stay journaled.
+    pub(crate) async fn stop(&self, grace: Duration, wind_down: Duration) {
+        self.drain.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::info!(
+                grace_s = grace.as_secs_f64(),
+                "grace over: cancelling the rest"
+            );
+        }
+        self.token.cancel();
+        if tokio::time::timeout(wind_down, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some jobs did not wind down in time; they resume at the next start");
+        }
+    }
+
+    /// The adapters' registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The daemon's feed (job events, records written, advisors' status).
+    pub fn feed(&self) -> &Arc<crate::daemon::feed::Feed> {
+        &self.feed
+    }
+
+    /// Cancelled when shutdown begins.
+    pub fn draining(&self) -> CancellationToken {
+        self.drain.clone()
+    }
+
+    /// Cancelled after the grace period at shutdown: everything stops.
+    pub fn stopping(&self) -> CancellationToken {
+        self.token.clone()
+    }
+
+    /// Whether shutdown has begun (no new job is accepted).
+    pub fn shutting_down(&self) -> bool {
+        self.drain.is_cancelled()
+    }
+
+    /// How long the daemon has been up.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The HTTP client the jobs' exchanges share.
+    pub(crate) fn http(&self) -> reqwest::Client {
+        self.http.clone()
+    }
+
+    /// When this daemon started, in milliseconds since the epoch.
+    pub(crate) fn started_ms(&self) -> u64 {
+        self.started_ms
+    }
+
+    /// Run `work` as part of the jobs: shutdown waits for it (and cancels it after the
+    /// grace period through the tokens it was given).
+    pub(crate) fn spawn<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tracker.spawn(work);
+    }
+
+    /// For a job resumed after a restart: the turn that keeps two resumed jobs from
+    /// taking the same plan (held until its plan is journaled), and the plans the other
+    /// kept jobs claim.
+    pub(crate) async fn claim_plans(
         &self,
-        sweep: bool,
-    ) -> Vec<crate::core::catalogue::AdvisorEntry> {
-        let Some(mesh) = &self.mesh else {
+        except: &JobId,
+    ) -> (tokio::sync::MutexGuard<'_, ()>, Vec<String>) {
+        let turn = self.plan_claims.lock().await;
+        (turn, self.table.claimed_plans(except))
+    }
+
+    /// Why `advisor`, no longer in the catalogue, cannot be asked, when it was a peer.
+    pub(crate) fn peer_gone(&self, advisor: &str) -> Option<String> {
+        self.peers.as_ref().and_then(|p| p.gone(advisor))
+    }
+
+    /// Ready `spec` for an exchange the plan selected it for `capabilities`.
+    pub(crate) fn asking(&self, spec: &mut AdvisorSpec, capabilities: &[String]) {
+        if let Some(peers) = &self.peers {
+            peers.asking(spec, capabilities);
+        }
+    }
+
+    /// The peers to add to a plan's catalogue, after a quick sweep when `sweep` (a plan
+    /// is about to be made); none without a peer source.
+    pub(crate) async fn mesh_peers(&self, sweep: bool) -> Vec<AdvisorEntry> {
+        let Some(peers) = &self.peers else {
             return Vec::new();
         };
+        let started = std::time::Instant::now();
+        let found = peers.peers(sweep).await;
         if sweep {
-            let started = std::time::Instant::now();
-            mesh.sweep(false).await;
             tracing::debug!(
                 took_ms = started.elapsed().as_millis() as u64,
                 "quick sweep before a plan"
             );
         }
-        mesh.entries()
+        found
     }
 
-    /// The mesh peers for a job resumed after a restart: the bus is given a moment to
+    /// The peers for a job resumed after a restart: the source is given a moment to
     /// connect and a sweep is made first, so the peers its plan selected are found again.
-    pub(crate) async fn mesh_peers_after_restart(
-        &self,
-    ) -> Vec<crate::core::catalogue::AdvisorEntry> {
-        if let Some(mesh) = &self.mesh {
-            mesh.wait_connected(RESUME_MESH_WAIT).await;
+    pub(crate) async fn mesh_peers_after_restart(&self) -> Vec<AdvisorEntry> {
+        if let Some(peers) = &self.peers {
+            peers.settle(RESUME_MESH_WAIT).await;
         }
         self.mesh_peers(true).await
     }
 
+    /// Record `input` in `context`'s task, as the `record` verb does, and tell the feed.
+    pub async fn record(
+        &self,
+        context: RequestContext,
+        input: serde_json::Value,
+    ) -> Result<Record> {
+        let root = context.root.display().to_string();
+        let registry = self.registry.clone();
+        let record = blocking(move || crate::service::record(&registry, &context, &input)).await?;
+        self.feed
+            .publish(&root, &record.envelope.task, "record", &record);
+        Ok(record)
+    }
+
     /// Queue a consultation: check the request, journal the job durably, then hand it to
-    /// the scheduler. The job as accepted.
-    pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
+    /// the scheduler. The handle of the job as accepted.
+    pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<JobHandle> {
         self.accept(request, None).await
     }
 
@@ -143,7 +322,7 @@ impl Jobs {
         self: &Arc<Self>,
         request: ConsultRequest,
         question: String,
-    ) -> Result<Job> {
+    ) -> Result<JobHandle> {
         self.accept(request, Some(question)).await
     }
 
@@ -151,51 +330,17 @@ impl Jobs {
         self: &Arc<Self>,
         request: ConsultRequest,
         prompt: Option<String>,
-    ) -> Result<Job> {
+    ) -> Result<JobHandle> {
         if self.drain.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
         context::require_root(&request.context)?;
         let timeout = request.timeout.unwrap_or_default();
-        let mut context = request.context;
         let assessment = request.assessment;
-        let (checked_context, task) = {
-            let assessment = assessment.clone();
-            let jobs = self.clone();
-            blocking(move || {
-                let resolved = Resolved::resolve(&context, &jobs.registry)?;
-                // Looked at in place: the task may hold thousands of records.
-                let found =
-                    jobs.store(&resolved.state_dir)
-                        .with_records(&resolved.task, |records| {
-                            records
-                                .iter()
-                                .find(|r| r.id() == assessment.as_str())
-                                .map(|r| r.kind())
-                        })?;
-                match found {
-                    Some(Kind::Assessment) => {}
-                    Some(other) => {
-                        return Err(Error::Usage(format!(
-                            "`{assessment}` is a {other}, not an assessment; consult on an \
-                             assessment id"
-                        )))
-                    }
-                    None => {
-                        return Err(Error::NotFound(format!(
-                            "no assessment `{assessment}` in task `{}`; record one first, or \
-                             name the task it belongs to",
-                            resolved.task
-                        )))
-                    }
-                }
-                // Pin the task, so a resumed job records where this one would have.
-                context.task = Some(resolved.task.to_string());
-                Ok((context, resolved.task.to_string()))
-            })
-            .await?
-        };
-        context = checked_context;
+        let (context, resolved) = self
+            .resolve_for(request.context, assessment.clone())
+            .await?;
+        let task = resolved.task.to_string();
         let job = Job::queued(
             JobId::generate(),
             context.root.display().to_string(),
@@ -212,6 +357,8 @@ impl Jobs {
             resumed: false,
         };
         let entry = Arc::new(JobEntry::new(job.clone(), order, &self.token));
+        // Resolved once: the job runs on this resolution unless peers join its catalogue.
+        entry.keep_resolved(Arc::new(resolved));
         self.persist(&entry).await.map_err(|e| {
             Error::Internal(format!(
                 "the job was not accepted: {e}; free space or fix the data directory"
@@ -220,8 +367,54 @@ impl Jobs {
         tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
         entry.attach_feed(self.feed.clone());
         self.table.insert(entry.clone());
-        self.enqueue(entry);
-        Ok(job)
+        self.enqueue(entry.clone());
+        Ok(JobHandle::new(self.clone(), entry))
+    }
+
+    /// Resolve `context` and check that `assessment` is an assessment of its task; the
+    /// context with its task pinned (so a resumed job records where this one would have)
+    /// and the resolution.
+    async fn resolve_for(
+        &self,
+        mut context: RequestContext,
+        assessment: crate::protocol::RecordId,
+    ) -> Result<(RequestContext, Resolved)> {
+        let registry = self.registry.clone();
+        blocking(move || {
+            let resolved = Resolved::resolve(&context, &registry)?;
+            // Looked at in place: the task may hold thousands of records.
+            let found =
+                Store::shared(&resolved.state_dir).with_records(&resolved.task, |records| {
+                    records
+                        .iter()
+                        .find(|r| r.id() == assessment.as_str())
+                        .map(|r| r.kind())
+                })?;
+            match found {
+                Some(Kind::Assessment) => {}
+                Some(other) => {
+                    return Err(Error::Usage(format!(
+                        "`{assessment}` is a {other}, not an assessment; consult on an \
+                         assessment id"
+                    )))
+                }
+                None => {
+                    return Err(Error::NotFound(format!(
+                        "no assessment `{assessment}` in task `{}`; record one first, or \
+                         name the task it belongs to",
+                        resolved.task
+                    )))
+                }
+            }
+            context.task = Some(resolved.task.to_string());
+            Ok((context, resolved))
+        })
+        .await
+    }
+
+    /// The handle of job `id`.
+    pub fn handle(self: &Arc<Self>, id: &JobId) -> Result<JobHandle> {
+        Ok(JobHandle::new(self.clone(), self.entry(id)?))
     }
 
     /// The job `id` as it stands.
@@ -230,7 +423,7 @@ impl Jobs {
     }
 
     /// The kept entry of job `id`.
-    pub fn entry(&self, id: &JobId) -> Result<Arc<JobEntry>> {
+    fn entry(&self, id: &JobId) -> Result<Arc<JobEntry>> {
         self.table
             .get(id.as_str())
             .ok_or_else(|| Error::UnknownJob(id.clone()))
@@ -272,7 +465,12 @@ impl Jobs {
     /// waited for up to [`CANCEL_WAIT`]. The job as it then stands (still running when it
     /// did not stop in time); [`Error::JobFinished`] when it had already ended.
     pub async fn cancel(&self, id: &JobId) -> Result<Job> {
-        let entry = self.entry(id)?;
+        self.cancel_entry(&self.entry(id)?).await
+    }
+
+    /// Cancel the job of `entry` (see [`Jobs::cancel`]).
+    async fn cancel_entry(&self, entry: &Arc<JobEntry>) -> Result<Job> {
+        let id = entry.id();
         let now = entry.snapshot();
         if now.state.is_finished() {
             return Err(Error::JobFinished {
@@ -287,7 +485,7 @@ impl Jobs {
             entry.cancel.cancel();
             let job = self
                 .finish(
-                    &entry,
+                    entry,
                     JobState::Cancelled,
                     Some("cancelled before it started".into()),
                 )
@@ -296,7 +494,7 @@ impl Jobs {
         }
         entry.request_cancel();
         tracing::info!(job = %id, "cancelling a running job");
-        let _ = tokio::time::timeout(CANCEL_WAIT, ended(&entry)).await;
+        let _ = tokio::time::timeout(CANCEL_WAIT, ended(entry)).await;
         Ok(entry.snapshot())
     }
 
@@ -307,7 +505,15 @@ impl Jobs {
         id: &JobId,
         from: usize,
     ) -> Result<impl Stream<Item = Event> + Send + 'static> {
-        let entry = self.entry(id)?;
+        Ok(self.events_of(self.entry(id)?, from))
+    }
+
+    /// The events of `entry` from position `from` on (see [`Jobs::subscribe`]).
+    fn events_of(
+        &self,
+        entry: Arc<JobEntry>,
+        from: usize,
+    ) -> impl Stream<Item = Event> + Send + 'static {
         let state = Subscription {
             wake: entry.watch_events(),
             entry,
@@ -316,29 +522,12 @@ impl Jobs {
             ended: false,
             stop: self.token.clone(),
         };
-        Ok(futures::stream::unfold(state, Subscription::next))
+        futures::stream::unfold(state, Subscription::next)
     }
 
     /// Wait for job `id` to end, at most `bound`.
     pub async fn wait(&self, id: &JobId, bound: Option<Timeout>) -> Result<Waited> {
-        let entry = self.entry(id)?;
-        match bound {
-            None => ended(&entry).await,
-            Some(bound) => {
-                if tokio::time::timeout(bound.duration(), ended(&entry))
-                    .await
-                    .is_err()
-                {
-                    return Ok(Waited::TimedOut(Box::new(entry.snapshot())));
-                }
-            }
-        }
-        let job = entry.snapshot();
-        if job.state.is_finished() {
-            Ok(Waited::Ended(Box::new(job)))
-        } else {
-            Err(Error::ShuttingDown)
-        }
+        wait_for(&self.entry(id)?, bound).await
     }
 
     /// End `entry` in `state` for `reason`: the one way a job ends. Its end is stamped,
@@ -391,7 +580,7 @@ impl Jobs {
         let (feed, registry) = (self.feed.clone(), self.registry.clone());
         let mut context = entry.order.context.clone();
         let job = entry.snapshot();
-        let peers = self.mesh.as_ref().map(|m| m.entries()).unwrap_or_default();
+        let peers = self.peers.as_ref().map(|p| p.known()).unwrap_or_default();
         tokio::task::spawn_blocking(move || {
             context.mesh_peers = peers;
             if let Ok(view) = crate::service::advisors(&registry, &context) {
@@ -409,14 +598,8 @@ impl Jobs {
             .clone()
     }
 
-    /// The store of `state_dir`, shared by every job and request of the daemon
-    /// ([`Store::shared`]: its cache of records is then read once, not once per job).
-    pub(crate) fn store(&self, state_dir: &Path) -> Arc<Store> {
-        Store::shared(state_dir)
-    }
-
     /// Hand a queued job to the scheduler.
-    pub(crate) fn enqueue(&self, entry: Arc<JobEntry>) {
+    fn enqueue(&self, entry: Arc<JobEntry>) {
         // The receiver lives as long as the daemon; after shutdown the job stays journaled.
         let _ = self.queue.send(entry);
     }
@@ -445,6 +628,27 @@ impl Jobs {
                     source: io::Error::other(e.to_string()),
                 })
             })
+    }
+}
+
+/// Wait for `entry` to end, at most `bound`.
+async fn wait_for(entry: &Arc<JobEntry>, bound: Option<Timeout>) -> Result<Waited> {
+    match bound {
+        None => ended(entry).await,
+        Some(bound) => {
+            if tokio::time::timeout(bound.duration(), ended(entry))
+                .await
+                .is_err()
+            {
+                return Ok(Waited::TimedOut(Box::new(entry.snapshot())));
+            }
+        }
+    }
+    let job = entry.snapshot();
+    if job.state.is_finished() {
+        Ok(Waited::Ended(Box::new(job)))
+    } else {
+        Err(Error::ShuttingDown)
     }
 }
 

@@ -831,6 +831,42 @@ fn user_name() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
+/// The jobs find their peers on the mesh: a plan's catalogue gets the peers known (after
+/// a quick sweep), and an advisor of the mesh no longer found has left it.
+impl crate::daemon::jobs::PeerSource for Mesh {
+    fn peers(&self, sweep: bool) -> futures::future::BoxFuture<'_, Vec<AdvisorEntry>> {
+        Box::pin(async move {
+            if sweep {
+                self.sweep(false).await;
+            }
+            self.entries()
+        })
+    }
+
+    fn known(&self) -> Vec<AdvisorEntry> {
+        self.entries()
+    }
+
+    fn settle(&self, bound: Duration) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(self.wait_connected(bound))
+    }
+
+    fn gone(&self, advisor: &str) -> Option<String> {
+        advisor
+            .starts_with(advisord_adapters::mesh::ID_PREFIX)
+            .then(|| format!("peer `{advisor}` has left the mesh"))
+    }
+
+    fn asking(&self, spec: &mut advisord_adapters::contract::AdvisorSpec, capabilities: &[String]) {
+        if spec.adapter == advisord_adapters::mesh::ADAPTER {
+            spec.settings.insert(
+                advisord_adapters::mesh::ASKED_CAPABILITIES.into(),
+                capabilities.to_vec().into(),
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

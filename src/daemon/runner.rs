@@ -12,6 +12,7 @@ use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
 use crate::daemon::draft;
 use crate::daemon::jobs::{JobEntry, Jobs};
+use crate::error::Error;
 use crate::planning;
 use crate::protocol::{
     Event, ExchangeStatus, JobConsultation, JobState, RecordId, RequestContext, Timestamp,
@@ -24,7 +25,7 @@ use advisord_adapters::environment;
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -71,7 +72,7 @@ struct Prepared {
     /// The context the exchanges run with: the request's, or for a resumed job the same
     /// with the daemon's own credential values (never journaled).
     context: RequestContext,
-    resolved: Resolved,
+    resolved: Arc<Resolved>,
     store: Arc<Store>,
     assessment: Assessment,
     plan_record: Record,
@@ -82,67 +83,115 @@ struct Prepared {
     recorded: Vec<Option<Record>>,
 }
 
-fn failed(reason: impl Into<String>) -> Ending {
-    Ending::Finished(JobState::Failed, Some(reason.into()))
+fn failed(reason: impl std::fmt::Display) -> Ending {
+    Ending::Finished(JobState::Failed, Some(reason.to_string()))
 }
 
+/// The job's failure, named as `what` it was doing when it failed.
+fn internal(what: impl std::fmt::Display) -> Error {
+    Error::Internal(what.to_string())
+}
+
+/// The job, step by step: its plan found or recorded, every pending advisor asked and
+/// recorded in plan order, then its disagreement.
 async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
-    let job = entry.snapshot();
-    let mut context = entry.order.context.clone();
     let resumed = entry.order.resumed;
     // Two resumed jobs of one assessment must not both take the same unclaimed plan: the
     // claims are read under the turn, and the turn is held until the plan is journaled.
-    let claim_turn = if resumed {
-        Some(jobs.plan_claims.lock().await)
+    // Only a resumed job looks for an unclaimed plan.
+    let (claim_turn, claimed) = if resumed {
+        let (turn, claimed) = jobs.claim_plans(&entry.id()).await;
+        (Some(turn), claimed)
     } else {
-        None
+        (None, Vec::new())
     };
-    // Only a resumed job looks for an unclaimed plan; the claims are every kept job's,
-    // so a fresh job does not gather them.
-    let claimed = if resumed {
-        jobs.table.claimed_plans(&job.id)
+    let context = with_peers(jobs, entry).await;
+    let prepared = match prepare_on_pool(jobs, entry, context, claimed).await {
+        Ok(prepared) => prepared,
+        Err(reason) => return failed(reason),
+    };
+    entry.keep_store(prepared.store.clone());
+    if let Err(e) = announce_plan(jobs, entry, &prepared).await {
+        return failed(e);
+    }
+    drop(claim_turn);
+    let mut recorded = prepared.recorded.clone();
+    let pending: Vec<usize> = (0..recorded.len())
+        .filter(|&i| recorded[i].is_none())
+        .collect();
+    if !pending.is_empty() {
+        let stopped = consult_and_record(jobs, entry, &prepared, &pending, &mut recorded).await;
+        if let Some(ending) = stopped {
+            return ending;
+        }
+    }
+    if let Err(reason) = record_disagreement(entry, &prepared, &recorded).await {
+        return failed(reason);
+    }
+    if entry.cancel_requested() {
+        Ending::Finished(JobState::Cancelled, Some("cancelled by request".into()))
     } else {
-        Vec::new()
-    };
-    // Mesh peers enter the catalogue like any advisor; a new plan sweeps for them first.
-    // A relayed review asks only this daemon's own advisors: never back into the mesh.
+        Ending::Finished(JobState::Done, None)
+    }
+}
+
+/// The job's context with the peers its plan may select: mesh peers enter the catalogue
+/// like any advisor, and a new plan sweeps for them first. A relayed review asks only
+/// this daemon's own advisors: never back into the mesh.
+async fn with_peers(jobs: &Jobs, entry: &JobEntry) -> RequestContext {
+    let mut context = entry.order.context.clone();
     if entry.order.prompt.is_none() {
-        context.mesh_peers = if resumed {
+        context.mesh_peers = if entry.order.resumed {
             jobs.mesh_peers_after_restart().await
         } else {
-            jobs.mesh_peers(job.plan.is_none()).await
+            jobs.mesh_peers(entry.snapshot().plan.is_none()).await
         };
     }
-    let for_stores = jobs.clone();
-    let started_ms = jobs.started_ms;
+    context
+}
+
+/// [`prepare`] on the blocking pool: it reads (and may write) the store.
+async fn prepare_on_pool(
+    jobs: &Arc<Jobs>,
+    entry: &JobEntry,
+    mut context: RequestContext,
+    claimed: Vec<String>,
+) -> Result<Prepared, Error> {
+    let job = entry.snapshot();
+    let resumed = entry.order.resumed;
+    // Resolved when the job was accepted, unless peers joined its catalogue since.
+    let accepted = entry
+        .take_resolved()
+        .filter(|_| context.mesh_peers.is_empty() && !resumed);
+    let registry = jobs.registry().clone();
+    let orphans_before = resumed.then_some(jobs.started_ms());
     let asked = Asked {
         question: entry.order.question.clone(),
         prior_opinion: entry.order.prior_opinion.clone(),
         relayed: entry.order.prompt.clone(),
     };
-    let prepared = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         if resumed {
             // Credentials are never journaled: a resumed job uses the daemon's own.
             fill_credentials_from_daemon(&mut context);
         }
-        let orphans_before = resumed.then_some(started_ms);
-        prepare(
-            context,
-            &for_stores.registry,
-            &job,
-            &asked,
-            orphans_before,
-            &claimed,
-            &|dir| for_stores.store(dir),
-        )
+        let resolved = match accepted {
+            Some(resolved) => resolved,
+            None => Arc::new(Resolved::resolve(&context, &registry)?),
+        };
+        prepare(context, resolved, &job, &asked, orphans_before, &claimed)
     })
-    .await;
-    let prepared = match prepared {
-        Ok(Ok(prepared)) => prepared,
-        Ok(Err(reason)) => return failed(reason),
-        Err(e) => return failed(format!("preparing the job failed: {e}")),
-    };
-    entry.keep_store(prepared.store.clone());
+    .await
+    .map_err(|e| internal(format!("preparing the job failed: {e}")))?
+}
+
+/// The plan on the job: its exchanges listed (with what a resumed run recorded already),
+/// journaled, and sent as events.
+async fn announce_plan(
+    jobs: &Jobs,
+    entry: &Arc<JobEntry>,
+    prepared: &Prepared,
+) -> Result<(), Error> {
     let plan_id = prepared.plan_record.id().to_string();
     tracing::debug!(job = %entry.id(), plan = %plan_id, "plan ready");
     entry.update(|job| {
@@ -152,32 +201,16 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
             .selected
             .iter()
             .zip(&prepared.recorded)
-            .map(|(selected, recorded)| JobConsultation {
-                advisor: selected.advisor.clone(),
-                record: recorded.as_ref().map(|r| RecordId::from(r.id())),
-                status: match recorded.as_ref().map(|r| &r.body) {
-                    Some(Body::Consultation(c)) => c.status.into(),
-                    _ => ExchangeStatus::Pending,
-                },
-                failure: recorded.as_ref().and_then(|r| match &r.body {
-                    Body::Consultation(c) => c.failure,
-                    _ => None,
-                }),
-                cost: recorded.as_ref().and_then(|r| match &r.body {
-                    Body::Consultation(c) => {
-                        Some(consultation_cost(c, &prepared.resolved.catalogue))
-                    }
-                    _ => None,
-                }),
+            .map(|(selected, recorded)| {
+                listed(&selected.advisor, recorded.as_ref(), &prepared.resolved)
             })
             .collect();
     });
-    if let Err(e) = jobs.persist(entry).await {
-        return failed(format!(
+    jobs.persist(entry).await.map_err(|e| {
+        internal(format!(
             "the plan was recorded but the job could not be journaled: {e}"
-        ));
-    }
-    drop(claim_turn);
+        ))
+    })?;
     entry.emit(Event::Plan {
         at: crate::protocol::Timestamp::now(),
         job: entry.id(),
@@ -193,24 +226,21 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
             });
         }
     }
-    let mut recorded = prepared.recorded.clone();
-    let pending: Vec<usize> = (0..recorded.len())
-        .filter(|&i| recorded[i].is_none())
-        .collect();
-    if !pending.is_empty() {
-        let stopped =
-            consult_and_record(jobs, entry, &prepared, &plan_id, &pending, &mut recorded).await;
-        if let Some(ending) = stopped {
-            return ending;
-        }
-    }
-    if let Err(reason) = record_disagreement(entry, &prepared, &recorded).await {
-        return failed(reason);
-    }
-    if entry.cancel_requested() {
-        Ending::Finished(JobState::Cancelled, Some("cancelled by request".into()))
-    } else {
-        Ending::Finished(JobState::Done, None)
+    Ok(())
+}
+
+/// One selected advisor's exchange as the job lists it: pending, or as `recorded` says.
+fn listed(advisor: &str, recorded: Option<&Record>, resolved: &Resolved) -> JobConsultation {
+    let consultation = recorded.and_then(|r| match &r.body {
+        Body::Consultation(c) => Some(c),
+        _ => None,
+    });
+    JobConsultation {
+        advisor: advisor.to_string(),
+        record: recorded.map(|r| RecordId::from(r.id())),
+        status: consultation.map_or(ExchangeStatus::Pending, |c| c.status.into()),
+        failure: consultation.and_then(|c| c.failure),
+        cost: consultation.map(|c| consultation_cost(c, &resolved.catalogue)),
     }
 }
 
@@ -222,22 +252,60 @@ struct Asked {
     relayed: Option<String>,
 }
 
-/// Resolve the context, read the task, and find or record the plan. A resumed job first
+/// Read the task, and find or record the plan. A resumed job first
 /// looks for the plan it recorded before a previous daemon (this one started
 /// `orphans_before` ms since the epoch) stopped.
 fn prepare(
     context: RequestContext,
-    registry: &advisord_adapters::registry::Registry,
+    resolved: Arc<Resolved>,
     job: &crate::protocol::Job,
     asked: &Asked,
     orphans_before: Option<u64>,
     claimed: &[String],
-    store_of: &dyn Fn(&std::path::Path) -> Arc<Store>,
-) -> Result<Prepared, String> {
-    let resolved = Resolved::resolve(&context, registry).map_err(|e| e.to_string())?;
-    let store = store_of(&resolved.state_dir);
+) -> Result<Prepared, Error> {
+    // The daemon's one store of the state directory: its cache is read once, not per job.
+    let store = Store::shared(&resolved.state_dir);
+    let (assessment, plan) = find_in_task(&store, &resolved, job, orphans_before, claimed)?;
+    let prompt = prompt_of(&assessment, asked);
+    let plan_record = match plan {
+        Some(plan) => plan,
+        None => record_plan(&store, &resolved, job, asked, &prompt)?,
+    };
+    let Body::Plan(plan) = &plan_record.body else {
+        return Err(internal(format!("`{}` is not a plan", plan_record.id())));
+    };
+    let plan = plan.clone();
+    let recorded = store
+        .with_records(&resolved.task, |records| {
+            plan.selected
+                .iter()
+                .map(|s| consultation_of(records, plan_record.id(), &s.advisor))
+                .collect()
+        })
+        .map_err(internal)?;
+    Ok(Prepared {
+        context,
+        resolved,
+        store,
+        assessment,
+        plan_record,
+        plan,
+        prompt,
+        recorded,
+    })
+}
+
+/// The job's assessment in its task, and its plan when one is recorded already (the
+/// job's own, or for a resumed job the one it recorded unjournaled).
+fn find_in_task(
+    store: &Store,
+    resolved: &Resolved,
+    job: &crate::protocol::Job,
+    orphans_before: Option<u64>,
+    claimed: &[String],
+) -> Result<(Assessment, Option<Record>), Error> {
     // The task is looked at in place (never copied: it may hold thousands of records).
-    let found = store
+    let (assessment, plan) = store
         .with_records(&resolved.task, |records| {
             let assessment = records.iter().find_map(|r| match &r.body {
                 Body::Assessment(a) if r.id() == job.assessment.as_str() => Some(a.clone()),
@@ -250,7 +318,9 @@ fn prepare(
                         .find(|r| r.id() == id.as_str() && r.kind() == Kind::Plan)
                         .cloned()
                         .ok_or_else(|| {
-                            format!("the job's plan `{id}` is no longer a record of the task")
+                            internal(format!(
+                                "the job's plan `{id}` is no longer a record of the task"
+                            ))
                         }),
                 ),
                 None => orphans_before
@@ -259,64 +329,52 @@ fn prepare(
             };
             (assessment, plan)
         })
-        .map_err(|e| e.to_string())?;
-    let assessment = found.0.ok_or_else(|| {
-        format!(
+        .map_err(internal)?;
+    let assessment = assessment.ok_or_else(|| {
+        internal(format!(
             "assessment `{}` is no longer a record of task `{}`",
             job.assessment, resolved.task
-        )
+        ))
     })?;
-    let prompt: Arc<str> = match &asked.relayed {
+    Ok((assessment, plan.transpose()?))
+}
+
+/// The prompt every selected advisor is sent: the one a relayed review brought whole, or
+/// the one built from the assessment.
+fn prompt_of(assessment: &Assessment, asked: &Asked) -> Arc<str> {
+    match &asked.relayed {
         Some(prompt) => Arc::from(prompt.as_str()),
         None => Arc::from(planning::prompt_for(
-            &assessment,
+            assessment,
             asked.question.as_deref(),
             asked.prior_opinion.as_deref(),
         )),
-    };
-    let plan_record = match found.1 {
-        Some(plan) => plan?,
-        None => {
-            let env = planning::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())
-                .map_err(|e| e.to_string())?;
-            let mut input = serde_json::json!({
-                "kind": "plan", "assessment": job.assessment, "prompt": &*prompt
-            });
-            for (name, value) in [
-                ("question", &asked.question),
-                ("prior_opinion", &asked.prior_opinion),
-            ] {
-                if let Some(value) = value {
-                    input[name] = value.as_str().into();
-                }
-            }
-            store
-                .write(&resolved.task, &input, Some(&env))
-                .map_err(|e| format!("the plan could not be recorded: {e}"))?
+    }
+}
+
+/// Record the job's plan, made now against the task and the catalogue.
+fn record_plan(
+    store: &Store,
+    resolved: &Resolved,
+    job: &crate::protocol::Job,
+    asked: &Asked,
+    prompt: &str,
+) -> Result<Record, Error> {
+    let env = planning::plan_env(resolved, store, time::OffsetDateTime::now_utc())?;
+    let mut input = serde_json::json!({
+        "kind": "plan", "assessment": job.assessment, "prompt": prompt
+    });
+    for (name, value) in [
+        ("question", &asked.question),
+        ("prior_opinion", &asked.prior_opinion),
+    ] {
+        if let Some(value) = value {
+            input[name] = value.as_str().into();
         }
-    };
-    let Body::Plan(plan) = &plan_record.body else {
-        return Err(format!("`{}` is not a plan", plan_record.id()));
-    };
-    let plan = plan.clone();
-    let recorded = store
-        .with_records(&resolved.task, |records| {
-            plan.selected
-                .iter()
-                .map(|s| consultation_of(records, plan_record.id(), &s.advisor))
-                .collect()
-        })
-        .map_err(|e| e.to_string())?;
-    Ok(Prepared {
-        context,
-        resolved,
-        store,
-        assessment,
-        plan_record,
-        plan,
-        prompt,
-        recorded,
-    })
+    }
+    store
+        .write(&resolved.task, &input, Some(&env))
+        .map_err(|e| internal(format!("the plan could not be recorded: {e}")))
 }
 
 /// A plan of the job's assessment recorded after the job was accepted and before this
@@ -360,90 +418,138 @@ async fn consult_and_record(
     jobs: &Arc<Jobs>,
     entry: &Arc<JobEntry>,
     prepared: &Prepared,
-    plan_id: &str,
     pending: &[usize],
     recorded: &mut [Option<Record>],
 ) -> Option<Ending> {
-    let prompt = prepared.prompt.clone();
-    // Every exchange of the job, including its wait for a free turn, ends by then.
-    let exchanges_end = entry.order.timeout.deadline_from(Instant::now());
-    // The prepared context, not the journaled one: a resumed job's credentials were
-    // filled from the daemon's own environment when it was prepared.
-    let env = env_lookup(&prepared.context);
-    // The values this job's exchanges may see, scrubbed by value from what is recorded
-    // and from the events' diagnostics.
-    let secrets: Arc<[String]> = prepared.context.credentials.values().cloned().collect();
-    let mut waiting = Vec::new();
-    for &index in pending {
-        let advisor = &prepared.plan.selected[index];
+    let fan_out = FanOut::new(entry, prepared);
+    let waiting: Vec<(Waiting, oneshot::Receiver<Exchange>)> = pending
+        .iter()
+        .map(|&index| fan_out.start(jobs, entry, prepared, index))
+        .collect();
+    record_in_order(entry, prepared, &fan_out.secrets, waiting, recorded).await
+}
+
+/// What every exchange of one job shares.
+struct FanOut {
+    /// Every exchange of the job, including its wait for a free turn, ends by then.
+    deadline: Instant,
+    /// The environment the exchanges see. The prepared context, not the journaled one: a
+    /// resumed job's credentials were filled from the daemon's own environment when it
+    /// was prepared.
+    env: EnvLookup,
+    /// The values this job's exchanges may see, scrubbed by value from what is recorded
+    /// and from the events' diagnostics.
+    secrets: Arc<[String]>,
+}
+
+/// One exchange started: its place in the plan, its advisor and source.
+struct Waiting {
+    index: usize,
+    advisor: String,
+    source: Option<String>,
+}
+
+impl FanOut {
+    fn new(entry: &JobEntry, prepared: &Prepared) -> FanOut {
+        FanOut {
+            deadline: entry.order.timeout.deadline_from(Instant::now()),
+            env: env_lookup(&prepared.context),
+            secrets: prepared.context.credentials.values().cloned().collect(),
+        }
+    }
+
+    /// Start the exchange of the plan's `index`th advisor on the jobs' tracker; its
+    /// outcome arrives on the receiver.
+    fn start(
+        &self,
+        jobs: &Arc<Jobs>,
+        entry: &Arc<JobEntry>,
+        prepared: &Prepared,
+        index: usize,
+    ) -> (Waiting, oneshot::Receiver<Exchange>) {
+        let selected = &prepared.plan.selected[index];
         let (tx, rx) = oneshot::channel();
         let catalogue_entry = prepared
             .resolved
             .catalogue
             .advisors
             .iter()
-            .find(|a| a.id == advisor.advisor)
+            .find(|a| a.id == selected.advisor)
             .cloned();
-        let source = catalogue_entry.as_ref().map(|e| e.source());
-        waiting.push((index, advisor.advisor.clone(), source, rx));
-        let io = Io {
-            deadline: exchanges_end,
-            cancel: entry.cancel.child_token(),
-            env: env.clone(),
-            http: jobs.http.clone(),
+        let waiting = Waiting {
+            index,
+            advisor: selected.advisor.clone(),
+            source: catalogue_entry.as_ref().map(|e| e.source()),
         };
         let turn = Turn {
             entry: entry.clone(),
             index,
-            advisor: advisor.advisor.clone(),
-            prompt: prompt.clone(),
-            io,
-            drain: jobs.drain.clone(),
-            secrets: secrets.clone(),
+            advisor: selected.advisor.clone(),
+            prompt: prepared.prompt.clone(),
+            io: Io {
+                deadline: self.deadline,
+                cancel: entry.cancel.child_token(),
+                env: self.env.clone(),
+                http: jobs.http(),
+            },
+            drain: jobs.draining(),
+            secrets: self.secrets.clone(),
         };
-        let slots = catalogue_entry
-            .as_ref()
-            .map(|e| jobs.advisor_slots(&e.id, e.max_concurrent));
-        let adapter = catalogue_entry
-            .as_ref()
-            .and_then(|e| jobs.registry.get(&e.adapter));
-        jobs.tracker.spawn(async move {
-            let exchange = match (catalogue_entry, adapter, slots) {
-                (Some(catalogue_entry), Some(adapter), Some(slots)) => {
-                    turn.run(adapter, advisor_spec(&catalogue_entry), slots)
-                        .await
+        let reach = catalogue_entry.as_ref().map(|e| {
+            let mut spec = advisor_spec(e);
+            jobs.asking(&mut spec, &selected.covers);
+            (
+                jobs.registry().get(&e.adapter),
+                spec,
+                jobs.advisor_slots(&e.id, e.max_concurrent),
+            )
+        });
+        let gone = jobs.peer_gone(&selected.advisor);
+        let adapter_name = catalogue_entry.map(|e| e.adapter);
+        jobs.spawn(async move {
+            let exchange = match (reach, adapter_name) {
+                (Some((Some(adapter), spec, slots)), _) => turn.run(adapter, spec, slots).await,
+                (Some((None, spec, _)), Some(adapter)) => {
+                    Exchange::Ran(Box::new(unreachable_outcome(format!(
+                        "no adapter named `{adapter}` for advisor `{}`; fix its `adapter` in                          the catalogue",
+                        spec.id
+                    ))))
                 }
-                (None, _, _) if turn.advisor.starts_with(advisord_adapters::mesh::ID_PREFIX) => {
-                    Exchange::Ran(Box::new(Outcome {
-                        result: Err(Failure::new(
-                            FailureKind::Unavailable,
-                            &format!("peer `{}` has left the mesh", turn.advisor),
-                        )),
+                _ => Exchange::Ran(Box::new(match gone {
+                    // A peer that left: unavailable, as its transport would say.
+                    Some(reason) => Outcome {
+                        result: Err(Failure::new(FailureKind::Unavailable, &reason)),
                         usage: None,
                         duration_ms: 0,
                         source: None,
                         vouched: true,
-                    }))
-                }
-                (None, _, _) => Exchange::Ran(Box::new(unreachable_outcome(format!(
-                    "advisor `{}` is no longer in the catalogue; add it back or plan again",
-                    turn.advisor
-                )))),
-                (Some(e), _, _) => Exchange::Ran(Box::new(unreachable_outcome(format!(
-                    "no adapter named `{}` for advisor `{}`; fix its `adapter` in the catalogue",
-                    e.adapter, e.id
-                )))),
+                    },
+                    None => unreachable_outcome(format!(
+                        "advisor `{}` is no longer in the catalogue; add it back or plan again",
+                        turn.advisor
+                    )),
+                })),
             };
             let _ = tx.send(exchange);
         });
+        (waiting, rx)
     }
+}
 
-    let task = prepared.resolved.task.clone();
-    let store = prepared.store.clone();
+/// Record each outcome as it and every earlier one are in, in plan order. A failure to
+/// record stops the other exchanges; an exchange stopped by shutdown leaves the rest to
+/// the resumed run.
+async fn record_in_order(
+    entry: &Arc<JobEntry>,
+    prepared: &Prepared,
+    secrets: &Arc<[String]>,
+    waiting: Vec<(Waiting, oneshot::Receiver<Exchange>)>,
+    recorded: &mut [Option<Record>],
+) -> Option<Ending> {
     let mut interrupted = false;
-    let mut failure: Option<String> = None;
-    for (index, advisor, source, rx) in waiting {
-        let exchange = rx.await.unwrap_or(Exchange::NotStarted);
+    let mut failure: Option<Error> = None;
+    for (waited, outcome) in waiting {
+        let exchange = outcome.await.unwrap_or(Exchange::NotStarted);
         if interrupted || failure.is_some() {
             continue; // later outcomes wait for the resume, in plan order
         }
@@ -455,7 +561,7 @@ async fn consult_and_record(
             }
             Exchange::Ran(outcome) => *outcome,
         };
-        tracing::debug!(job = %entry.id(), advisor = %advisor, ok = outcome.result.is_ok(), "exchange ended");
+        tracing::debug!(job = %entry.id(), advisor = %waited.advisor, ok = outcome.result.is_ok(), "exchange ended");
         let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
             && !entry.cancel_requested();
         if stopped_by_shutdown {
@@ -463,43 +569,8 @@ async fn consult_and_record(
             interrupted = true;
             continue;
         }
-        let input = draft::consultation_input(plan_id, &advisor, &outcome);
-        let made = Made {
-            job: entry.id().to_string(),
-            source: draft::answer_source(source.as_deref(), &outcome),
-            counts: outcome.vouched,
-        };
-        match write_consultation(
-            &store,
-            &task,
-            plan_id,
-            &advisor,
-            input,
-            secrets.clone(),
-            made,
-        )
-        .await
-        {
-            Ok(record) => {
-                tracing::debug!(job = %entry.id(), advisor = %advisor, "consultation recorded");
-                entry.update(|job| {
-                    if let (Some(c), Body::Consultation(body)) =
-                        (job.consultations.get_mut(index), &record.body)
-                    {
-                        c.record = Some(RecordId::from(record.id()));
-                        c.status = body.status.into();
-                        c.failure = body.failure;
-                        c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
-                    }
-                });
-                entry.emit(Event::Recorded {
-                    at: crate::protocol::Timestamp::now(),
-                    job: entry.id(),
-                    advisor: advisor.clone(),
-                    record: Box::new(record.clone()),
-                });
-                recorded[index] = Some(record);
-            }
+        match record_outcome(entry, prepared, secrets, &waited, &outcome).await {
+            Ok(record) => recorded[waited.index] = Some(record),
             Err(reason) => {
                 failure = Some(reason);
                 entry.cancel.cancel(); // stop the other exchanges: nothing more is recorded
@@ -513,6 +584,46 @@ async fn consult_and_record(
         return Some(Ending::Interrupted);
     }
     None
+}
+
+/// Store one exchange's outcome as its consultation, and tell the job.
+async fn record_outcome(
+    entry: &Arc<JobEntry>,
+    prepared: &Prepared,
+    secrets: &Arc<[String]>,
+    waited: &Waiting,
+    outcome: &Outcome,
+) -> Result<Record, Error> {
+    let plan_id = prepared.plan_record.id();
+    let advisor = &waited.advisor;
+    let input = draft::consultation_input(plan_id, advisor, outcome);
+    let made = Made {
+        job: entry.id().to_string(),
+        source: draft::answer_source(waited.source.as_deref(), outcome),
+        counts: outcome.vouched,
+    };
+    let store = &prepared.store;
+    let task = &prepared.resolved.task;
+    let record =
+        write_consultation(store, task, plan_id, advisor, input, secrets.clone(), made).await?;
+    tracing::debug!(job = %entry.id(), advisor = %advisor, "consultation recorded");
+    entry.update(|job| {
+        if let (Some(c), Body::Consultation(body)) =
+            (job.consultations.get_mut(waited.index), &record.body)
+        {
+            c.record = Some(RecordId::from(record.id()));
+            c.status = body.status.into();
+            c.failure = body.failure;
+            c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
+        }
+    });
+    entry.emit(Event::Recorded {
+        at: crate::protocol::Timestamp::now(),
+        job: entry.id(),
+        advisor: advisor.clone(),
+        record: Box::new(record.clone()),
+    });
+    Ok(record)
 }
 
 /// One advisor's turn within a job.
@@ -536,28 +647,9 @@ impl Turn {
         spec: AdvisorSpec,
         slots: Arc<Semaphore>,
     ) -> Exchange {
-        let waited = Instant::now();
-        let permit = tokio::select! {
-            biased;
-            () = self.io.cancel.cancelled() => return Exchange::NotStarted,
-            () = tokio::time::sleep_until(self.io.deadline) => {
-                let failure = Failure::new(
-                    FailureKind::Timeout,
-                    "no free turn before the deadline: the advisor's `max_concurrent` exchanges \
-                     were all busy with other jobs",
-                );
-                return Exchange::Ran(Box::new(Outcome {
-                    result: Err(failure),
-                    usage: None,
-                    duration_ms: millis(waited.elapsed()),
-                    source: None,
-                    vouched: true,
-                }));
-            }
-            permit = slots.acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return Exchange::NotStarted,
-            },
+        let permit = match self.wait_turn(slots).await {
+            Ok(permit) => permit,
+            Err(exchange) => return exchange,
         };
         if self.drain.is_cancelled() {
             return Exchange::NotStarted;
@@ -568,24 +660,55 @@ impl Turn {
             advisor: self.advisor.clone(),
             at: Timestamp::now(),
         });
-        let consulted = AssertUnwindSafe(contract::consult(
-            adapter.as_ref(),
-            &spec,
-            &self.prompt,
-            &self.io,
-        ))
-        .catch_unwind()
-        .await;
+        let outcome = self.consult(adapter.as_ref(), &spec).await;
         drop(permit);
-        // A panicking adapter is that advisor's failure, not the job's nor the daemon's.
-        let outcome = consulted.unwrap_or_else(|panic| {
+        self.entry.emit(self.finished(&outcome));
+        Exchange::Ran(Box::new(outcome))
+    }
+
+    /// A free slot of the advisor; the exchange as it ended without one (cancelled, or
+    /// no turn before the deadline).
+    async fn wait_turn(&self, slots: Arc<Semaphore>) -> Result<OwnedSemaphorePermit, Exchange> {
+        let waited = Instant::now();
+        tokio::select! {
+            biased;
+            () = self.io.cancel.cancelled() => Err(Exchange::NotStarted),
+            () = tokio::time::sleep_until(self.io.deadline) => {
+                let failure = Failure::new(
+                    FailureKind::Timeout,
+                    "no free turn before the deadline: the advisor's `max_concurrent` exchanges \
+                     were all busy with other jobs",
+                );
+                Err(Exchange::Ran(Box::new(Outcome {
+                    result: Err(failure),
+                    usage: None,
+                    duration_ms: millis(waited.elapsed()),
+                    source: None,
+                    vouched: true,
+                })))
+            }
+            permit = slots.acquire_owned() => permit.map_err(|_| Exchange::NotStarted),
+        }
+    }
+
+    /// Consult the advisor through the contract layer. A panicking adapter is that
+    /// advisor's failure, not the job's nor the daemon's.
+    async fn consult(&self, adapter: &dyn Adapter, spec: &AdvisorSpec) -> Outcome {
+        let consulted = AssertUnwindSafe(contract::consult(adapter, spec, &self.prompt, &self.io))
+            .catch_unwind()
+            .await;
+        consulted.unwrap_or_else(|panic| {
             let what = panic
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
             unreachable_outcome(format!("the adapter failed unexpectedly: {what}"))
-        });
+        })
+    }
+
+    /// The `finished` event of `outcome`, its diagnostic scrubbed.
+    fn finished(&self, outcome: &Outcome) -> Event {
         let (status, failure, diagnostic) = match &outcome.result {
             Ok(_) => (
                 crate::core::records::ConsultationStatus::Completed,
@@ -604,7 +727,7 @@ impl Turn {
                 )),
             ),
         };
-        self.entry.emit(Event::Finished {
+        Event::Finished {
             at: crate::protocol::Timestamp::now(),
             job: self.entry.id(),
             advisor: self.advisor.clone(),
@@ -612,8 +735,7 @@ impl Turn {
             failure,
             diagnostic,
             duration_ms: outcome.duration_ms,
-        });
-        Exchange::Ran(Box::new(outcome))
+        }
     }
 }
 
@@ -670,7 +792,7 @@ async fn write_consultation(
     input: serde_json::Value,
     secrets: Arc<[String]>,
     made: Made,
-) -> Result<Record, String> {
+) -> Result<Record, Error> {
     let (store, task, plan, advisor) = (
         store.clone(),
         task.clone(),
@@ -688,15 +810,15 @@ async fn write_consultation(
             Ok(record) => Ok(record),
             Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => store
                 .with_records(&task, |records| consultation_of(records, &plan, &advisor))
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| r.to_string()),
-            Err(e) => Err(format!(
+                .map_err(internal)?
+                .ok_or_else(|| internal(r)),
+            Err(e) => Err(internal(format!(
                 "the consultation of `{advisor}` could not be recorded: {e}"
-            )),
+            ))),
         }
     })
     .await;
-    written.unwrap_or_else(|e| Err(format!("recording failed: {e}")))
+    written.unwrap_or_else(|e| Err(internal(format!("recording failed: {e}"))))
 }
 
 /// Record the disagreement when a completed consultation of the plan diverges, once.
@@ -704,7 +826,7 @@ async fn record_disagreement(
     entry: &Arc<JobEntry>,
     prepared: &Prepared,
     recorded: &[Option<Record>],
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let consultations: Vec<Record> = recorded.iter().flatten().cloned().collect();
     let assessment_id = prepared.plan.assessment.clone();
     let Some(input) =
@@ -730,16 +852,16 @@ async fn record_disagreement(
                     })
                     .cloned()
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(internal)?;
         if let Some(earlier) = earlier {
             return Ok(earlier);
         }
         store
             .write(&task, &input, None)
-            .map_err(|e| format!("the disagreement could not be recorded: {e}"))
+            .map_err(|e| internal(format!("the disagreement could not be recorded: {e}")))
     })
     .await
-    .unwrap_or_else(|e| Err(format!("recording failed: {e}")))?;
+    .unwrap_or_else(|e| Err(internal(format!("recording failed: {e}"))))?;
     entry.update(|job| job.disagreement = Some(RecordId::from(written.id())));
     entry.emit(Event::Disagreement {
         at: crate::protocol::Timestamp::now(),

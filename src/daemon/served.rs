@@ -29,15 +29,22 @@ use std::sync::Arc;
 /// Every verb, answered by this daemon.
 pub struct Served {
     jobs: Arc<Jobs>,
+    mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
     listening: Option<crate::protocol::Listening>,
     vouched: crate::daemon::http::reach::Vouched,
 }
 
 impl Served {
-    /// The verbs over `jobs`; `listening` is the TCP listener, if the daemon has one.
-    pub(crate) fn new(jobs: Arc<Jobs>, listening: Option<crate::protocol::Listening>) -> Served {
+    /// The verbs over `jobs` and `mesh` (if the daemon joined one); `listening` is the
+    /// TCP listener, if the daemon has one.
+    pub(crate) fn new(
+        jobs: Arc<Jobs>,
+        mesh: Option<Arc<crate::daemon::mesh::Mesh>>,
+        listening: Option<crate::protocol::Listening>,
+    ) -> Served {
         Served {
             jobs,
+            mesh,
             listening,
             vouched: Default::default(),
         }
@@ -51,12 +58,12 @@ impl Served {
 
     /// The daemon's feed (job events, records written, advisors' status).
     pub fn feed(&self) -> &Arc<crate::daemon::feed::Feed> {
-        &self.jobs.feed
+        self.jobs.feed()
     }
 
     /// Cancelled when shutdown begins (event streams end).
     pub fn draining(&self) -> tokio_util::sync::CancellationToken {
-        self.jobs.drain.clone()
+        self.jobs.draining()
     }
 
     /// Note a request: the daemon is not idle (`--idle-exit`).
@@ -66,7 +73,7 @@ impl Served {
 
     /// Whether shutdown has begun (no new job is accepted).
     pub fn shutting_down(&self) -> bool {
-        self.jobs.drain.is_cancelled()
+        self.jobs.shutting_down()
     }
 }
 
@@ -88,9 +95,9 @@ impl Api for Served {
             Ok(Health {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 pid: std::process::id(),
-                uptime_s: self.jobs.started.elapsed().as_secs(),
+                uptime_s: self.jobs.uptime().as_secs(),
                 jobs: self.jobs.counts(),
-                mesh: self.jobs.mesh.as_ref().map(|m| m.status()),
+                mesh: self.mesh.as_ref().map(|m| m.status()),
                 listening: self.listening.clone(),
             })
         })
@@ -100,11 +107,11 @@ impl Api for Served {
         Box::pin(async move {
             let mut context = request.context;
             context.mesh_peers = self.jobs.mesh_peers(false).await;
-            let mut view = in_root(&self.jobs.registry, context, |r, c| {
+            let mut view = in_root(self.jobs.registry(), context, |r, c| {
                 service::advisors(r, &c)
             })
             .await?;
-            if let Some(mesh) = &self.jobs.mesh {
+            if let Some(mesh) = &self.mesh {
                 mesh.annotate(&mut view);
             }
             Ok(view)
@@ -122,7 +129,7 @@ impl Api for Served {
             let mut context = context;
             // A plan sweeps for mesh peers first.
             context.mesh_peers = self.jobs.mesh_peers(true).await;
-            in_root(&self.jobs.registry, context, move |r, c| {
+            in_root(self.jobs.registry(), context, move |r, c| {
                 service::plan_preview(r, &c, materiality, confidence, capabilities)
             })
             .await
@@ -138,19 +145,19 @@ impl Api for Served {
                 context.mesh_peers = self.jobs.mesh_peers(true).await;
             }
             let root = context.root.display().to_string();
-            let record = in_root(&self.jobs.registry, context, move |r, c| {
+            let record = in_root(self.jobs.registry(), context, move |r, c| {
                 service::record(r, &c, &input)
             })
             .await?;
             self.jobs
-                .feed
+                .feed()
                 .publish(&root, &record.envelope.task, "record", &record);
             Ok(record)
         })
     }
 
     fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+        Box::pin(in_root(self.jobs.registry(), request.context, |r, c| {
             service::status(r, &c)
         }))
     }
@@ -159,7 +166,7 @@ impl Api for Served {
         &self,
         request: crate::protocol::TasksRequest,
     ) -> Answer<'_, crate::protocol::TaskList> {
-        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+        Box::pin(in_root(self.jobs.registry(), request.context, |r, c| {
             service::tasks(r, &c)
         }))
     }
@@ -167,7 +174,7 @@ impl Api for Served {
     fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
         let id = request.id;
         Box::pin(in_root(
-            &self.jobs.registry,
+            self.jobs.registry(),
             request.context,
             move |r, c| service::explain(r, &c, id.as_str()),
         ))
@@ -176,14 +183,14 @@ impl Api for Served {
     fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
         let (depth, show) = (request.depth, request.show_superseded);
         Box::pin(in_root(
-            &self.jobs.registry,
+            self.jobs.registry(),
             request.context,
             move |r, c| service::tree(r, &c, depth, show),
         ))
     }
 
     fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView> {
-        Box::pin(in_root(&self.jobs.registry, request.context, |r, c| {
+        Box::pin(in_root(self.jobs.registry(), request.context, |r, c| {
             service::spend(r, &c)
         }))
     }
@@ -191,7 +198,7 @@ impl Api for Served {
     fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
         let path = request.path;
         Box::pin(in_root(
-            &self.jobs.registry,
+            self.jobs.registry(),
             request.context,
             move |r, c| service::check(r, &c, path.as_deref()),
         ))
@@ -200,14 +207,14 @@ impl Api for Served {
     fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
         let all = request.all;
         Box::pin(in_root(
-            &self.jobs.registry,
+            self.jobs.registry(),
             request.context,
             move |r, c| service::verify(r, &c, all),
         ))
     }
 
     fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {
-        Box::pin(self.jobs.submit(request))
+        Box::pin(async move { Ok(self.jobs.submit(request).await?.job()) })
     }
 
     fn jobs(&self, request: JobsRequest) -> Answer<'_, JobList> {
@@ -230,17 +237,13 @@ impl Api for Served {
     }
 
     fn reviews(&self, _request: ReviewsRequest) -> Answer<'_, ReviewList> {
-        Box::pin(crate::daemon::mesh::reviews::list(self.jobs.mesh.as_ref()))
+        Box::pin(crate::daemon::mesh::reviews::list(self.mesh.as_ref()))
     }
 
     fn answer_review(&self, request: ReviewAnswerRequest) -> Answer<'_, ReviewAnswered> {
         Box::pin(async move {
-            crate::daemon::mesh::reviews::answer(
-                self.jobs.mesh.as_ref(),
-                &request.id,
-                &request.answer,
-            )
-            .await
+            crate::daemon::mesh::reviews::answer(self.mesh.as_ref(), &request.id, &request.answer)
+                .await
         })
     }
 

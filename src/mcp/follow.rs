@@ -4,9 +4,9 @@
 
 use crate::error::Result;
 use crate::facade::Api;
-use crate::protocol::{Event, EventsRequest, Job, JobId, JobRequest};
-use crate::render::job::{duration_text, JobReport, Seen};
-use futures::StreamExt;
+use crate::follow::Follower;
+use crate::protocol::{Event, EventsRequest, JobId, JobRequest};
+use crate::render::job::{duration_text, JobReport};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 use rmcp::RoleServer;
@@ -125,16 +125,6 @@ pub fn describe(event: &Event) -> String {
     }
 }
 
-/// Every record id `job` references.
-fn referenced(job: &Job) -> Vec<&str> {
-    job.plan
-        .iter()
-        .chain(job.consultations.iter().filter_map(|c| c.record.as_ref()))
-        .chain(job.disagreement.iter())
-        .map(|id| id.as_str())
-        .collect()
-}
-
 /// Follow job `id` until it ends or `deadline` passes; then the job as it stands with
 /// every outcome recorded so far. A deadline already passed answers at once.
 pub async fn follow(
@@ -143,32 +133,25 @@ pub async fn follow(
     deadline: Instant,
     progress: &mut Option<Progress>,
 ) -> Result<JobReport> {
-    let mut seen = Seen::default();
-    let mut ids: Vec<String> = Vec::new();
-    let mut events = api
+    let events = api
         .events(EventsRequest {
             id: id.clone(),
             from: 0,
         })
         .await?;
-    let live = deadline > Instant::now();
-    if live {
+    let mut follower = Follower::new(events);
+    if deadline > Instant::now() {
         loop {
             let next = tokio::select! {
-                next = events.next() => next,
+                next = follower.next() => next?,
                 () = tokio::time::sleep_until(deadline) => break,
             };
-            match next.transpose()? {
-                Some(event) => {
-                    if let Some(p) = progress.as_mut() {
-                        p.event(&event).await;
-                    }
-                    note(&event, &mut ids);
-                    if let Some(ended) = seen.absorb(event) {
-                        return Ok(seen.report(ended));
-                    }
-                }
-                None => break,
+            let Some(event) = next else { break };
+            if let Some(p) = progress.as_mut() {
+                p.event(&event).await;
+            }
+            if let Some(report) = follower.take_report() {
+                return Ok(report);
             }
         }
     }
@@ -176,29 +159,8 @@ pub async fn follow(
     // records it references, which its stream has already carried.
     let now = api.job(JobRequest { id: id.clone() }).await?;
     let catch_up = Instant::now() + CATCH_UP;
-    while !referenced(&now).iter().all(|r| ids.iter().any(|s| s == r)) {
-        let next = tokio::select! {
-            next = events.next() => next,
-            () = tokio::time::sleep_until(catch_up) => break,
-        };
-        match next.transpose()? {
-            Some(event) => {
-                note(&event, &mut ids);
-                if let Some(ended) = seen.absorb(event) {
-                    return Ok(seen.report(ended));
-                }
-            }
-            None => break,
-        }
+    if let Some(report) = follower.until_carried(&now, catch_up).await? {
+        return Ok(report);
     }
-    Ok(seen.report(now))
-}
-
-fn note(event: &Event, ids: &mut Vec<String>) {
-    match event {
-        Event::Plan { record, .. }
-        | Event::Recorded { record, .. }
-        | Event::Disagreement { record, .. } => ids.push(record.id().to_string()),
-        _ => {}
-    }
+    Ok(follower.into_report(now))
 }

@@ -1103,3 +1103,70 @@ async fn a_bus_known_down_ends_the_exchange_unavailable_and_plans_select_no_peer
     assert!(c["duration_ms"].as_u64().unwrap() < 4000, "{c}");
     drop(peer);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_asked_for_debugging_answers_with_its_advisor_that_offers_it() {
+    let cluster = NatsServer::cluster(3);
+    // The relay has two advisors: `quick` reviews code and answers at once; `debugger`
+    // offers debugging and answers a little later. It offers both capabilities.
+    let catalogue = "mode: strict\nadvisors:\n  - id: quick\n    title: Quick reviewer\n    \
+         transport: http\n    adapter: scripted-quick\n    \
+         references: { provider: vq, vendor: vq, model: mq }\n    \
+         capabilities: [independent_reasoning, code_review]\n  - id: debugger\n    \
+         title: Debugger\n    transport: http\n    adapter: scripted-debugger\n    \
+         references: { provider: vd, vendor: vd, model: md }\n    \
+         capabilities: [debugging]\n";
+    let quick = Arc::new(ScriptedAdapter::new(vec![Script::answer(&answer(
+        "a code review nobody asked for",
+        "supports",
+    ))]));
+    let debugger = Arc::new(ScriptedAdapter::new(vec![Script::answer(&answer(
+        "the debugger's answer",
+        "opposes",
+    ))
+    .after(Duration::from_millis(300))]));
+    let mut registry = Registry::builtin();
+    registry.insert("scripted-quick", quick.clone());
+    registry.insert("scripted-debugger", debugger.clone());
+    let peer = start_on_mesh(
+        Place::new(catalogue),
+        registry,
+        &cluster[0].url(),
+        "two-advisors",
+        Some(Offer::Relay),
+    )
+    .await;
+    let (asker, context) = start_asker(&cluster[2].url()).await;
+    wait_for_peers(&asker, &context, &["two-advisors"]).await;
+
+    // The asker's plan wants debugging only.
+    let stored = record(
+        &asker,
+        &context,
+        json!({
+            "kind": "assessment",
+            "subject": "a crash after the lock is released",
+            "materiality": "material",
+            "hypothesis": "the writer drops the lock before the rename",
+            "capabilities": ["debugging"],
+            "evidence": [{"kind": "file", "ref": "src/store.rs"}],
+        }),
+    )
+    .await;
+    let assessment = stored["id"].as_str().unwrap().to_string();
+    let job = consult(&asker, &context, &assessment, 20.0).await;
+    assert_eq!(asker.wait(&job).await["state"], "done");
+
+    // Answered by the advisor that offers debugging, though the other one was faster.
+    let c = &consultations(&asker.place)[0];
+    assert_eq!(c["status"], "completed", "{c}");
+    assert_eq!(c["conclusion"], "the debugger's answer", "{c}");
+    debugger.assert_exhausted();
+    // The relay's assessment asked for what the plan wanted, not for the whole offer.
+    let relayed = peer.place.records_of("mesh-relay", "assessment");
+    assert_eq!(
+        relayed[0]["capabilities"],
+        json!(["debugging"]),
+        "{relayed:?}"
+    );
+}

@@ -10,6 +10,7 @@
 //! across an `.await`; readers of the event stream wait on a `watch` of the event count,
 //! so a slow reader never loses an event and never slows the job down.
 
+use crate::context::Resolved;
 use crate::core::records::{Record, TaskName};
 use crate::protocol::{
     Event, ExchangeStatus, Job, JobId, JobState, RequestContext, Timeout, Timestamp,
@@ -186,6 +187,8 @@ pub struct JobEntry {
     /// The store the job records into, once known: a finished job's replay reads its
     /// records back from it.
     store: std::sync::OnceLock<Arc<Store>>,
+    /// The job's context resolved when it was accepted (none for a resumed job).
+    resolved: Mutex<Option<Arc<Resolved>>>,
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -212,7 +215,21 @@ impl JobEntry {
             journal_turn: tokio::sync::Mutex::new(()),
             feed: std::sync::OnceLock::new(),
             store: std::sync::OnceLock::new(),
+            resolved: Mutex::new(None),
         }
+    }
+
+    /// Keep the job's resolved context, so it is not resolved again to run.
+    pub fn keep_resolved(&self, resolved: Arc<Resolved>) {
+        *self.resolved.lock().unwrap_or_else(|p| p.into_inner()) = Some(resolved);
+    }
+
+    /// The job's resolved context, taken (it is kept only until the job runs).
+    pub fn take_resolved(&self) -> Option<Arc<Resolved>> {
+        self.resolved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// Note the store the job records into.

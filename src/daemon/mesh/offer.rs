@@ -60,7 +60,7 @@ pub(crate) async fn serve(
     let Some(client) = mesh.client.clone() else {
         return;
     };
-    let (mesh_for_offer, registry) = (mesh.clone(), jobs.registry.clone());
+    let (mesh_for_offer, registry) = (mesh.clone(), jobs.registry().clone());
     let (capabilities, sources) =
         match tokio::task::spawn_blocking(move || offered(&mesh_for_offer, &registry)).await {
             Ok(offered) => offered,

@@ -1,22 +1,27 @@
-//! A relaying peer answers a review through its normal job machinery: it records an
-//! assessment in its own relay task (`mesh-relay`, under its relay root), queues a
-//! consultation job whose question is the one the asker sent, and answers with the first
-//! completed answer (the other exchanges are then cancelled). Its own catalogue and
-//! credentials are used; the records stay here.
+//! A relaying peer answers a review through its normal job machinery, as a client of the
+//! `Jobs` API like any surface: it records an assessment in its own relay task
+//! (`mesh-relay`, under its relay root) for the capabilities the asker's plan wants
+//! reviewed, queues a consultation job whose question is the one the asker sent, and
+//! answers with the first completed answer of an advisor its plan selected for one of
+//! those capabilities (the other exchanges are then cancelled). Its own catalogue and
+//! credentials are used; the records stay here, and the job ends through `Jobs::finish`
+//! with its feed event like any other.
 
 use super::Mesh;
 use crate::context::Resolved;
 use crate::core::catalogue::CAPABILITIES;
-use crate::core::records::{Body, ConsultationStatus, Status};
-use crate::daemon::jobs::{JobEntry, Jobs};
+use crate::core::records::{Body, ConsultationStatus, Record, Status};
+use crate::daemon::jobs::{JobHandle, Jobs};
+use crate::error::Error;
+use crate::planning;
 use crate::protocol::{
     ConsultRequest, Event, ExchangeStatus, Job, RecordId, RequestContext, Timeout,
 };
-use crate::service;
 use crate::store::Store;
 use advisord_adapters::contract::FailureKind;
 use advisord_adapters::mesh::wire::{ReplyOutcome, ReviewRequest};
 use advisord_adapters::normalise::{Normalised, Stance};
+use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +38,7 @@ pub(crate) fn offered(
         return (Vec::new(), Vec::new());
     };
     let store = Store::open(&resolved.state_dir);
-    let Ok(env) = service::plan_env(&resolved, &store, time::OffsetDateTime::now_utc()) else {
+    let Ok(env) = planning::plan_env(&resolved, &store, time::OffsetDateTime::now_utc()) else {
         return (Vec::new(), Vec::new());
     };
     let mut capabilities: Vec<String> = Vec::new();
@@ -80,16 +85,59 @@ pub(crate) async fn review(
     deadline: Duration,
     cancel: CancellationToken,
 ) -> ReplyOutcome {
-    if jobs.drain.is_cancelled() {
+    if jobs.shutting_down() {
         return failed(FailureKind::Unavailable, "the peer is shutting down");
     }
-    let context = mesh.relay_context.clone();
-    let capabilities: Vec<String> = asked
+    let capabilities = asked_capabilities(asked);
+    let job = match submit(jobs, mesh, asked, &capabilities, question, deadline).await {
+        Ok(job) => job,
+        Err(e) => return failed(FailureKind::Error, e.to_string()),
+    };
+    tracing::info!(job = %job.id(), request = %asked.request_id, "relaying a review");
+    tokio::select! {
+        outcome = first_answer(&job, &capabilities) => outcome,
+        () = cancel.cancelled() => {
+            job.stop();
+            failed(FailureKind::Cancelled, "the asker cancelled the review")
+        }
+        () = tokio::time::sleep(deadline) => {
+            job.stop();
+            failed(FailureKind::Timeout, "the relay's advisors gave no answer within the deadline")
+        }
+    }
+}
+
+/// The capabilities the asker's plan wants reviewed (known ones, `reviews` aside).
+fn asked_capabilities(asked: &ReviewRequest) -> Vec<String> {
+    asked
         .capabilities
         .iter()
         .filter(|c| CAPABILITIES.contains(&c.as_str()) && c.as_str() != "reviews")
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// Record the relay's assessment of `asked` and queue its job, whose exchanges end a
+/// moment before the asker's `deadline`.
+async fn submit(
+    jobs: &Arc<Jobs>,
+    mesh: &Mesh,
+    asked: &ReviewRequest,
+    capabilities: &[String],
+    question: &str,
+    deadline: Duration,
+) -> Result<JobHandle, Error> {
+    // Leave the exchanges a moment to answer before the asker's own deadline.
+    let budget = deadline
+        .saturating_sub(Duration::from_millis(150))
+        .max(Duration::from_millis(50));
+    let timeout = Timeout::from_secs_f64(budget.as_secs_f64()).map_err(|e| {
+        Error::Usage(format!(
+            "the review's deadline ({} ms) is not a job timeout the relay accepts: {e}",
+            asked.deadline_ms
+        ))
+    })?;
+    let context = mesh.relay_context.clone();
     let input = serde_json::json!({
         "kind": "assessment",
         "subject": format!("review asked over the mesh by {} (request {})", asked.asker, asked.request_id),
@@ -99,114 +147,104 @@ pub(crate) async fn review(
         "capabilities": capabilities,
         "evidence": [{"kind": "observation", "ref": format!("mesh request {} from {}", asked.request_id, asked.asker)}],
     });
-    let (for_record, registry) = (context.clone(), jobs.registry.clone());
-    let recorded =
-        tokio::task::spawn_blocking(move || service::record(&registry, &for_record, &input)).await;
-    let assessment = match recorded {
-        Ok(Ok(record)) => record,
-        Ok(Err(e)) => {
-            return failed(
-                FailureKind::Error,
-                format!("the relay could not record its assessment: {e}"),
-            )
-        }
-        Err(e) => return failed(FailureKind::Error, format!("the relay failed: {e}")),
-    };
+    let assessment = jobs
+        .record(context.clone(), input)
+        .await
+        .map_err(|e| Error::Internal(format!("the relay could not record its assessment: {e}")))?;
     tracing::debug!(request = %asked.request_id, "relay assessment recorded");
-    // Leave the exchanges a moment to answer before the asker's own deadline.
-    let budget = deadline
-        .saturating_sub(Duration::from_millis(150))
-        .max(Duration::from_millis(50));
     let request = ConsultRequest {
         context,
         assessment: RecordId::from(assessment.id()),
         question: None,
         prior_opinion: None,
-        timeout: Timeout::from_secs_f64(budget.as_secs_f64()).ok(),
+        timeout: Some(timeout),
     };
-    let job = match jobs.submit_relayed(request, question.to_string()).await {
-        Ok(job) => job,
-        Err(e) => {
-            return failed(
-                FailureKind::Error,
-                format!("the relay could not queue its job: {e}"),
-            )
-        }
-    };
-    let Ok(entry) = jobs.entry(&job.id) else {
-        return failed(FailureKind::Error, "the relay's job vanished");
-    };
-    tracing::info!(job = %job.id, request = %asked.request_id, "relaying a review");
-    tokio::select! {
-        outcome = first_answer(&entry) => outcome,
-        () = cancel.cancelled() => {
-            entry.request_cancel();
-            failed(FailureKind::Cancelled, "the asker cancelled the review")
-        }
-        () = tokio::time::sleep(deadline) => {
-            entry.request_cancel();
-            failed(FailureKind::Timeout, "the relay's advisors gave no answer within the deadline")
-        }
-    }
+    jobs.submit_relayed(request, question.to_string())
+        .await
+        .map_err(|e| Error::Internal(format!("the relay could not queue its job: {e}")))
 }
 
-/// Follow the job's events: at the first exchange that completes, cancel the others and
-/// answer with its recorded fields; when the job ends without one, pass the first failure
-/// through (or `unavailable` when nobody could be asked).
-async fn first_answer(entry: &Arc<JobEntry>) -> ReplyOutcome {
-    let mut wake = entry.watch_events();
-    let mut seen = 0;
+/// The advisors of `plan` that may answer a review asked for `capabilities`: those the
+/// plan selected for one of them; every selected advisor when nothing was asked.
+fn eligible(plan: &Record, capabilities: &[String]) -> Vec<String> {
+    let Body::Plan(plan) = &plan.body else {
+        return Vec::new();
+    };
+    plan.selected
+        .iter()
+        .filter(|s| capabilities.is_empty() || s.covers.iter().any(|c| capabilities.contains(c)))
+        .map(|s| s.advisor.clone())
+        .collect()
+}
+
+/// Follow the job's events: at the first exchange of an eligible advisor (one offering a
+/// capability asked for) that completes, cancel the others and answer with its recorded
+/// fields; when the job ends without one, pass the first failure through (or
+/// `unavailable` when nobody could be asked).
+async fn first_answer(job: &JobHandle, capabilities: &[String]) -> ReplyOutcome {
+    let mut events = Box::pin(job.events(0));
+    let mut may_answer: Vec<String> = Vec::new();
     let mut winner: Option<String> = None;
     let mut first_failure: Option<ReplyOutcome> = None;
-    loop {
-        let (events, _) = entry.events_from(seen);
-        seen += events.len();
-        for event in events {
-            match event {
-                Event::Finished {
-                    advisor, status, ..
-                } if status == ConsultationStatus::Completed && winner.is_none() => {
-                    winner = Some(advisor);
-                    entry.request_cancel();
+    while let Some(event) = events.next().await {
+        match event {
+            Event::Plan { record, .. } => {
+                may_answer = eligible(&record, capabilities);
+                if may_answer.is_empty() && !capabilities.is_empty() {
+                    job.stop();
+                    return failed(
+                        FailureKind::Unavailable,
+                        format!(
+                            "the relay has no available advisor offering {}",
+                            capabilities.join(", ")
+                        ),
+                    );
                 }
-                Event::Recorded {
-                    advisor, record, ..
-                } => {
-                    let Body::Consultation(c) = &record.body else {
-                        continue;
-                    };
-                    if c.status == ConsultationStatus::Completed {
-                        if winner.is_none() || winner.as_deref() == Some(&advisor) {
-                            entry.request_cancel();
-                            return completed(c, &advisor);
-                        }
-                    } else if first_failure.is_none()
-                        && c.failure != Some(crate::core::records::FailureKind::Cancelled)
-                    {
-                        first_failure = Some(ReplyOutcome::Failed {
-                            failure: c
-                                .failure
-                                .and_then(|k| {
-                                    FailureKind::ALL
-                                        .into_iter()
-                                        .find(|f| f.as_str() == k.as_str())
-                                })
-                                .unwrap_or(FailureKind::Error),
-                            diagnostic: c.diagnostic.clone().unwrap_or_default(),
-                            retry_after_s: c.retry_after_s,
-                        });
-                    }
-                }
-                Event::Done { result, .. } => {
-                    return first_failure.unwrap_or_else(|| nobody(&result));
-                }
-                _ => {}
             }
-        }
-        if wake.changed().await.is_err() {
-            return failed(FailureKind::Unavailable, "the peer is shutting down");
+            Event::Finished {
+                advisor, status, ..
+            } if status == ConsultationStatus::Completed
+                && winner.is_none()
+                && may_answer.contains(&advisor) =>
+            {
+                winner = Some(advisor);
+                job.stop();
+            }
+            Event::Recorded {
+                advisor, record, ..
+            } if may_answer.contains(&advisor) => {
+                let Body::Consultation(c) = &record.body else {
+                    continue;
+                };
+                if c.status == ConsultationStatus::Completed {
+                    if winner.is_none() || winner.as_deref() == Some(&advisor) {
+                        job.stop();
+                        return completed(c, &advisor);
+                    }
+                } else if first_failure.is_none()
+                    && c.failure != Some(crate::core::records::FailureKind::Cancelled)
+                {
+                    first_failure = Some(ReplyOutcome::Failed {
+                        failure: c
+                            .failure
+                            .and_then(|k| {
+                                FailureKind::ALL
+                                    .into_iter()
+                                    .find(|f| f.as_str() == k.as_str())
+                            })
+                            .unwrap_or(FailureKind::Error),
+                        diagnostic: c.diagnostic.clone().unwrap_or_default(),
+                        retry_after_s: c.retry_after_s,
+                    });
+                }
+            }
+            Event::Done { result, .. } => {
+                return first_failure.unwrap_or_else(|| nobody(&result));
+            }
+            _ => {}
         }
     }
+    failed(FailureKind::Unavailable, "the peer is shutting down")
 }
 
 fn nobody(job: &Job) -> ReplyOutcome {

@@ -1,0 +1,51 @@
+//! The pruner: finished jobs past the retention are dropped from memory at once when a
+//! job ends (so the number kept holds however many jobs a minute runs), and from the
+//! journal at the next round, in one batch, so that removing files never competes with
+//! the journal writes of a burst of jobs. A job dropped from memory but not yet from the
+//! journal is dropped again by the first round after a restart.
+
+use super::{Jobs, Retention};
+use crate::daemon::journal::Journal;
+use crate::protocol::JobId;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long a task's cached records are kept after it was last used.
+pub const TASK_IDLE: Duration = Duration::from_secs(120);
+
+/// Prune every `every`, and whenever a job ends, until shutdown begins.
+pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) -> &'static str {
+    let mut ticks = tokio::time::interval(every);
+    let mut unjournal: Vec<JobId> = Vec::new();
+    loop {
+        let round = tokio::select! {
+            () = jobs.drain.cancelled() => break,
+            _ = ticks.tick() => true,
+            () = jobs.ended.notified() => false,
+        };
+        if round {
+            crate::store::Stores::process().release_idle(TASK_IDLE);
+        } else if !jobs.table.any_unfinished() {
+            // The last running job ended: what the burst freed goes back to the system.
+            tokio::task::spawn_blocking(crate::daemon::memory::release_free_memory);
+        }
+        unjournal.extend(jobs.table.prune(retention, SystemTime::now()));
+        if !round || unjournal.is_empty() {
+            continue;
+        }
+        tracing::debug!(count = unjournal.len(), "pruning finished jobs");
+        let dir = jobs.journal.dir().to_path_buf();
+        let dropped = std::mem::take(&mut unjournal);
+        let removed = tokio::task::spawn_blocking(move || {
+            let journal = Journal::at(dir);
+            dropped
+                .iter()
+                .try_for_each(|id| journal.remove(id.as_str()))
+        })
+        .await;
+        if let Ok(Err(e)) = removed {
+            tracing::warn!(error = %e, "could not prune a journaled job");
+        }
+    }
+    "pruner"
+}
