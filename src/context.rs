@@ -808,14 +808,6 @@ mod tests {
         registry
     }
 
-    #[test]
-    fn the_core_and_the_adapters_agree_on_the_common_catalogue_keys() {
-        assert_eq!(
-            crate::core::catalogue::COMMON_KEYS,
-            advisord_adapters::contract::COMMON_KEYS
-        );
-    }
-
     /// The locations the command line `args` names (`--root X --task Y ...`).
     fn flags(args: &[&str]) -> Locations {
         let mut flags = Locations::default();

@@ -28,6 +28,9 @@
 //! stopped by anyone.
 
 use crate::normalise::{self, NormaliseError, Normalised};
+/// The shared vocabulary, written once in `advisord-core`: an outcome's failure kind and
+/// usage are the records' own types, and the catalogue's common keys the daemon's.
+pub use advisord_core::{FailureKind, Usage, COMMON_KEYS};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -54,23 +57,6 @@ pub struct AdvisorSpec {
     pub settings: serde_json::Map<String, serde_json::Value>,
 }
 
-/// The catalogue keys every advisor shares; every other key of an entry is the
-/// adapter's own setting.
-pub const COMMON_KEYS: &[&str] = &[
-    "id",
-    "title",
-    "transport",
-    "adapter",
-    "references",
-    "executable",
-    "credential",
-    "capabilities",
-    "local",
-    "max_concurrent",
-    "price",
-    "budget",
-];
-
 impl AdvisorSpec {
     /// The spec of one catalogue entry read as a mapping (YAML or JSON): the fields an
     /// adapter needs, and every key outside [`COMMON_KEYS`] as its settings.
@@ -88,31 +74,6 @@ impl AdvisorSpec {
                 .collect(),
         }
     }
-}
-
-/// Why an exchange failed. Names match the consultation record's `failure`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// The deadline passed first.
-    Timeout,
-    /// The advisor said to come back later.
-    RateLimited,
-    /// The credential was refused or is missing.
-    AuthFailed,
-    /// An answer came but could not be read.
-    Malformed,
-    /// An answer came with no text.
-    Empty,
-    /// The advisor could not be reached.
-    Unavailable,
-    /// The exchange was cancelled.
-    Cancelled,
-    /// Our own environment lacked the advisor's credential (nothing was sent): it says
-    /// nothing about the advisor, so the circuit never counts it.
-    NotConfigured,
-    /// Anything else.
-    Error,
 }
 
 /// A typed failure with its diagnostic.
@@ -160,36 +121,6 @@ impl Failure {
     }
 }
 
-impl FailureKind {
-    /// Every kind, in the order the contract lists them.
-    pub const ALL: [FailureKind; 9] = [
-        FailureKind::Timeout,
-        FailureKind::RateLimited,
-        FailureKind::AuthFailed,
-        FailureKind::Malformed,
-        FailureKind::Empty,
-        FailureKind::Unavailable,
-        FailureKind::Cancelled,
-        FailureKind::NotConfigured,
-        FailureKind::Error,
-    ];
-
-    /// The kind as written in records (`rate_limited`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Timeout => "timeout",
-            FailureKind::RateLimited => "rate_limited",
-            FailureKind::AuthFailed => "auth_failed",
-            FailureKind::Malformed => "malformed",
-            FailureKind::Empty => "empty",
-            FailureKind::Unavailable => "unavailable",
-            FailureKind::Cancelled => "cancelled",
-            FailureKind::NotConfigured => "not_configured",
-            FailureKind::Error => "error",
-        }
-    }
-}
-
 /// The diagnostic of a failure from raw error output: its last non-empty line, ANSI escape
 /// sequences and control characters removed, whitespace collapsed, at most
 /// [`MAX_DIAGNOSTIC_CHARS`] characters (the last an ellipsis when cut).
@@ -209,15 +140,6 @@ pub fn clean_diagnostic(raw: &str) -> String {
         .find(|line| !line.is_empty())
         .unwrap_or_default();
     normalise::truncate_chars(&last, MAX_DIAGNOSTIC_CHARS)
-}
-
-/// Token usage an adapter read from the reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens sent.
-    pub input_tokens: u64,
-    /// Tokens received.
-    pub output_tokens: u64,
 }
 
 /// The raw answer of one exchange.

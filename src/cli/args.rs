@@ -4,6 +4,7 @@ use crate::context::Locations;
 use crate::core::records::{Confidence, EvidenceKind, Materiality};
 use crate::protocol::Timeout;
 use crate::render::Format;
+use advisord_core::UnknownName;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -625,28 +626,12 @@ pub fn parse_evidence(text: &str) -> Result<EvidenceArg, String> {
 
 /// Parse a materiality by its record name.
 pub fn parse_materiality(text: &str) -> Result<Materiality, String> {
-    Materiality::ALL
-        .into_iter()
-        .find(|m| m.as_str() == text)
-        .ok_or_else(|| {
-            format!(
-                "`{text}` is not a materiality; accepted: {}",
-                Materiality::ALL.map(Materiality::as_str).join(", ")
-            )
-        })
+    text.parse().map_err(|e: UnknownName| e.to_string())
 }
 
 /// Parse a confidence by its record name.
 pub fn parse_confidence(text: &str) -> Result<Confidence, String> {
-    Confidence::ALL
-        .into_iter()
-        .find(|c| c.as_str() == text)
-        .ok_or_else(|| {
-            format!(
-                "`{text}` is not a confidence; accepted: {}",
-                Confidence::ALL.map(Confidence::as_str).join(", ")
-            )
-        })
+    text.parse().map_err(|e: UnknownName| e.to_string())
 }
 
 /// Parse a positive, finite number of seconds (decimals allowed).

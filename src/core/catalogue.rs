@@ -42,22 +42,8 @@ pub const CAPABILITIES: &[&str] = &[
 ];
 
 /// The keys every advisor shares; every other key of an entry is the adapter's setting.
-/// (The adapters crate keeps the same list for reading entries without the core; a test in
-/// `context` holds the two equal.)
-pub const COMMON_KEYS: &[&str] = &[
-    "id",
-    "title",
-    "transport",
-    "adapter",
-    "references",
-    "executable",
-    "credential",
-    "capabilities",
-    "local",
-    "max_concurrent",
-    "price",
-    "budget",
-];
+/// Written once in `advisord-core`, which the adapters read entries with too.
+pub use advisord_core::COMMON_KEYS;
 
 /// The capability requested when an assessment names none.
 pub const DEFAULT_CAPABILITY: &str = "independent_reasoning";

@@ -6,6 +6,11 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The vocabulary shared with the adapters, written once in `advisord-core` and part of
+/// the same on-disk contract: the assessment's scales, an outcome's failure kind, stance
+/// and usage.
+pub use advisord_core::{Confidence, FailureKind, Materiality, Stance, Usage};
+
 /// The schema version written into every record's envelope: 2 since records carry `prev`
 /// (the hash chain); records of schema 1 predate it and still read.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -159,91 +164,6 @@ impl Record {
     /// The record's kind.
     pub fn kind(&self) -> Kind {
         self.body.kind()
-    }
-}
-
-/// How much a wrong decision would cost.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Materiality {
-    /// Cheap to undo.
-    Trivial,
-    /// Minor cost.
-    Low,
-    /// Worth evidence and possibly review.
-    Material,
-    /// Costly to get wrong.
-    High,
-    /// Very costly or irreversible.
-    Critical,
-}
-
-impl Materiality {
-    /// Every value, lowest first.
-    pub const ALL: [Materiality; 5] = [
-        Materiality::Trivial,
-        Materiality::Low,
-        Materiality::Material,
-        Materiality::High,
-        Materiality::Critical,
-    ];
-
-    /// Whether the writer demands evidence (material, high, critical).
-    pub fn needs_evidence(self) -> bool {
-        self >= Materiality::Material
-    }
-
-    /// The name used in records and flags.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Materiality::Trivial => "trivial",
-            Materiality::Low => "low",
-            Materiality::Material => "material",
-            Materiality::High => "high",
-            Materiality::Critical => "critical",
-        }
-    }
-}
-
-/// The executor's confidence in its own hypothesis.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Default,
-    Serialize,
-    Deserialize,
-    JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Confidence {
-    /// Unsure.
-    Low,
-    /// The default.
-    #[default]
-    Medium,
-    /// Sure; lowers the budget by one.
-    High,
-}
-
-impl Confidence {
-    /// Every value, lowest first.
-    pub const ALL: [Confidence; 3] = [Confidence::Low, Confidence::Medium, Confidence::High];
-
-    /// The name used in records and flags.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Confidence::Low => "low",
-            Confidence::Medium => "medium",
-            Confidence::High => "high",
-        }
     }
 }
 
@@ -511,130 +431,6 @@ pub enum ConsultationStatus {
     Completed,
     /// A typed failure.
     Failed,
-}
-
-/// Why an exchange failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// The deadline passed first.
-    Timeout,
-    /// The advisor said to come back later.
-    RateLimited,
-    /// The credential was refused.
-    AuthFailed,
-    /// An answer came but could not be read.
-    Malformed,
-    /// An answer came with no text.
-    Empty,
-    /// The advisor could not be reached.
-    Unavailable,
-    /// The job was cancelled.
-    Cancelled,
-    /// Our own environment lacked the advisor's credential (a job resumed by a daemon
-    /// whose environment lacks it): nothing was sent, and it says nothing about the advisor.
-    NotConfigured,
-    /// Anything else.
-    Error,
-}
-
-impl FailureKind {
-    /// Every kind.
-    pub const ALL: [FailureKind; 9] = [
-        FailureKind::Timeout,
-        FailureKind::RateLimited,
-        FailureKind::AuthFailed,
-        FailureKind::Malformed,
-        FailureKind::Empty,
-        FailureKind::Unavailable,
-        FailureKind::Cancelled,
-        FailureKind::NotConfigured,
-        FailureKind::Error,
-    ];
-
-    /// The name used in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::Timeout => "timeout",
-            FailureKind::RateLimited => "rate_limited",
-            FailureKind::AuthFailed => "auth_failed",
-            FailureKind::Malformed => "malformed",
-            FailureKind::Empty => "empty",
-            FailureKind::Unavailable => "unavailable",
-            FailureKind::Cancelled => "cancelled",
-            FailureKind::NotConfigured => "not_configured",
-            FailureKind::Error => "error",
-        }
-    }
-
-    /// Whether the circuit counts it (malformed, empty and cancelled are about one exchange;
-    /// not_configured is about our own environment, not the advisor).
-    pub fn is_counted(self) -> bool {
-        !matches!(
-            self,
-            FailureKind::Malformed
-                | FailureKind::Empty
-                | FailureKind::Cancelled
-                | FailureKind::NotConfigured
-        )
-    }
-
-    /// Whether it is transient (timeout, unavailable, error).
-    pub fn is_transient(self) -> bool {
-        matches!(
-            self,
-            FailureKind::Timeout | FailureKind::Unavailable | FailureKind::Error
-        )
-    }
-}
-
-/// Where an advisor's answer stands relative to the executor's hypothesis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Stance {
-    /// It agrees.
-    Supports,
-    /// It argues against.
-    Opposes,
-    /// It proposes something else.
-    Alternative,
-    /// It cannot tell.
-    Inconclusive,
-}
-
-impl Stance {
-    /// Every stance.
-    pub const ALL: [Stance; 4] = [
-        Stance::Supports,
-        Stance::Opposes,
-        Stance::Alternative,
-        Stance::Inconclusive,
-    ];
-
-    /// Whether this stance diverges from the executor's hypothesis.
-    pub fn diverges(self) -> bool {
-        matches!(self, Stance::Opposes | Stance::Alternative)
-    }
-
-    /// The name used in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stance::Supports => "supports",
-            Stance::Opposes => "opposes",
-            Stance::Alternative => "alternative",
-            Stance::Inconclusive => "inconclusive",
-        }
-    }
-}
-
-/// Token usage an adapter reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Usage {
-    /// Tokens sent.
-    pub input_tokens: u64,
-    /// Tokens received.
-    pub output_tokens: u64,
 }
 
 /// One advisor's normalised outcome for one plan.

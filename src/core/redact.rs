@@ -103,19 +103,6 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| Compiled {
         .collect(),
 });
 
-/// Escape sequences a terminal interprets: CSI (`ESC [` ... final byte, or its one-byte
-/// form U+009B), OSC and the other string controls up to their terminator, and two-byte
-/// `ESC x` sequences. Removed whole so no parameter bytes are left behind as text.
-static ESCAPES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"(?:\x1b\[|\x{9b})[0-?]*[ -/]*[@-~]?",
-        r"|(?:\x1b[\]PX^_]|[\x{90}\x{98}\x{9d}\x{9e}\x{9f}])",
-        r"[^\x07\x1b\x{9c}]*(?:\x07|\x1b\\|\x{9c})?",
-        r"|\x1b[ -/]*[0-~]?",
-    ))
-    .expect("escape pattern compiles")
-});
-
 /// Whether `c` is a control character to drop: C0 except newline and tab, DEL, and C1.
 fn is_dropped_control(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}'
@@ -230,8 +217,7 @@ fn strip_controls(text: &str) -> String {
     if !text.chars().any(is_dropped_control) {
         return text.to_string();
     }
-    ESCAPES
-        .replace_all(text, "")
+    advisord_core::ansi::strip_ansi(text)
         .chars()
         .filter(|&c| !is_dropped_control(c))
         .collect()

@@ -717,7 +717,7 @@ impl Turn {
             ),
             Err(f) => (
                 crate::core::records::ConsultationStatus::Failed,
-                record_failure_kind(f.kind),
+                Some(f.kind),
                 // The event is not recorded, but it is shown: the same scrubbing as the
                 // writer's.
                 Some(crate::core::redact::scrub_with(
@@ -741,13 +741,6 @@ impl Turn {
 
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A failure kind of the adapters as the records name it.
-fn record_failure_kind(kind: FailureKind) -> Option<crate::core::records::FailureKind> {
-    crate::core::records::FailureKind::ALL
-        .into_iter()
-        .find(|k| k.as_str() == kind.as_str())
 }
 
 /// An `error` outcome for an advisor that could not be reached at all.
@@ -875,31 +868,6 @@ async fn record_disagreement(
 mod tests {
     use super::*;
     use crate::protocol::Job;
-
-    /// The adapters crate cannot depend on the records, so it mirrors their failure kinds
-    /// and stances; outcomes cross by name. The two sets of names must stay the same.
-    #[test]
-    fn adapter_outcomes_and_records_name_the_same_kinds_and_stances() {
-        use crate::core::records;
-        use advisord_adapters::normalise;
-        let set =
-            |names: Vec<&'static str>| names.into_iter().collect::<std::collections::BTreeSet<_>>();
-        assert_eq!(
-            set(FailureKind::ALL.map(FailureKind::as_str).to_vec()),
-            set(records::FailureKind::ALL
-                .map(records::FailureKind::as_str)
-                .to_vec()),
-        );
-        assert_eq!(
-            set(normalise::Stance::ALL
-                .map(normalise::Stance::as_str)
-                .to_vec()),
-            set(records::Stance::ALL.map(records::Stance::as_str).to_vec()),
-        );
-        for kind in FailureKind::ALL {
-            assert!(record_failure_kind(kind).is_some(), "{kind:?}");
-        }
-    }
 
     fn ulid_at(ms: u64) -> String {
         ulid::Ulid::from_parts(ms, 7).to_string()

@@ -5,6 +5,7 @@
 
 use crate::core::records::{Confidence, Materiality};
 use crate::protocol::{JobId, RecordId, Timeout};
+use advisord_core::UnknownName;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -298,10 +299,7 @@ impl Args {
     pub fn materiality(&self) -> Result<Materiality, ArgError> {
         let names = Materiality::ALL.map(Materiality::as_str).join(", ");
         let text = self.required("materiality", &format!("one of {names}"))?;
-        Materiality::ALL
-            .into_iter()
-            .find(|m| m.as_str() == text)
-            .ok_or_else(|| format!("`{text}` is not a materiality; accepted: {names}"))
+        text.parse().map_err(|e: UnknownName| e.to_string())
     }
 
     /// A confidence (default medium).
@@ -309,15 +307,7 @@ impl Args {
         let Some(text) = self.string("confidence")? else {
             return Ok(Confidence::default());
         };
-        Confidence::ALL
-            .into_iter()
-            .find(|c| c.as_str() == text)
-            .ok_or_else(|| {
-                format!(
-                    "`{text}` is not a confidence; accepted: {}",
-                    Confidence::ALL.map(Confidence::as_str).join(", ")
-                )
-            })
+        text.parse().map_err(|e: UnknownName| e.to_string())
     }
 
     /// `timeout_s`, checked as `--timeout` is.

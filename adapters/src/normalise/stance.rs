@@ -2,43 +2,11 @@
 
 use super::json::Json;
 use super::text::trimmed;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
 
-/// An advisor's stance on the executor's hypothesis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stance {
-    /// It agrees with the hypothesis.
-    Supports,
-    /// It argues against the hypothesis.
-    Opposes,
-    /// It proposes a different approach or agrees only in part.
-    Alternative,
-    /// It did not take a position, or none could be read.
-    Inconclusive,
-}
-
-impl Stance {
-    /// Every stance.
-    pub const ALL: [Stance; 4] = [
-        Stance::Supports,
-        Stance::Opposes,
-        Stance::Alternative,
-        Stance::Inconclusive,
-    ];
-
-    /// The stance as written in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stance::Supports => "supports",
-            Stance::Opposes => "opposes",
-            Stance::Alternative => "alternative",
-            Stance::Inconclusive => "inconclusive",
-        }
-    }
-}
+/// An advisor's stance on the executor's hypothesis: the records' own type.
+pub use advisord_core::Stance;
 
 /// Read a stance liberally: `agree`, `yes`, `correct` support; `disagree`, `against`,
 /// `incorrect`, a negated agreement oppose; `partially`, `mixed`, `different approach`

@@ -156,37 +156,7 @@ pub(super) fn truncate_cow(text: &str, max: usize) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Remove ANSI escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ESC \`, and
-/// two-character escapes), which would otherwise leave `[31m` behind.
-pub fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\u{1b}' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('[') => {
-                for n in chars.by_ref() {
-                    if ('\u{40}'..='\u{7e}').contains(&n) {
-                        break;
-                    }
-                }
-            }
-            Some(']') => {
-                while let Some(n) = chars.next() {
-                    if n == '\u{7}' {
-                        break;
-                    }
-                    if n == '\u{1b}' && chars.peek() == Some(&'\\') {
-                        chars.next();
-                        break;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
+/// Remove ANSI escape sequences (CSI, OSC and the other string controls, two-character
+/// escapes, and their one-byte C1 forms), which would otherwise leave `[31m` behind: the
+/// one stripper, shared with the writer's scrubbing.
+pub use advisord_core::ansi::strip_ansi;

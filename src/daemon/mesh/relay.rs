@@ -222,17 +222,10 @@ async fn first_answer(job: &JobHandle, capabilities: &[String]) -> ReplyOutcome 
                         return completed(c, &advisor);
                     }
                 } else if first_failure.is_none()
-                    && c.failure != Some(crate::core::records::FailureKind::Cancelled)
+                    && c.failure != Some(FailureKind::Cancelled)
                 {
                     first_failure = Some(ReplyOutcome::Failed {
-                        failure: c
-                            .failure
-                            .and_then(|k| {
-                                FailureKind::ALL
-                                    .into_iter()
-                                    .find(|f| f.as_str() == k.as_str())
-                            })
-                            .unwrap_or(FailureKind::Error),
+                        failure: c.failure.unwrap_or(FailureKind::Error),
                         diagnostic: c.diagnostic.clone().unwrap_or_default(),
                         retry_after_s: c.retry_after_s,
                     });
@@ -273,10 +266,7 @@ fn nobody(job: &Job) -> ReplyOutcome {
 }
 
 fn completed(c: &crate::core::records::Consultation, advisor: &str) -> ReplyOutcome {
-    let stance = c
-        .stance
-        .and_then(|s| Stance::ALL.into_iter().find(|n| n.as_str() == s.as_str()))
-        .unwrap_or(Stance::Inconclusive);
+    let stance = c.stance.unwrap_or(Stance::Inconclusive);
     ReplyOutcome::Completed {
         answer: Normalised {
             conclusion: c.conclusion.clone().unwrap_or_default(),
@@ -291,9 +281,6 @@ fn completed(c: &crate::core::records::Consultation, advisor: &str) -> ReplyOutc
             .source
             .clone()
             .unwrap_or_else(|| format!("advisor:{advisor}")),
-        usage: c.usage.map(|u| advisord_adapters::contract::Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        }),
+        usage: c.usage,
     }
 }
