@@ -16,6 +16,7 @@ mod idle;
 mod prune;
 mod resume;
 mod scheduler;
+mod slots;
 mod table;
 
 pub use handle::JobHandle;
@@ -36,7 +37,7 @@ use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
 use futures::future::BoxFuture;
 use futures::Stream;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -95,7 +96,7 @@ pub struct Jobs {
     queued: Mutex<Option<mpsc::UnboundedReceiver<Arc<JobEntry>>>>,
     run: Runner,
     /// One semaphore per advisor id, bounding its exchanges across all jobs.
-    semaphores: Mutex<HashMap<String, Arc<Semaphore>>>,
+    slots: slots::Slots,
     started: Instant,
     /// When this daemon started, in milliseconds since the epoch (ULID time).
     started_ms: u64,
@@ -138,7 +139,7 @@ impl Jobs {
             queue,
             queued: Mutex::new(Some(queued)),
             run,
-            semaphores: Mutex::new(HashMap::new()),
+            slots: slots::Slots::default(),
             started: Instant::now(),
             started_ms,
             plan_claims: tokio::sync::Mutex::new(()),
@@ -589,13 +590,10 @@ impl Jobs {
         });
     }
 
-    /// The semaphore bounding `advisor`'s exchanges (created with `max_concurrent`
-    /// permits the first time the advisor is consulted).
+    /// The semaphore bounding `advisor`'s exchanges at the `max_concurrent` of the
+    /// catalogue this job resolved (an edited limit counts at once: `jobs/slots.rs`).
     pub(crate) fn advisor_slots(&self, advisor: &str, max_concurrent: u32) -> Arc<Semaphore> {
-        let mut map = self.semaphores.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(advisor.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(max_concurrent.max(1) as usize)))
-            .clone()
+        self.slots.of(advisor, max_concurrent)
     }
 
     /// Hand a queued job to the scheduler.
