@@ -14,10 +14,14 @@
 //! rounds of 200 jobs: one arena held the daemon about 3 % smaller after each burst than
 //! two per core, with the same latency.
 
-/// Keep the allocator to one arena (glibc's only; elsewhere nothing). Call it before any
-/// thread starts.
+/// Keep the allocator to one arena (glibc's only; elsewhere nothing), unless
+/// `ADVISORD_MALLOC_ARENAS=default` leaves glibc its own default (what
+/// `benches/durable_path.rs` compares). Call it before any thread starts.
 #[allow(unsafe_code)]
 pub fn limit_arenas() {
+    if std::env::var_os("ADVISORD_MALLOC_ARENAS").is_some_and(|v| v == "default") {
+        return;
+    }
     // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
     // parameters; `M_ARENA_MAX` is read when a thread first needs an arena.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

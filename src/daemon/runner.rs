@@ -291,7 +291,7 @@ fn prepare(
                 }
             }
             store
-                .write(&resolved.task, &input, Some(&env))
+                .write_in_job(&resolved.task, &input, Some(&env))
                 .map_err(|e| format!("the plan could not be recorded: {e}"))?
         }
     };
@@ -735,7 +735,7 @@ async fn record_disagreement(
             return Ok(earlier);
         }
         store
-            .write(&task, &input, None)
+            .write_in_job(&task, &input, None)
             .map_err(|e| format!("the disagreement could not be recorded: {e}"))
     })
     .await
