@@ -493,7 +493,7 @@ async fn pruner(shared: Arc<Jobs>, retention: Retention, every: Duration) -> &'s
             crate::store::Stores::process().release_idle(TASK_IDLE);
         } else if !shared.table.any_unfinished() {
             // The last running job ended: what the burst freed goes back to the system.
-            tokio::task::spawn_blocking(memory::release_free_memory);
+            memory::after_burst();
         }
         unjournal.extend(shared.table.prune(retention, SystemTime::now()));
         if !round || unjournal.is_empty() {
