@@ -12,9 +12,13 @@
 //! file elsewhere.
 //!
 //! Guarantees:
-//! - **Atomic**: a record is written to a temporary file in the task's directory, flushed
-//!   to disk, renamed into place, and the directory is flushed; a reader sees the whole
-//!   record or none of it, even if the writer is killed at any point.
+//! - **Atomic**: a record is written to a temporary file in the task's directory, the file
+//!   system is flushed (its bytes, and every rename made before), and it is renamed into
+//!   place without replacing anything; a reader sees the whole record or none of it, even
+//!   if the writer is killed at any point, and after a crash of the machine the records
+//!   are a prefix of what was written. [`Store::write`] flushes once more so the name is
+//!   durable when it returns; a job's writes leave that to the next flush (see
+//!   [`durable`] and `docs/DAEMON.md`, "What is flushed when").
 //! - **Serialised**: a writer holds an exclusive `flock` on the task's `.lock` while it
 //!   reads the task, admits the record and writes it, so sequences are unique and
 //!   contiguous (`next = highest + 1`) across every process sharing the state directory.
@@ -58,6 +62,7 @@ use std::time::{Duration, Instant, SystemTime};
 mod availability;
 mod budget;
 mod cache;
+pub mod durable;
 mod files;
 mod identity;
 mod progress;
@@ -117,6 +122,10 @@ pub struct Store {
     circuit: Mutex<CircuitIndex>,
     /// Every task's resolutions, for the advisors' track records.
     track: Mutex<track::TrackIndex>,
+    /// The group commit of the state directory's file system.
+    flusher: durable::Flusher,
+    /// Whether a record was renamed into place since the last flush ([`Store::settle`]).
+    unsettled: std::sync::atomic::AtomicBool,
     /// Taken while the index starts keeping what budgets count, so it gathers once.
     spending_turn: Mutex<()>,
     budget: usize,
@@ -161,6 +170,8 @@ impl Store {
             tasks: Mutex::new(lru::LruCache::unbounded()),
             circuit: Mutex::new(CircuitIndex::default()),
             track: Mutex::default(),
+            flusher: durable::Flusher::new(state_dir),
+            unsettled: std::sync::atomic::AtomicBool::new(false),
             spending_turn: Mutex::new(()),
             budget,
             max_tasks,

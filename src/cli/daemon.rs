@@ -125,9 +125,9 @@ pub async fn stop(socket: &Path, timeout: Duration, format: Format) -> anyhow::R
     nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM)
         .with_context(|| format!("cannot signal the daemon (pid {pid})"))?;
     let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
     loop {
-        let gone = nix::sys::signal::kill(target, None).is_err();
-        if gone && crate::client::answers(socket).is_err() {
+        if exited(target) && crate::client::answers(socket).is_err() {
             let message = format!(
                 "advisord (pid {pid}) stopped in {:.1} s; unfinished jobs resume when a daemon \
                  starts again",
@@ -149,8 +149,25 @@ pub async fn stop(socket: &Path, timeout: Duration, format: Format) -> anyhow::R
             );
             return Ok(5);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The daemon exits within milliseconds of SIGTERM when nothing runs: look again
+        // soon, then less often while it gives running exchanges their grace.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
+}
+
+/// Whether the process `pid` has exited: gone, or a zombie its parent has not reaped yet
+/// (a daemon started by the caller itself stays one until the caller waits for it).
+fn exited(pid: nix::unistd::Pid) -> bool {
+    if nix::sys::signal::kill(pid, None).is_err() {
+        return true;
+    }
+    // `/proc/<pid>/stat`: "pid (comm) S ...", the state after the last parenthesis.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X")
+    })
 }
 
 fn print(format: Format, value: &serde_json::Value, plain: &str) -> anyhow::Result<()> {

@@ -1,11 +1,11 @@
 //! The durable job journal: one JSON file per job under `<data-dir>/jobs/`, replaced
-//! atomically (temporary file, fsync, rename, fsync of the directory), so a job accepted
-//! is never lost and a crash leaves either the old or the new state of a job, never a torn
-//! one. Credential values are never written here.
+//! atomically (temporary file renamed over the previous entry), and flushed with the file
+//! system (`store::durable`, one `syncfs` shared by every job saving at once) before an
+//! accepted job is answered, so a job accepted is never lost. Credential values are never
+//! written here.
 
 use crate::protocol::{Job, RequestContext, Timeout};
 use serde::{Deserialize, Serialize};
-use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,24 @@ pub struct JournalError {
     pub context: String,
     /// The underlying error.
     pub source: io::Error,
+}
+
+/// Whether `entry` must be durable before [`Journal::save`] returns. An accepted job (or
+/// one queued again) must: the reply that accepts it goes out after, and a job accepted
+/// is never lost. A cancelled one must, or a crash could run what the user cancelled.
+/// The rest need not, because the records carry the fact: a plan's id is found again
+/// from the task (the plan recorded after the job was accepted that no job claims), and
+/// a job's end, if a crash loses it, is found again by resuming the job, which sees every
+/// outcome recorded and asks nobody. Those entries reach the disk with the next flush of
+/// the file system (anyone's) or the kernel's own writeback, and a rename never replaces
+/// an entry by a torn one on the journaling file systems (ext4, XFS, btrfs flush a file
+/// renamed over another before the rename).
+fn must_flush(entry: &JournalEntry) -> bool {
+    use crate::protocol::JobState;
+    match entry.job.state {
+        JobState::Queued | JobState::Cancelled => true,
+        JobState::Running | JobState::Done | JobState::Failed => false,
+    }
 }
 
 /// The journal directory of a data directory.
@@ -94,7 +112,9 @@ impl Journal {
             context: format!("cannot encode job `{}`", entry.job.id),
             source: io::Error::other(e),
         })?;
-        // `0600`: an entry holds the question's context (paths, the task).
+        // `0600`: an entry holds the question's context (paths, the task). Written whole
+        // to the temporary file, renamed over the previous entry, and (when it must be
+        // durable now) flushed with the file system: see `must_flush`.
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -103,18 +123,19 @@ impl Journal {
             .open(&tmp_path)
             .map_err(fail("create", &tmp_path))?;
         file.write_all(&bytes)
-            .and_then(|()| file.sync_all())
             .map_err(fail("write", &tmp_path))
             .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp_path);
             })?;
         drop(file);
         std::fs::rename(&tmp_path, &final_path).map_err(fail("rename into", &final_path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(fail("sync", &self.dir))
+        if !must_flush(entry) {
+            return Ok(());
+        }
+        crate::store::durable::shared(&self.dir)
+            .flush()
+            .map_err(fail("flush", &self.dir))
     }
-
     /// Forget a pruned job.
     pub fn remove(&self, id: &str) -> Result<(), JournalError> {
         let path = self.path_of(id);

@@ -373,7 +373,7 @@ fn record_plan(
         }
     }
     store
-        .write(&resolved.task, &input, Some(&env))
+        .write_in_job(&resolved.task, &input, Some(&env))
         .map_err(|e| internal(format!("the plan could not be recorded: {e}")))
 }
 
@@ -850,7 +850,7 @@ async fn record_disagreement(
             return Ok(earlier);
         }
         store
-            .write(&task, &input, None)
+            .write_in_job(&task, &input, None)
             .map_err(|e| internal(format!("the disagreement could not be recorded: {e}")))
     })
     .await

@@ -154,21 +154,17 @@ pub(super) fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
 }
 
 /// Write `bytes` to `dir/name` so that it appears whole or not at all: a temporary file
-/// in the same directory, flushed, renamed into place, and the directory flushed.
-pub(super) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+/// in the same directory, flushed (with every rename made before it on the file system:
+/// see [`durable`]), then renamed into place without replacing anything. The new name is
+/// durable at the next flush of the file system (the caller's, or the next writer's).
+pub(super) fn write_atomically(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    flusher: &durable::Flusher,
+) -> Result<(), StoreError> {
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let target = dir.join(name);
-    if fs::symlink_metadata(&target).is_ok() {
-        // Under the task's lock this cannot happen; if it does, keep what is stored.
-        return Err(StoreError::Io {
-            context: format!(
-                "record `{}` already exists; refusing to overwrite it (is another program \
-                 writing into the state directory?)",
-                target.display()
-            ),
-            source: io::Error::from(io::ErrorKind::AlreadyExists),
-        });
-    }
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -177,11 +173,23 @@ pub(super) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
             .custom_flags(libc_flags::NOFOLLOW)
             .open(&temp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, &target)
+        drop(file);
+        flusher.flush()?;
+        rename_new(&temp, &target)
     })();
     if let Err(source) = result {
         let _ = fs::remove_file(&temp);
+        if source.kind() == io::ErrorKind::AlreadyExists {
+            // Under the task's lock this cannot happen; if it does, keep what is stored.
+            return Err(StoreError::Io {
+                context: format!(
+                    "record `{}` already exists; refusing to overwrite it (is another program \
+                     writing into the state directory?)",
+                    target.display()
+                ),
+                source,
+            });
+        }
         return Err(StoreError::Io {
             context: format!(
                 "cannot write record `{}`; nothing was stored (check free space and \
@@ -191,17 +199,24 @@ pub(super) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
             source,
         });
     }
-    sync_dir(dir)
+    Ok(())
 }
 
-/// Flush a directory so that the entries created or renamed in it survive a crash.
-pub(super) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_error(format!(
-            "cannot flush directory `{}`",
-            dir.display()
-        )))
+/// Rename `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`, one
+/// system call; a file system without it gets a look first, under the task's lock).
+fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
+    use nix::fcntl::{renameat2, RenameFlags};
+    match renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(Errno::EEXIST) => Err(io::Error::from(io::ErrorKind::AlreadyExists)),
+        Err(Errno::EINVAL | Errno::ENOSYS) => {
+            if fs::symlink_metadata(to).is_ok() {
+                return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+            }
+            fs::rename(from, to)
+        }
+        Err(errno) => Err(io::Error::from(errno)),
+    }
 }
 
 impl Store {
@@ -371,8 +386,9 @@ impl Store {
                 dir.display(),
                 self.state_dir.display()
             )))?;
-        // Make the new directory's entry durable before records go into it.
-        sync_dir(&self.state_dir)
+        // The new directory's entry is durable once the first record's bytes are: that
+        // flush covers every change to the file system made before it.
+        Ok(())
     }
 
     /// Take the task's exclusive lock, waiting for any other writer to finish.

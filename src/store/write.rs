@@ -20,7 +20,8 @@ pub struct Provenance<'a> {
 pub(super) const MAX_SOURCE_CHARS: usize = 200;
 
 impl Store {
-    /// Admit `input` through the writer under the task's lock and store it durably.
+    /// Admit `input` through the writer under the task's lock and store it durably: when
+    /// this returns, the record survives a crash of the machine.
     pub fn write(
         &self,
         task: &TaskName,
@@ -39,7 +40,36 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
     ) -> Result<Record, StoreError> {
-        self.write_as(task, input, plan_env, secrets, None)
+        self.write_as(task, input, plan_env, secrets, None, true)
+    }
+
+    /// [`Store::write`] for a daemon's job: the record's bytes are durable when this
+    /// returns, its name at the next flush of the file system ([`Store::settle`], or the
+    /// next record's write, whoever makes it). A job can take that: if the machine
+    /// crashes first, the record is absent as a whole and the resumed job writes it
+    /// again, and nothing later can be durable without it (a later record's flush covers
+    /// this one's name). See `docs/DAEMON.md`, "What is flushed when".
+    pub fn write_in_job(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+    ) -> Result<Record, StoreError> {
+        self.write_as(task, input, plan_env, &[], None, false)
+    }
+
+    /// Make every record this store renamed into place durable, if one may not be yet.
+    pub fn settle(&self) -> Result<(), StoreError> {
+        if self
+            .unsettled
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            self.flusher.flush().map_err(io_error(format!(
+                "cannot flush the state directory `{}`",
+                self.state_dir.display()
+            )))?;
+        }
+        Ok(())
     }
 
     /// Store a consultation a daemon's job drafted (`input`, without `source`), attested
@@ -84,6 +114,7 @@ impl Store {
             None,
             provenance.secrets,
             Some((&key, provenance)),
+            false,
         )
     }
 
@@ -94,6 +125,7 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
         attest: Option<(&crate::machine::attest::Key, &Provenance)>,
+        settle: bool,
     ) -> Result<Record, StoreError> {
         let daemon = attest.is_some();
         let dir = self.task_dir(task);
@@ -165,7 +197,15 @@ impl Store {
             source: io::Error::other(e),
         })?;
         bytes.push(b'\n');
-        write_atomically(&dir, &name, &bytes)?;
+        // The flush before the rename covers every record renamed before it.
+        self.unsettled
+            .store(false, std::sync::atomic::Ordering::Release);
+        write_atomically(&dir, &name, &bytes, &self.flusher)?;
+        self.unsettled
+            .store(true, std::sync::atomic::Ordering::Release);
+        if settle {
+            self.settle()?;
+        }
         let digest = chain::digest(&bytes);
         if let (true, Some(anchors)) = (local, &anchors) {
             let head = chain::Head {
@@ -180,10 +220,9 @@ impl Store {
         cache.highest = sequence;
         cache.records.push(record.clone());
         cache.digests.push(digest);
-        let written = fs::metadata(dir.join(&name)).ok();
-        cache
-            .files
-            .push(written.and_then(|stat| FileId::of(&stat, SystemTime::now())));
+        // Its change time is this instant: too recent to vouch for its bytes (see
+        // `FileId::of`), so a view judges it by them once, as a `stat` now would make it.
+        cache.files.push(None);
         cache.bytes += bytes.len();
         // What the writer admitted it need not admit again: its walk covers it by links.
         let rules = std::mem::take(&mut cache.rules);

@@ -27,7 +27,7 @@ pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) 
             crate::store::Stores::process().release_idle(TASK_IDLE);
         } else if !jobs.table.any_unfinished() {
             // The last running job ended: what the burst freed goes back to the system.
-            tokio::task::spawn_blocking(crate::daemon::memory::release_free_memory);
+            crate::daemon::memory::after_burst();
         }
         unjournal.extend(jobs.table.prune(retention, SystemTime::now()));
         if !round || unjournal.is_empty() {

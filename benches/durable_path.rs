@@ -1,0 +1,499 @@
+//! The durable path of a consultation, along the user's path (client → daemon → fake LLM
+//! server → store), with a release `advisord` spawned on a temporary place:
+//!
+//! - **flushes**: the `fsync`, `fdatasync`, `syncfs`, `sync` and `sync_file_range` calls
+//!   the daemon makes per two-advisor consultation, counted by `strace -f` on the daemon
+//!   over ten consultations after two to warm up. Bound ≤ 4.
+//! - **round trip**: `advisor-consult --assessment ID` (two instant advisors, a warm
+//!   daemon) ÷ `advisor-consult --version`, medians of interleaved runs. Bound ≤ 2.0 with
+//!   the daemon's files in memory (`/dev/shm`), where the figure is the client's and the
+//!   daemon's own work; the same on the temporary directory's disk is printed beside it.
+//! - **throughput**: 500 detached consultations over 50 tasks (`max_concurrent: 64`) on
+//!   the temporary directory's disk ÷ the same in `/dev/shm`, jobs per second from the
+//!   first request to the last job ended. Bound ≥ 0.8.
+//! - **memory after a burst**: the daemon's VmRSS 30 s after the disk burst ended ÷ before
+//!   it. Bound ≤ 1.2.
+//! - **daemon stop**: wall time of `advisor-consult daemon stop` on an idle daemon, median
+//!   of five. Bound ≤ 100 ms.
+//!
+//! `cargo bench -p advisord --bench durable_path` (`DURABLE_ONLY=flushes,round_trip,
+//! throughput,stop` runs only those).
+
+#[path = "../tests/integration/support/daemon.rs"]
+mod daemon_helper;
+
+#[path = "support/stats.rs"]
+mod stats;
+
+use advisord_fakes::llm_server::{FakeLlmServer, Script};
+use daemon_helper::{call, call_json, catalogue, events, Advisor, Place};
+use serde_json::{json, Value};
+use stats::{median, ms};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FLUSH_BOUND: f64 = 4.0;
+const ROUND_TRIP_BOUND: f64 = 2.0;
+const THROUGHPUT_BOUND: f64 = 0.8;
+const RSS_BOUND: f64 = 1.2;
+const STOP_BOUND_MS: f64 = 100.0;
+
+const BURST_JOBS: usize = 500;
+const BURST_TASKS: usize = 50;
+
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("a VmRSS line")
+}
+
+fn http_advisor(id: &str, endpoint: &str, max_concurrent: u32) -> Advisor {
+    Advisor {
+        id: id.into(),
+        adapter: "ollama".into(),
+        transport: "http".into(),
+        max_concurrent,
+        extra: vec![format!("    endpoint: {endpoint}"), "    model: m".into()],
+    }
+}
+
+/// A spawned `advisord` (under `wrapper` when given, e.g. strace), killed when dropped.
+struct Spawned {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Spawned {
+    fn start(place: &Place, wrapper: &[String], env: &[(&str, &str)]) -> Spawned {
+        let daemon = env!("CARGO_BIN_EXE_advisord");
+        let mut command = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(daemon);
+                c
+            }
+            None => Command::new(daemon),
+        };
+        let child = command
+            .envs(env.iter().copied())
+            .arg("--socket")
+            .arg(place.socket())
+            .arg("--data-dir")
+            .arg(place.data())
+            .args(["--grace", "0"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start advisord");
+        let started = Instant::now();
+        while std::os::unix::net::UnixStream::connect(place.socket()).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "advisord did not answer"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Spawned {
+            child,
+            socket: place.socket(),
+        }
+    }
+
+    /// The daemon's pid, asked of the daemon (the child may be a wrapper).
+    async fn pid(&self) -> u32 {
+        let health = call(&self.socket, "GET", "/api/v1/health", None)
+            .await
+            .expect(200);
+        health["pid"].as_u64().expect("a pid") as u32
+    }
+
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let started = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Record an assessment in `context`'s task; its id.
+async fn assess(socket: &Path, context: &Value) -> String {
+    let reply = call_json(
+        socket,
+        "POST",
+        "/api/v1/reasoning/records",
+        &json!({"context": context, "record": {
+            "kind": "assessment", "subject": "durable path", "materiality": "critical",
+            "hypothesis": "few flushes", "evidence": [{"kind": "file", "ref": "benches/durable_path.rs"}]}}),
+    )
+    .await
+    .expect(201);
+    reply["id"].as_str().expect("an id").to_string()
+}
+
+/// One consultation through the socket, followed to its end.
+async fn consult(socket: &Path, context: &Value, assessment: &str) {
+    let body = json!({"context": context, "assessment": assessment, "timeout_s": 60});
+    let job = call_json(socket, "POST", "/api/v1/consultations", &body)
+        .await
+        .expect(202);
+    let all = events(socket, job["id"].as_str().expect("a job id")).await;
+    assert_eq!(all.last().map(|e| e["event"].clone()), Some(json!("done")));
+}
+
+fn place_in(parent: &Path, server: &FakeLlmServer, max_concurrent: u32) -> Place {
+    Place::new_in(
+        parent,
+        &catalogue(&[
+            http_advisor("first", &server.base_url(), max_concurrent),
+            http_advisor("second", &server.base_url(), max_concurrent),
+        ]),
+    )
+}
+
+/// Flush calls in an `strace -o` log (a call split by another thread's counts once).
+fn flush_calls(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("resumed>"))
+        .filter(|l| {
+            [
+                "fsync(",
+                "fdatasync(",
+                "syncfs(",
+                "sync(",
+                "sync_file_range(",
+            ]
+            .iter()
+            .any(|call| l.contains(call))
+        })
+        .count()
+}
+
+/// Flush calls per two-advisor consultation, on the temporary directory's disk.
+async fn flushes() -> f64 {
+    const WARM: usize = 2;
+    const COUNTED: usize = 10;
+    let server = FakeLlmServer::start(Script::new()).await;
+    let parent = tempfile::tempdir().expect("a temporary directory");
+    let place = place_in(parent.path(), &server, 4);
+    let log = parent.path().join("strace.log");
+    let wrapper: Vec<String> = [
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=fsync,fdatasync,syncfs,sync,sync_file_range",
+        "-o",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([log.display().to_string()])
+    .collect();
+    let daemon = Spawned::start(&place, &wrapper, &[]);
+    let context = place.context();
+    let assessment = assess(&place.socket(), &context).await;
+    for _ in 0..WARM {
+        consult(&place.socket(), &context, &assessment).await;
+    }
+    // strace writes each call as it returns: let the last ones land.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = flush_calls(&log);
+    for _ in 0..COUNTED {
+        consult(&place.socket(), &context, &assessment).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = flush_calls(&log);
+    daemon.stop();
+    server.shutdown().await;
+    (after - before) as f64 / COUNTED as f64
+}
+
+/// One run of the client binary with `args`: its wall time (it must exit 0).
+fn time_client(args: &[String]) -> Duration {
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_advisor-consult"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run advisor-consult");
+    let took = started.elapsed();
+    assert!(
+        output.status.success(),
+        "advisor-consult {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    took
+}
+
+/// Medians of the consultation through the client and of `--version`, under `parent`.
+async fn round_trip(parent: &Path) -> (Duration, Duration) {
+    const WARM: usize = 3;
+    const RUNS: usize = 21;
+    let server = FakeLlmServer::start(Script::new()).await;
+    let scratch = tempfile::tempdir_in(parent).expect("a temporary directory");
+    let place = place_in(scratch.path(), &server, 4);
+    let daemon = Spawned::start(&place, &[], &[]);
+    let assessment = assess(&place.socket(), &place.context()).await;
+    let path = |p: &Path| p.display().to_string();
+    let consult: Vec<String> = [
+        "--no-autostart",
+        "--socket",
+        &path(&place.socket()),
+        "--root",
+        &path(&place.root()),
+        "--state-dir",
+        &path(&place.state()),
+        "--catalogue",
+        &path(&place.catalogue()),
+        "--task",
+        daemon_helper::TASK,
+        "--format",
+        "json",
+        "--assessment",
+        &assessment,
+    ]
+    .map(String::from)
+    .to_vec();
+    let version = vec!["--version".to_string()];
+    let (mut client, mut versions) = (Vec::new(), Vec::new());
+    for run in 0..WARM + RUNS {
+        let v = time_client(&version);
+        let c = tokio::task::block_in_place(|| time_client(&consult));
+        if run >= WARM {
+            versions.push(v);
+            client.push(c);
+        }
+    }
+    daemon.stop();
+    server.shutdown().await;
+    (median(client), median(versions))
+}
+
+/// What a burst of detached consultations showed: jobs per second, and the daemon's
+/// VmRSS before it and 30 s after it (when `settle`).
+struct Burst {
+    per_second: f64,
+    rss_before_kb: u64,
+    rss_after_kb: Option<u64>,
+}
+
+/// 500 detached consultations over 50 tasks under `parent`.
+async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
+    let server = FakeLlmServer::start(Script::new()).await;
+    let scratch = tempfile::tempdir_in(parent).expect("a temporary directory");
+    let place = place_in(scratch.path(), &server, 64);
+    let daemon = Spawned::start(&place, &[], env);
+    let socket = place.socket();
+    let pid = daemon.pid().await;
+    let mut asked = Vec::new();
+    for t in 0..BURST_TASKS {
+        let context = place.context_for(&format!("burst-{t}"));
+        let assessment = assess(&socket, &context).await;
+        asked.push((context, assessment));
+    }
+    // Warm: one consultation, then let the daemon settle before the figure.
+    consult(&socket, &asked[0].0, &asked[0].1).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_before_kb = rss_kb(pid);
+    let started = Instant::now();
+    let requests = (0..BURST_JOBS).map(|n| {
+        let socket = socket.clone();
+        let (context, assessment) = asked[n % BURST_TASKS].clone();
+        tokio::spawn(async move {
+            let body = json!({"context": context, "assessment": assessment, "timeout_s": 60});
+            call_json(&socket, "POST", "/api/v1/consultations", &body)
+                .await
+                .expect(202);
+        })
+    });
+    for request in requests.collect::<Vec<_>>() {
+        request.await.expect("a request sent");
+    }
+    let total = BURST_JOBS as u64 + 1;
+    loop {
+        let health = call(&socket, "GET", "/api/v1/health", None)
+            .await
+            .expect(200);
+        let jobs = &health["jobs"];
+        let count = |state: &str| jobs[state].as_u64().unwrap_or(0);
+        assert_eq!(count("failed"), 0, "{health}");
+        if count("done") >= total {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the burst did not end: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let per_second = BURST_JOBS as f64 / started.elapsed().as_secs_f64();
+    let rss_after_kb = if settle {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Some(rss_kb(pid))
+    } else {
+        None
+    };
+    daemon.stop();
+    server.shutdown().await;
+    Burst {
+        per_second,
+        rss_before_kb,
+        rss_after_kb,
+    }
+}
+
+/// Median wall time of `advisor-consult daemon stop` on an idle daemon, five times.
+async fn stop_times() -> Duration {
+    let server = FakeLlmServer::start(Script::new()).await;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let scratch = tempfile::tempdir().expect("a temporary directory");
+        let place = place_in(scratch.path(), &server, 4);
+        let daemon = Spawned::start(&place, &[], &[]);
+        let socket = place.socket().display().to_string();
+        let took = tokio::task::block_in_place(|| {
+            time_client(&["daemon".into(), "stop".into(), "--socket".into(), socket])
+        });
+        times.push(took);
+        daemon.stop();
+    }
+    server.shutdown().await;
+    median(times)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let only = std::env::var("DURABLE_ONLY").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.split(',').any(|o| o.trim() == name);
+    let memory = Path::new("/dev/shm");
+    let disk = std::env::temp_dir();
+    let mut broken = Vec::new();
+
+    if wanted("flushes") {
+        let per = flushes().await;
+        println!(
+            "durable_path: flushes per two-advisor consultation (strace -f on the daemon, \
+             state and journal in {}): {per:.2} (bound <= {FLUSH_BOUND})",
+            disk.display()
+        );
+        if per > FLUSH_BOUND {
+            broken.push(format!("flushes {per:.2} > {FLUSH_BOUND}"));
+        }
+    }
+
+    if wanted("round_trip") {
+        let (client, version) = round_trip(&disk).await;
+        println!(
+            "durable_path: round trip on the disk ({}, unbounded): client {:.2} ms, \
+             `--version` {:.2} ms, ratio {:.2}",
+            disk.display(),
+            ms(client),
+            ms(version),
+            client.as_secs_f64() / version.as_secs_f64()
+        );
+        let parent = if memory.is_dir() {
+            memory.to_path_buf()
+        } else {
+            disk.clone()
+        };
+        let (client, version) = round_trip(&parent).await;
+        let ratio = client.as_secs_f64() / version.as_secs_f64();
+        println!(
+            "durable_path: round trip in {}: client {:.2} ms, `--version` {:.2} ms, ratio \
+             {ratio:.2} (bound <= {ROUND_TRIP_BOUND})",
+            parent.display(),
+            ms(client),
+            ms(version)
+        );
+        if ratio > ROUND_TRIP_BOUND {
+            broken.push(format!("round trip {ratio:.2} > {ROUND_TRIP_BOUND}"));
+        }
+    }
+
+    if wanted("throughput") {
+        let on_disk = burst(&disk, true, &[]).await;
+        let in_memory = burst(memory, false, &[]).await;
+        let ratio = on_disk.per_second / in_memory.per_second;
+        println!(
+            "durable_path: {BURST_JOBS} detached consultations over {BURST_TASKS} tasks: \
+             {:.0} jobs/s on the disk ({}), {:.0} jobs/s in {}: ratio {ratio:.2} (bound >= \
+             {THROUGHPUT_BOUND})",
+            on_disk.per_second,
+            disk.display(),
+            in_memory.per_second,
+            memory.display()
+        );
+        if ratio < THROUGHPUT_BOUND {
+            broken.push(format!("throughput {ratio:.2} < {THROUGHPUT_BOUND}"));
+        }
+        let after = on_disk.rss_after_kb.expect("measured");
+        let rss = after as f64 / on_disk.rss_before_kb as f64;
+        println!(
+            "durable_path: VmRSS before the burst {:.1} MB, 30 s after it {:.1} MB: ratio \
+             {rss:.2} (bound <= {RSS_BOUND})",
+            on_disk.rss_before_kb as f64 / 1024.0,
+            after as f64 / 1024.0
+        );
+        if rss > RSS_BOUND {
+            broken.push(format!("memory after a burst {rss:.2} > {RSS_BOUND}"));
+        }
+    }
+
+    if wanted("arenas") {
+        // The allocator's choice, measured: glibc kept to one arena (the daemon's
+        // default) against glibc's own default (eight per core), in memory.
+        for (label, env) in [
+            ("one arena", &[][..]),
+            (
+                "default arenas",
+                &[("ADVISORD_MALLOC_ARENAS", "default")][..],
+            ),
+        ] {
+            let run = burst(memory, true, env).await;
+            println!(
+                "durable_path: allocator {label}: {:.0} jobs/s in memory, VmRSS before {:.1} \
+                 MB, 30 s after {:.1} MB",
+                run.per_second,
+                run.rss_before_kb as f64 / 1024.0,
+                run.rss_after_kb.expect("measured") as f64 / 1024.0
+            );
+        }
+    }
+
+    if wanted("stop") {
+        let took = ms(stop_times().await);
+        println!(
+            "durable_path: `advisor-consult daemon stop` on an idle daemon: median {took:.1} \
+             ms (bound <= {STOP_BOUND_MS})"
+        );
+        if took > STOP_BOUND_MS {
+            broken.push(format!("daemon stop {took:.1} ms > {STOP_BOUND_MS}"));
+        }
+    }
+
+    if !broken.is_empty() {
+        eprintln!("durable_path: bound broken: {}", broken.join("; "));
+        std::process::exit(1);
+    }
+}
