@@ -43,24 +43,88 @@ pub struct Pin {
     pub owner: Option<String>,
 }
 
+/// Why a pin or the pins file was refused: what was wrong, and what is accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum PinsError {
+    /// An owner too long or holding control characters.
+    #[error("an owner is 1 to 100 characters, no control characters")]
+    Owner,
+    /// A runtime id not bound to the key pinned with it.
+    #[error(
+        "runtime `{runtime}` is not bound to key `{key}`: a runtime id ends with the first {} hex \
+         digits of its key's SHA-256; copy both from `advisor-consult advisors`, which prints \
+         the command to pin each peer",
+        identity::FINGERPRINT_CHARS
+    )]
+    Unbound {
+        /// The runtime id (control characters escaped).
+        runtime: String,
+        /// The key (control characters escaped).
+        key: String,
+    },
+    /// The file exists but cannot be read.
+    #[error("`{}` cannot be read: {source}", file.display())]
+    Read {
+        /// The peers file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a peers list.
+    #[error(
+        "`{}` is not a peers list ({source}); it holds `peers:` with `runtime`, `key` and an \
+         optional `owner` for each",
+        file.display()
+    )]
+    NotAList {
+        /// The peers file.
+        file: PathBuf,
+        /// What the YAML reader said.
+        source: serde_yaml_ng::Error,
+    },
+    /// An entry of the file is refused.
+    #[error("`{}`: {entry}", file.display())]
+    Entry {
+        /// The peers file.
+        file: PathBuf,
+        /// Why the entry is refused.
+        entry: Box<PinsError>,
+    },
+    /// The pins could not be written as YAML.
+    #[error("{0}")]
+    Encode(serde_yaml_ng::Error),
+    /// The file's directory cannot be created.
+    #[error("cannot create `{}`: {source}", dir.display())]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file cannot be written.
+    #[error("cannot write `{}`: {source}", file.display())]
+    Write {
+        /// The peers file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl Pin {
     /// A pin of `runtime` with `key`, checked: the runtime id must be bound to the key.
-    pub fn new(runtime: &str, key: &str, owner: Option<&str>) -> Result<Pin, String> {
+    pub fn new(runtime: &str, key: &str, owner: Option<&str>) -> Result<Pin, PinsError> {
         let owner = owner.map(str::trim).filter(|o| !o.is_empty());
         if let Some(owner) = owner {
             if owner.len() > 100 || owner.chars().any(char::is_control) {
-                return Err("an owner is 1 to 100 characters, no control characters".into());
+                return Err(PinsError::Owner);
             }
         }
         if !identity::bound(runtime, key) {
-            return Err(format!(
-                "runtime `{}` is not bound to key `{}`: a runtime id ends with the first {} hex \
-                 digits of its key's SHA-256; copy both from `advisor-consult advisors`, which \
-                 prints the command to pin each peer",
-                runtime.escape_debug(),
-                key.escape_debug(),
-                identity::FINGERPRINT_CHARS
-            ));
+            return Err(PinsError::Unbound {
+                runtime: runtime.escape_debug().to_string(),
+                key: key.escape_debug().to_string(),
+            });
         }
         Ok(Pin {
             runtime: runtime.to_string(),
@@ -97,32 +161,38 @@ pub fn file_in(config_dir: &Path) -> PathBuf {
 
 /// Read the pinned peers; a missing file pins nobody. Entries whose runtime id is not
 /// bound to their key are an error (nothing is pinned then).
-pub fn read(file: &Path) -> Result<Pins, String> {
+pub fn read(file: &Path) -> Result<Pins, PinsError> {
     let text = match std::fs::read_to_string(file) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Pins::default()),
-        Err(e) => return Err(format!("`{}` cannot be read: {e}", file.display())),
+        Err(source) => {
+            return Err(PinsError::Read {
+                file: file.to_path_buf(),
+                source,
+            })
+        }
     };
     if text.trim().is_empty() {
         return Ok(Pins::default());
     }
-    let pins: Pins = serde_yaml_ng::from_str(&text).map_err(|e| {
-        format!(
-            "`{}` is not a peers list ({e}); it holds `peers:` with `runtime`, `key` and \
-             an optional `owner` for each",
-            file.display()
-        )
+    let pins: Pins = serde_yaml_ng::from_str(&text).map_err(|source| PinsError::NotAList {
+        file: file.to_path_buf(),
+        source,
     })?;
     for pin in &pins.peers {
-        Pin::new(&pin.runtime, &pin.key, pin.owner.as_deref())
-            .map_err(|e| format!("`{}`: {e}", file.display()))?;
+        Pin::new(&pin.runtime, &pin.key, pin.owner.as_deref()).map_err(|entry| {
+            PinsError::Entry {
+                file: file.to_path_buf(),
+                entry: Box::new(entry),
+            }
+        })?;
     }
     Ok(pins)
 }
 
 /// Write `pins` to `file` atomically (a temporary file renamed), the directory `0700` and
 /// the file `0600`.
-pub fn write(file: &Path, pins: &Pins) -> Result<(), String> {
+pub fn write(file: &Path, pins: &Pins) -> Result<(), PinsError> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = file.parent().unwrap_or(Path::new("."));
@@ -130,10 +200,13 @@ pub fn write(file: &Path, pins: &Pins) -> Result<(), String> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        .map_err(|source| PinsError::CreateDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     let text = format!(
         "# Mesh peers whose answers count as reviews (advisor-consult mesh pin).\n{}",
-        serde_yaml_ng::to_string(pins).map_err(|e| e.to_string())?
+        serde_yaml_ng::to_string(pins).map_err(PinsError::Encode)?
     );
     let tmp = dir.join(format!(".{PEERS_FILE}.{}.tmp", std::process::id()));
     let written = (|| {
@@ -147,14 +220,17 @@ pub fn write(file: &Path, pins: &Pins) -> Result<(), String> {
         out.sync_all()?;
         std::fs::rename(&tmp, file)
     })();
-    written.map_err(|e| {
+    written.map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        format!("cannot write `{}`: {e}", file.display())
+        PinsError::Write {
+            file: file.to_path_buf(),
+            source,
+        }
     })
 }
 
 /// Pin `pin` in `file` (replacing the pin of the same runtime id).
-pub fn pin(file: &Path, pin: Pin) -> Result<(), String> {
+pub fn pin(file: &Path, pin: Pin) -> Result<(), PinsError> {
     let mut pins = read(file)?;
     pins.peers.retain(|p| p.runtime != pin.runtime);
     pins.peers.push(pin);
@@ -162,7 +238,7 @@ pub fn pin(file: &Path, pin: Pin) -> Result<(), String> {
 }
 
 /// Unpin `runtime` from `file`; whether it was pinned.
-pub fn unpin(file: &Path, runtime: &str) -> Result<bool, String> {
+pub fn unpin(file: &Path, runtime: &str) -> Result<bool, PinsError> {
     let mut pins = read(file)?;
     let before = pins.peers.len();
     pins.peers.retain(|p| p.runtime != runtime);
@@ -195,7 +271,7 @@ impl Cached {
                 Ok(pins) => (self.pins, self.problem) = (pins, None),
                 Err(problem) => {
                     tracing::warn!(%problem, "the pinned peers cannot be read; nobody is pinned");
-                    (self.pins, self.problem) = (Pins::default(), Some(problem));
+                    (self.pins, self.problem) = (Pins::default(), Some(problem.to_string()));
                 }
             }
             self.seen = stamp;

@@ -45,10 +45,7 @@ pub fn own_config_dir() -> Option<PathBuf> {
 
 /// The SHA-256 of `content`, in hex.
 pub fn digest(content: &[u8]) -> String {
-    Sha256::digest(content)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(content))
 }
 
 fn read(config_dir: &Path) -> Trusted {

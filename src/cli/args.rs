@@ -625,13 +625,13 @@ pub fn parse_evidence(text: &str) -> Result<EvidenceArg, String> {
 }
 
 /// Parse a materiality by its record name.
-pub fn parse_materiality(text: &str) -> Result<Materiality, String> {
-    text.parse().map_err(|e: UnknownName| e.to_string())
+pub fn parse_materiality(text: &str) -> Result<Materiality, UnknownName> {
+    text.parse()
 }
 
 /// Parse a confidence by its record name.
-pub fn parse_confidence(text: &str) -> Result<Confidence, String> {
-    text.parse().map_err(|e: UnknownName| e.to_string())
+pub fn parse_confidence(text: &str) -> Result<Confidence, UnknownName> {
+    text.parse()
 }
 
 /// Parse a positive, finite number of seconds (decimals allowed).
@@ -709,12 +709,14 @@ mod tests {
         }
         assert!(parse_materiality("huge")
             .unwrap_err()
+            .to_string()
             .contains("trivial, low, material"));
         for c in Confidence::ALL {
             assert_eq!(parse_confidence(c.as_str()), Ok(c));
         }
         assert!(parse_confidence("sure")
             .unwrap_err()
+            .to_string()
             .contains("low, medium, high"));
     }
 

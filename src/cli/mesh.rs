@@ -23,9 +23,10 @@ pub fn run(action: &MeshAction, format: Format) -> anyhow::Result<i32> {
             key,
             owner,
         } => {
-            let pin = pins::Pin::new(runtime, key, owner.as_deref()).map_err(Error::Usage)?;
+            let pin = pins::Pin::new(runtime, key, owner.as_deref())
+                .map_err(|e| Error::Usage(e.to_string()))?;
             let source = pin.source();
-            pins::pin(&file, pin).map_err(Error::Usage)?;
+            pins::pin(&file, pin).map_err(|e| Error::Usage(e.to_string()))?;
             println!(
                 "pinned `{runtime}` in `{}`: its answers count as reviews from source \
                  `{source}` (runtimes sharing its key or owner count once)",
@@ -33,7 +34,7 @@ pub fn run(action: &MeshAction, format: Format) -> anyhow::Result<i32> {
             );
         }
         MeshAction::Unpin { runtime } => {
-            if pins::unpin(&file, runtime).map_err(Error::Usage)? {
+            if pins::unpin(&file, runtime).map_err(|e| Error::Usage(e.to_string()))? {
                 println!("unpinned `{runtime}`: its answers are recorded, no longer counted");
             } else {
                 return Err(Error::Usage(format!(
@@ -45,7 +46,7 @@ pub fn run(action: &MeshAction, format: Format) -> anyhow::Result<i32> {
             }
         }
         MeshAction::Pins => {
-            let pinned = pins::read(&file).map_err(Error::Usage)?;
+            let pinned = pins::read(&file).map_err(|e| Error::Usage(e.to_string()))?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&pinned)?),
                 _ if pinned.peers.is_empty() => {

@@ -13,94 +13,21 @@
 //! Pure: the edge reads the files and hands in their names, their hashes and what they
 //! parse to.
 
+pub mod link;
+pub mod trust;
+
+pub use link::{
+    digest, record_file, record_sequence, FileName, GENESIS, LOCK_FILE, MAX_SEQUENCE, RECORD_DIGITS,
+};
+pub use trust::{
+    foreign, stray_finding, Attestations, ChainState, Finding, Head, Problem, TaskTrust, Trust,
+    UNANCHORED_ALLOWANCE,
+};
+
 use crate::core::records::{Body, ConsultationStatus, Record, TaskName, SCHEMA_VERSION};
 use crate::core::writer;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
-
-/// The `prev` of a task's first record: `sha256:` and 64 zeros.
-pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
-
-/// The chain's hash of a record's stored bytes: `sha256:` and the lower-case hex digest.
-pub fn digest(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256:");
-    for byte in hash {
-        // Writing to a `String` never fails.
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
-}
-
-/// The name the store gives the record file of `sequence`: the sequence zero-padded to
-/// ten digits, so that names sort in sequence order (`0000000007.json`).
-pub fn record_file(sequence: u64) -> String {
-    format!("{sequence:010}.json")
-}
-
-/// How many digits a record file's name holds.
-pub const RECORD_DIGITS: usize = 10;
-
-/// The highest sequence a record file's name can hold: ten digits. A task never grows
-/// past it, and the writer never writes a name of any other length.
-pub const MAX_SEQUENCE: u64 = 9_999_999_999;
-
-/// The name of a task's lock file, inside the task's directory.
-pub const LOCK_FILE: &str = ".lock";
-
-/// What a name in a task's directory is: the one rule that the writer, the views and
-/// `verify` share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileName {
-    /// A record file: exactly [`RECORD_DIGITS`] ASCII digits and `.json`, holding the
-    /// sequence they spell (`0000000007.json`).
-    Record(u64),
-    /// The store's own: the task's lock ([`LOCK_FILE`]) or a write in flight
-    /// (`.<record file>.<pid>.tmp`).
-    Store,
-    /// Anything else: not a record, never read as one, reported by the views and `verify`.
-    Stray,
-}
-
-impl FileName {
-    /// Classify `name` (a name that is not UTF-8 is a stray).
-    pub fn of(name: &std::ffi::OsStr) -> FileName {
-        let Some(name) = name.to_str() else {
-            return FileName::Stray;
-        };
-        if let Some(sequence) = record_sequence(name) {
-            return FileName::Record(sequence);
-        }
-        let in_flight = name
-            .strip_prefix('.')
-            .and_then(|rest| rest.strip_suffix(".tmp"))
-            .and_then(|rest| rest.split_once(".json."))
-            .is_some_and(|(record, pid)| {
-                record_sequence(&format!("{record}.json")).is_some()
-                    && !pid.is_empty()
-                    && pid.bytes().all(|b| b.is_ascii_digit())
-            });
-        if name == LOCK_FILE || in_flight {
-            FileName::Store
-        } else {
-            FileName::Stray
-        }
-    }
-}
-
-/// The sequence a record file named `name` holds: `Some` exactly when `name` is
-/// [`RECORD_DIGITS`] ASCII digits and `.json` (so `7.json` and `00000000007.json` are not
-/// record files, and sequence 0 is none).
-pub fn record_sequence(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".json")?;
-    if digits.len() != RECORD_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().filter(|&sequence| sequence > 0)
-}
 
 /// One stored record file, as the edge read it.
 pub struct Entry<'r> {
@@ -115,108 +42,12 @@ pub struct Entry<'r> {
     pub record: Result<&'r Record, &'r str>,
 }
 
-/// What is wrong with a record file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Problem {
-    /// The file does not parse as a record.
-    Unreadable,
-    /// The file holds another sequence than its name.
-    Misplaced,
-    /// Records before it are missing.
-    SequenceGap,
-    /// Its `prev` does not match the record before it: that record's bytes changed, or
-    /// records were inserted, removed or reordered.
-    Changed,
-    /// It carries no `prev` where the chain requires one: written outside the writer.
-    Unchained,
-    /// Its envelope is wrong: another task, a repeated id, an unknown schema.
-    Envelope,
-    /// A field the writer computes does not match its derivation.
-    Computed,
-    /// The writer's rules of today refuse it.
-    Rule,
-    /// A file in the task's directory that is not a record file by its name (see
-    /// [`FileName`]): never read as a record.
-    Stray,
-    /// A consultation without a valid attestation of this machine's daemon: it never
-    /// counts as a review. Reported by `verify`; it breaks no link, so nothing after it is
-    /// marked unverified.
-    Unattested,
-}
-
 impl Entry<'_> {
     /// The file's name.
     fn name(&self) -> String {
         self.file
             .map_or_else(|| record_file(self.sequence), str::to_string)
     }
-}
-
-impl Problem {
-    /// The name used in output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Problem::Unreadable => "unreadable",
-            Problem::Misplaced => "misplaced",
-            Problem::SequenceGap => "sequence_gap",
-            Problem::Changed => "changed",
-            Problem::Unchained => "unchained",
-            Problem::Envelope => "envelope",
-            Problem::Computed => "computed",
-            Problem::Rule => "rule",
-            Problem::Stray => "stray",
-            Problem::Unattested => "unattested",
-        }
-    }
-}
-
-/// One thing wrong with one record file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Finding {
-    /// The file's name.
-    pub file: String,
-    /// The sequence its name holds.
-    pub sequence: u64,
-    /// What kind of wrong.
-    pub problem: Problem,
-    /// The writer's reason code, for [`Problem::Rule`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// What is wrong, in one sentence.
-    pub message: String,
-}
-
-/// The newest record of a task and its hash: what a team keeps to notice a rewritten chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Head {
-    /// Its sequence.
-    pub sequence: u64,
-    /// [`digest`] of its stored bytes.
-    pub hash: String,
-}
-
-/// The state of one task's chain.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ChainState {
-    /// How many record files were walked.
-    pub records: usize,
-    /// The first sequence carrying `prev`; records before it predate the chain and are
-    /// covered only through the first chained record's link to the one before it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chained_from: Option<u64>,
-    /// The newest record and its hash.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub head: Option<Head>,
-    /// The first sequence not verified: it and every record after it are unverified.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broken_at: Option<u64>,
-    /// How many records are unverified.
-    pub unverified: usize,
-    /// The names in the task's directory that are neither record files nor the store's
-    /// own (see [`FileName`]), sorted: never read as records, reported as findings.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub strays: Vec<String>,
 }
 
 /// How deep [`walk`] looks.
@@ -887,156 +718,6 @@ pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
     }
 }
 
-/// What the edge found of the attestations of a task's consultations (it holds the key;
-/// the core is handed the verdicts).
-#[derive(Debug, Clone, Default)]
-pub struct Attestations {
-    /// Completed consultations whose attestation is valid and that may count.
-    counting: FxHashSet<String>,
-    /// Consultations without a valid attestation, and why, in one sentence each.
-    unattested: FxHashMap<String, String>,
-    /// How many records of the task were judged.
-    judged: usize,
-}
-
-impl Attestations {
-    /// Note that completed consultation `id` is validly attested and may count.
-    pub fn counting(&mut self, id: &str) {
-        self.counting.insert(id.to_string());
-    }
-
-    /// Note that consultation `id` carries no valid attestation, and `why`.
-    pub fn unattested(&mut self, id: &str, why: String) {
-        self.unattested.insert(id.to_string(), why);
-    }
-
-    /// How many records of the task were judged (the edge judges new ones only).
-    pub fn judged(&self) -> usize {
-        self.judged
-    }
-
-    /// Note that the task's first `records` were judged.
-    pub fn set_judged(&mut self, records: usize) {
-        self.judged = records;
-    }
-
-    /// Why consultation `id` is unattested, if it is.
-    pub fn why_unattested(&self, id: &str) -> Option<&str> {
-        self.unattested.get(id).map(String::as_str)
-    }
-}
-
-/// Whether this machine vouches for a task: `None` when it does, else why not.
-///
-/// A task is this machine's when the head its writers anchored (outside the repository) is
-/// in place: the record at the anchored sequence has the anchored hash. At most
-/// [`UNANCHORED_ALLOWANCE`] record may follow it, the one a crash between storing a record
-/// and anchoring it can leave (the next write anchors it). An empty task is nobody's to
-/// doubt. Anything else is `foreign`: records this machine never wrote (a cloned
-/// repository's), or a chain rewritten or rolled back behind its writers' backs.
-pub fn foreign<'d>(
-    task: &TaskName,
-    anchored: Option<&Head>,
-    highest: Option<u64>,
-    digest_at: impl Fn(u64) -> Option<&'d str>,
-) -> Option<String> {
-    let highest = highest?;
-    let adopt = format!(
-        "its conclusions are never reused and its consultations never count until \
-         `advisor-consult adopt --task {task}` accepts it"
-    );
-    let Some(anchored) = anchored else {
-        return Some(format!(
-            "this machine never wrote task `{task}` (no head of it is anchored in the data \
-             directory): a cloned repository's records, or written before heads were \
-             anchored; {adopt}"
-        ));
-    };
-    match digest_at(anchored.sequence) {
-        Some(hash) if hash == anchored.hash => {
-            if highest > anchored.sequence + UNANCHORED_ALLOWANCE {
-                Some(format!(
-                    "records {} to {highest} of task `{task}` follow record {}, the head this \
-                     machine anchored, without being anchored: written elsewhere and copied \
-                     in; {adopt}",
-                    anchored.sequence + 1,
-                    anchored.sequence
-                ))
-            } else {
-                None
-            }
-        }
-        Some(hash) => Some(format!(
-            "record {} of task `{task}` hashes to {hash}, not to {}, the head this machine \
-             anchored when it wrote it: the chain was rewritten behind its writers' backs; \
-             {adopt}",
-            anchored.sequence, anchored.hash
-        )),
-        None => Some(format!(
-            "record {} of task `{task}`, the head this machine anchored, is gone: the chain was \
-             replaced or rolled back behind its writers' backs; {adopt}",
-            anchored.sequence
-        )),
-    }
-}
-
-/// How many records may follow a task's anchored head (see [`foreign`]).
-pub const UNANCHORED_ALLOWANCE: u64 = 1;
-
-/// Whether this machine vouches for a task, as `status` and `verify` say it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum TaskTrust {
-    /// Written here (its anchored head is in place), or adopted.
-    #[default]
-    Local,
-    /// Not vouched for by this machine: never reused, never counted until adopted.
-    Foreign,
-}
-
-impl TaskTrust {
-    /// The name used in output.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskTrust::Local => "local",
-            TaskTrust::Foreign => "foreign",
-        }
-    }
-}
-
-/// The finding of a stray file named `name`.
-pub fn stray_finding(name: &str) -> Finding {
-    Finding {
-        file: name.to_string(),
-        sequence: 0,
-        problem: Problem::Stray,
-        reason: None,
-        message: format!(
-            "is not a record file (a record file's name is {RECORD_DIGITS} digits and \
-             `.json`, as `0000000007.json`), so it is never read as one: move it out of the \
-             task's directory"
-        ),
-    }
-}
-
-/// Which records of a task the chain vouches for, for the views and the plan.
-#[derive(Debug, Clone, Default)]
-pub struct Trust {
-    unverified: FxHashSet<String>,
-    /// The chain's state; `None` when the chain was not walked.
-    pub state: Option<ChainState>,
-    /// The first finding of the walk, when the chain is broken: what `verify` reports
-    /// first.
-    pub first_finding: Option<Finding>,
-    /// The attestations the edge checked; `None` when none were (every consultation then
-    /// counts as the chain vouches: a caller that holds no key, such as the core's tests).
-    attestations: Option<std::sync::Arc<Attestations>>,
-    /// Why this machine does not vouch for the task; `None` when it does or was not asked.
-    foreign: Option<String>,
-}
-
 impl Trust {
     /// The trust of a walk over `entries`: every record at or after the break is unverified.
     pub fn new(entries: &[Entry], walk: Walk) -> Trust {
@@ -1046,12 +727,7 @@ impl Trust {
                 .filter_map(|e| e.record.ok().map(|r| r.id().to_string()))
                 .collect()
         });
-        Trust {
-            unverified,
-            state: Some(walk.state),
-            first_finding: walk.findings.into_iter().next(),
-            ..Trust::default()
-        }
+        Trust::walked(unverified, walk.state, walk.findings.into_iter().next())
     }
 
     /// Walk `entries` at [`Depth::Links`] and trust what the chain vouches for.
@@ -1067,74 +743,11 @@ impl Trust {
             .map_or_else(FxHashSet::default, |b| {
                 records[b..].iter().map(|r| r.id().to_string()).collect()
             });
-        Trust {
+        Trust::walked(
             unverified,
-            state: Some(progress.state()),
-            first_finding: progress.findings().first().cloned(),
-            ..Trust::default()
-        }
-    }
-
-    /// Whether record `id` comes before any break.
-    pub fn is_verified(&self, id: &str) -> bool {
-        self.unverified.is_empty() || !self.unverified.contains(id)
-    }
-
-    /// Whether no record is unverified.
-    pub fn all_verified(&self) -> bool {
-        self.unverified.is_empty()
-    }
-
-    /// Whether the walk found the chain broken.
-    pub fn is_broken(&self) -> bool {
-        self.state.as_ref().is_some_and(|s| s.broken_at.is_some())
-    }
-
-    /// This trust with the attestations the edge checked.
-    pub fn with_attestations(mut self, attestations: std::sync::Arc<Attestations>) -> Trust {
-        self.attestations = Some(attestations);
-        self
-    }
-
-    /// This trust with whether this machine vouches for the task ([`foreign`]).
-    pub fn with_foreign(mut self, foreign: Option<String>) -> Trust {
-        self.foreign = foreign;
-        self
-    }
-
-    /// Why this machine does not vouch for the task, when it does not.
-    pub fn foreign(&self) -> Option<&str> {
-        self.foreign.as_deref()
-    }
-
-    /// `local` or `foreign`.
-    pub fn task_trust(&self) -> TaskTrust {
-        if self.foreign.is_some() {
-            TaskTrust::Foreign
-        } else {
-            TaskTrust::Local
-        }
-    }
-
-    /// Why consultation `id` is unattested, when the edge found it so.
-    pub fn unattested(&self, id: &str) -> Option<&str> {
-        self.attestations.as_ref()?.why_unattested(id)
-    }
-
-    /// Whether consultation `id` counts as a review: the chain vouches for it, this machine
-    /// vouches for the task, and its attestation is valid and counts (when checked).
-    pub fn counts_as_review(&self, id: &str) -> bool {
-        self.is_verified(id)
-            && self.foreign.is_none()
-            && self
-                .attestations
-                .as_ref()
-                .is_none_or(|a| a.counting.contains(id))
-    }
-
-    /// Whether a plan may reuse conclusion `id`: the chain and this machine vouch for it.
-    pub fn may_reuse(&self, id: &str) -> bool {
-        self.is_verified(id) && self.foreign.is_none()
+            progress.state(),
+            progress.findings().first().cloned(),
+        )
     }
 }
 

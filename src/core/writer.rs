@@ -17,7 +17,8 @@ pub use fields::{
     MAX_SUBJECT_CHARS, MAX_TEXT_CHARS, MAX_TOKENS, PLAN_INPUTS,
 };
 
-use crate::core::chain::{self, Trust};
+use crate::core::chain::link::{self, GENESIS};
+use crate::core::chain::trust::Trust;
 use crate::core::policy::{self, PlanEnv};
 use crate::core::records::{Body, Envelope, Kind, Record, TaskName, SCHEMA_VERSION};
 use crate::core::redact;
@@ -166,7 +167,7 @@ pub struct WriteEnv<'a> {
     /// What the policy needs to compute a plan; `None` refuses plan records.
     pub plan_env: Option<&'a PlanEnv<'a>>,
     /// The new record's `prev`: the hash of the task's newest record's stored bytes, or
-    /// [`chain::GENESIS`] in an empty task.
+    /// [`GENESIS`] in an empty task.
     pub prev: String,
     /// Which of `existing` the chain vouches for; a plan never reuses a conclusion it does
     /// not. `None` trusts them all (a caller that has not walked the chain).
@@ -275,7 +276,7 @@ fn chain_broken(task: &TaskName, trust: &Trust) -> Refusal {
         .as_ref()
         .and_then(|s| s.broken_at)
         .map_or_else(String::new, |at| {
-            format!(" (the files from `{}` on)", chain::record_file(at))
+            format!(" (the files from `{}` on)", link::record_file(at))
         });
     refuse(
         ReasonCode::ChainBroken,
@@ -416,7 +417,7 @@ fn admit_plan(
     plan.prior_opinion = prior_opinion;
     if let Some(prompt) = prompt.filter(|_| !plan.selected.is_empty()) {
         plan.prompt_bytes = Some(prompt.len() as u64);
-        let digest = chain::digest(prompt.as_bytes());
+        let digest = link::digest(prompt.as_bytes());
         plan.prompt_sha256 = Some(digest.trim_start_matches("sha256:").to_string());
     }
     Ok(Record {
@@ -512,7 +513,7 @@ pub fn readmit_indexed(
             .envelope
             .prev
             .clone()
-            .unwrap_or_else(|| chain::GENESIS.to_string()),
+            .unwrap_or_else(|| GENESIS.to_string()),
         trust: None,
         // Stored text is already scrubbed: re-admitting it removes nothing more.
         secrets: &[],

@@ -20,7 +20,6 @@ use super::ensure_private_dir;
 use crate::core::chain::Head;
 use crate::core::records::TaskName;
 use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
@@ -53,10 +52,7 @@ impl Anchors {
         }
         let canonical = std::fs::canonicalize(&self.state_dir).ok()?;
         let hash = Sha256::digest(canonical.as_os_str().as_encoded_bytes());
-        let mut id = String::with_capacity(32);
-        for byte in &hash[..16] {
-            let _ = write!(id, "{byte:02x}");
-        }
+        let id = hex::encode(&hash[..16]);
         let dir = self.data_dir.join("anchors").join(id);
         let _ = self.dir.set(dir);
         self.dir.get().map(PathBuf::as_path)

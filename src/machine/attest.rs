@@ -14,7 +14,7 @@ use crate::core::chain::Attestations;
 use crate::core::records::{Attestation, Body, ConsultationStatus, Record};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -97,10 +97,7 @@ impl Key {
     /// A key over `bytes` (tests and benches make their own).
     pub fn from_bytes(bytes: [u8; 32]) -> Key {
         let hash = Sha256::digest(bytes);
-        let mut id = String::from("sha256:");
-        for byte in &hash[..8] {
-            let _ = write!(id, "{byte:02x}");
-        }
+        let id = format!("sha256:{}", hex::encode(&hash[..8]));
         Key { bytes, id }
     }
 
@@ -191,9 +188,7 @@ impl Key {
         let tag = self.mac(&signed_bytes(record)).finalize().into_bytes();
         let mut mac = String::with_capacity(MAC_PREFIX.len() + 64);
         mac.push_str(MAC_PREFIX);
-        for byte in tag {
-            let _ = write!(mac, "{byte:02x}");
-        }
+        mac.push_str(&hex::encode(tag));
         if let Body::Consultation(c) = &mut record.body {
             if let Some(attestation) = &mut c.attestation {
                 attestation.mac = mac;

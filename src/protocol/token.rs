@@ -37,7 +37,7 @@ impl Token {
         }
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let token = hex::encode(bytes);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -306,7 +306,7 @@ fn cycles(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<Vec<Vec<S
 
 fn crates() -> Vec<Crate> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"));
-    ["src", "adapters/src", "fakes/src"]
+    ["src", "adapters/src", "fakes/src", "core/src"]
         .iter()
         .map(|dir| Crate::read(&workspace.join(dir)))
         .collect()
@@ -319,11 +319,7 @@ fn path(module: &[String]) -> String {
 /// The circles still to untangle, each with why it is not yet: the list must match what
 /// the reading finds exactly, so a new circle fails the suite, and so does an untangled
 /// one that is still listed (take it off).
-const KNOWN_CIRCLES: &[(&str, &str)] = &[(
-    "src/core/chain.rs ⇄ src/core/writer.rs ⇄ src/core/writer/rules.rs",
-    "the walk at the rules' depth re-admits records through the writer, which builds on \
-         the chain's `Trust`; the walk belongs above the writer and the trust below it",
-)];
+const KNOWN_CIRCLES: &[(&str, &str)] = &[];
 
 #[test]
 fn no_source_file_imports_another_in_a_loop() {

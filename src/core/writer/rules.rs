@@ -3,7 +3,7 @@
 
 use super::fields::{a, listed};
 use super::{refuse, ReasonCode, Refusal};
-use crate::core::chain::Trust;
+use crate::core::chain::trust::Trust;
 use crate::core::policy;
 use crate::core::records::{
     Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Kind, Plan,
