@@ -198,6 +198,40 @@ mod tests {
             .collect()
     }
 
+    /// Each row's shape, and whether its request has an `id` field.
+    struct Shapes;
+
+    impl crate::protocol::Visit for Shapes {
+        type Out = (Shape, bool);
+        fn call<V: crate::protocol::Call>(self) -> (Shape, bool) {
+            Self::stream::<V>(self)
+        }
+        fn stream<V: Verb>(self) -> (Shape, bool) {
+            let schema = serde_json::to_value(schemars::schema_for!(V)).unwrap();
+            (Shape::of::<V>(), schema["properties"]["id"].is_object())
+        }
+    }
+
+    #[test]
+    fn every_row_of_the_table_can_be_carried() {
+        for route in crate::protocol::ROUTES {
+            let (shape, has_id) = crate::protocol::visit(route.verb, Shapes);
+            assert_eq!(shape.verb, route.verb);
+            // A path's `{id}` is filled from the request's `id`.
+            assert!(!shape.path_id || has_id, "{:?}", route.verb);
+            // A body is a POST's; the context is never a query parameter.
+            assert_eq!(shape.body, route.method == "POST", "{:?}", route.verb);
+            assert!(
+                shape.query.iter().all(|f| f.name != "context"),
+                "{:?}",
+                route.verb
+            );
+            if shape.body {
+                assert!(shape.query.is_empty(), "{:?}", route.verb);
+            }
+        }
+    }
+
     #[test]
     fn the_query_is_read_as_each_field_of_the_request_says() {
         let tree = Shape::of::<TreeRequest>();
