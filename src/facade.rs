@@ -12,22 +12,15 @@
 //! one façade serves any number of roots. The trait is object-safe: `Box<dyn Api>` picks
 //! the implementation at run time.
 
-use crate::check::CheckReport;
+use crate::context::require_root;
 use crate::core::catalogue::CatalogueView;
-use crate::core::chain::VerifyReport;
-use crate::core::cost::SpendView;
-use crate::core::records::{Plan, Record};
-use crate::core::views::advisors::AdvisorsView;
-use crate::core::views::explain::ExplainView;
-use crate::core::views::status::StatusView;
-use crate::core::views::tree::TreeView;
 use crate::error::{Error, Result};
+use crate::protocol::{verb_table, Call};
 use crate::protocol::{
     AdvisorsRequest, CancelRequest, CatalogueRequest, CheckRequest, ConsultRequest, Event,
-    EventsRequest, ExplainRequest, Health, HealthRequest, Job, JobList, JobRequest, JobsRequest,
-    PlanRequest, RecordRequest, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest,
-    SpendRequest, StatusRequest, TaskList, TasksRequest, TreeRequest, VerifyRequest, WaitRequest,
-    Waited,
+    EventsRequest, ExplainRequest, HealthRequest, JobRequest, JobsRequest, PlanRequest,
+    RecordRequest, Request, RequestContext, Response, ReviewAnswerRequest, ReviewsRequest,
+    SpendRequest, StatusRequest, TasksRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
 };
 use crate::service;
 use advisord_adapters::registry::Registry;
@@ -41,40 +34,88 @@ pub type Answer<'a, T> = BoxFuture<'a, Result<T>>;
 /// [`Event::Done`] (or early, when the daemon stops).
 pub type EventStream = BoxStream<'static, Result<Event>>;
 
-/// Every verb, wherever it runs.
+/// The façade's typed methods, one per verb of the table, each [`ask`] of
+/// [`Api::call`].
+macro_rules! facade_verbs {
+    (methods $(
+        $(#[doc = $doc:literal])*
+        $name:ident = $http:literal $path:literal, $request:ty
+            $(=> $response:ty, fn $method:ident, ok: $ok:literal $(stopping $stopping:literal)?,
+                consults: $consults:literal, paged: $paged:tt)?,
+            summary: $summary:literal;
+    )*) => {
+        $($(
+            #[doc = $summary]
+            fn $method(&self, request: $request) -> Answer<'_, $response> {
+                ask(self, request)
+            }
+        )?)*
+    };
+    (run $(
+        $(#[doc = $doc:literal])*
+        $name:ident = $http:literal $path:literal, $request:ty
+            $(=> $response:ty, fn $method:ident, ok: $ok:literal $(stopping $stopping:literal)?,
+                consults: $consults:literal, paged: $paged:tt)?,
+            summary: $summary:literal;
+    )*) => {
+        /// `request` run in this process by its [`Run`] over `registry`, on the blocking
+        /// pool (the verbs read and write files); with `check_root` (the daemon), a
+        /// request's root is checked first.
+        pub async fn run(request: Request, registry: Registry, check_root: bool) -> Result<Response> {
+            match request {
+                $($(Request::$name(request) => {
+                    if check_root {
+                        if let Some(context) = Run::context(&request) {
+                            require_root(context)?;
+                        }
+                    }
+                    blocking(move || Run::run(request, &registry))
+                        .await
+                        .map(|r: $response| Response::$name(r))
+                })?)*
+            }
+        }
+    };
+}
+
+verb_table!(facade_verbs run);
+
+/// `request` asked of `api` through its one [`Api::call`], its typed answer back.
+pub fn ask<'a, A: Api + ?Sized, V: Call>(api: &'a A, request: V) -> Answer<'a, V::Response> {
+    let answer = api.call(request.into_request());
+    Box::pin(async move {
+        V::from_response(answer.await?).ok_or_else(|| {
+            Error::Internal(format!(
+                "`{:?}` was answered with another verb's response",
+                V::NAME
+            ))
+        })
+    })
+}
+
+/// What a verb does in this process: [`Local`] runs every verb this way, and the daemon
+/// its network-free verbs (after checking the root). A new network-free verb needs only
+/// this and its declaration in the table; the client and the daemon's HTTP mapping carry
+/// it from the table.
+pub trait Run: Call {
+    /// The context whose root the daemon checks before running it (none: no context).
+    fn context(&self) -> Option<&RequestContext> {
+        None
+    }
+    /// Run it over `registry` (blocking: it reads and writes files).
+    fn run(self, registry: &Registry) -> Result<Self::Response>;
+}
+
+/// Every verb, wherever it runs: one call per request ([`Api::call`]), the typed methods
+/// made from the table on top of it, and the event stream.
 pub trait Api: Send + Sync {
-    /// The daemon's version, pid, uptime and jobs by state.
-    fn health(&self, request: HealthRequest) -> Answer<'_, Health>;
-    /// Every advisor, its status and why; capacity per capability.
-    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView>;
-    /// A plan preview (not recorded).
-    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan>;
-    /// Store one record through the writer.
-    fn record(&self, request: RecordRequest) -> Answer<'_, Record>;
-    /// The task's derived status.
-    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView>;
-    /// The tasks of the state directory.
-    fn tasks(&self, request: TasksRequest) -> Answer<'_, TaskList>;
-    /// Spend per advisor, task and day, and the state of every budget.
-    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView>;
-    /// The provenance chain of a record.
-    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView>;
-    /// The task's records as a tree.
-    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView>;
-    /// Provider-independence and CI-credential findings.
-    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport>;
-    /// The hash chain of the task (or of every task) walked.
-    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport>;
-    /// Queue a consultation job; the job as accepted (journaled).
-    fn consult(&self, request: ConsultRequest) -> Answer<'_, Job>;
-    /// The jobs kept, oldest first.
-    fn jobs(&self, request: JobsRequest) -> Answer<'_, JobList>;
-    /// One job as it stands.
-    fn job(&self, request: JobRequest) -> Answer<'_, Job>;
-    /// Cancel a job: the job once it ended, or as it stands if it is still stopping.
-    fn cancel(&self, request: CancelRequest) -> Answer<'_, Job>;
+    /// Any verb with one answer; the typed methods (`status`, `consult`, ...) ask this.
+    fn call(&self, request: Request) -> Answer<'_, Response>;
+
     /// A job's events from a position on, past then live.
     fn events(&self, request: EventsRequest) -> Answer<'_, EventStream>;
+
+    verb_table!(facade_verbs methods);
 
     /// The effective catalogue: the asker's catalogue files layered on the embedded one.
     /// They are the asker's own files (their config directory, their project), so every
@@ -83,18 +124,6 @@ pub trait Api: Send + Sync {
         Box::pin(blocking(move || {
             service::catalogue(&Registry::builtin(), &request.context)
         }))
-    }
-
-    /// The reviews waiting in the daemon's mesh inbox. Only a daemon keeps one.
-    fn reviews(&self, request: ReviewsRequest) -> Answer<'_, ReviewList> {
-        let _ = request;
-        Box::pin(async { Err(needs_daemon("reviews")) })
-    }
-
-    /// Answer a review waiting in the daemon's mesh inbox. Only a daemon keeps one.
-    fn answer_review(&self, request: ReviewAnswerRequest) -> Answer<'_, ReviewAnswered> {
-        let _ = request;
-        Box::pin(async { Err(needs_daemon("reviews answer")) })
     }
 
     /// Wait for a job to end, at most `request.bound`. By default this follows the job's
@@ -157,106 +186,8 @@ pub fn needs_daemon(verb: &str) -> Error {
 }
 
 impl Api for Local {
-    fn health(&self, _request: HealthRequest) -> Answer<'_, Health> {
-        Box::pin(async { Err(needs_daemon("health")) })
-    }
-
-    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(blocking(move || {
-            service::advisors(&Registry::builtin(), &request.context)
-        }))
-    }
-
-    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
-        Box::pin(blocking(move || {
-            service::plan_preview(
-                &Registry::builtin(),
-                &request.context,
-                request.materiality,
-                request.confidence,
-                request.capabilities,
-            )
-        }))
-    }
-
-    fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
-        Box::pin(blocking(move || {
-            service::record(&Registry::builtin(), &request.context, &request.record)
-        }))
-    }
-
-    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(blocking(move || {
-            service::status(&Registry::builtin(), &request.context)
-        }))
-    }
-
-    fn tasks(&self, request: TasksRequest) -> Answer<'_, TaskList> {
-        Box::pin(blocking(move || {
-            service::tasks(&Registry::builtin(), &request.context)
-        }))
-    }
-
-    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
-        Box::pin(blocking(move || {
-            service::explain(&Registry::builtin(), &request.context, request.id.as_str())
-        }))
-    }
-
-    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
-        Box::pin(blocking(move || {
-            service::tree(
-                &Registry::builtin(),
-                &request.context,
-                request.depth,
-                request.show_superseded,
-            )
-        }))
-    }
-
-    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView> {
-        Box::pin(blocking(move || {
-            service::spend(&Registry::builtin(), &request.context)
-        }))
-    }
-
-    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
-        Box::pin(blocking(move || {
-            service::check(
-                &Registry::builtin(),
-                &request.context,
-                request.path.as_deref(),
-            )
-        }))
-    }
-
-    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
-        Box::pin(blocking(move || {
-            service::verify(&Registry::builtin(), &request.context, request.all)
-        }))
-    }
-
-    fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {
-        Box::pin(async move {
-            Err(Error::Usage(format!(
-                "consulting on assessment `{id}` needs the daemon (consultations run there), \
-                 so it cannot be done with `--no-daemon`; run `advisor-consult --assessment \
-                 {id}` without `--no-daemon` (the daemon is started if none answers)",
-                id = request.assessment
-            )))
-        })
-    }
-
-    fn jobs(&self, _request: JobsRequest) -> Answer<'_, JobList> {
-        Box::pin(async { Err(needs_daemon("jobs")) })
-    }
-
-    fn job(&self, _request: JobRequest) -> Answer<'_, Job> {
-        Box::pin(async { Err(needs_daemon("job")) })
-    }
-
-    fn cancel(&self, _request: CancelRequest) -> Answer<'_, Job> {
-        Box::pin(async { Err(needs_daemon("cancel")) })
+    fn call(&self, request: Request) -> Answer<'_, Response> {
+        Box::pin(run(request, Registry::builtin(), false))
     }
 
     fn events(&self, _request: EventsRequest) -> Answer<'_, EventStream> {
@@ -266,4 +197,125 @@ impl Api for Local {
     fn wait(&self, _request: WaitRequest) -> Answer<'_, Waited> {
         Box::pin(async { Err(needs_daemon("wait")) })
     }
+}
+
+/// A request with a context: the daemon checks its root first.
+macro_rules! in_context {
+    () => {
+        fn context(&self) -> Option<&RequestContext> {
+            Some(&self.context)
+        }
+    };
+}
+
+impl Run for HealthRequest {
+    fn run(self, _registry: &Registry) -> Result<crate::protocol::Health> {
+        Err(needs_daemon("health"))
+    }
+}
+
+impl Run for AdvisorsRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::views::advisors::AdvisorsView> {
+        service::advisors(registry, &self.context)
+    }
+}
+
+impl Run for PlanRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::records::Plan> {
+        service::plan_preview(
+            registry,
+            &self.context,
+            self.materiality,
+            self.confidence,
+            self.capabilities,
+        )
+    }
+}
+
+impl Run for RecordRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::records::Record> {
+        service::record(registry, &self.context, &self.record)
+    }
+}
+
+impl Run for StatusRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::views::status::StatusView> {
+        service::status(registry, &self.context)
+    }
+}
+
+impl Run for TasksRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::protocol::TaskList> {
+        service::tasks(registry, &self.context)
+    }
+}
+
+impl Run for SpendRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::cost::SpendView> {
+        service::spend(registry, &self.context)
+    }
+}
+
+impl Run for ExplainRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::views::explain::ExplainView> {
+        service::explain(registry, &self.context, self.id.as_str())
+    }
+}
+
+impl Run for TreeRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::views::tree::TreeView> {
+        service::tree(registry, &self.context, self.depth, self.show_superseded)
+    }
+}
+
+impl Run for CheckRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::check::CheckReport> {
+        service::check(registry, &self.context, self.path.as_deref())
+    }
+}
+
+impl Run for VerifyRequest {
+    in_context!();
+    fn run(self, registry: &Registry) -> Result<crate::core::chain::VerifyReport> {
+        service::verify(registry, &self.context, self.all)
+    }
+}
+
+impl Run for ConsultRequest {
+    fn run(self, _registry: &Registry) -> Result<crate::protocol::Job> {
+        Err(Error::Usage(format!(
+            "consulting on assessment `{id}` needs the daemon (consultations run there), \
+             so it cannot be done with `--no-daemon`; run `advisor-consult --assessment \
+             {id}` without `--no-daemon` (the daemon is started if none answers)",
+            id = self.assessment
+        )))
+    }
+}
+
+/// The verbs only a daemon answers (it keeps the jobs and the mesh inbox).
+macro_rules! daemon_only {
+    ($($request:ty => $response:ty, $verb:literal;)*) => {$(
+        impl Run for $request {
+            fn run(self, _registry: &Registry) -> Result<$response> {
+                Err(needs_daemon($verb))
+            }
+        }
+    )*};
+}
+
+daemon_only! {
+    JobsRequest => crate::protocol::JobList, "jobs";
+    JobRequest => crate::protocol::Job, "job";
+    CancelRequest => crate::protocol::Job, "cancel";
+    ReviewsRequest => crate::protocol::ReviewList, "reviews";
+    ReviewAnswerRequest => crate::protocol::ReviewAnswered, "reviews answer";
 }

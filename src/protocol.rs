@@ -31,21 +31,17 @@ mod job;
 pub mod openapi;
 mod timeout;
 pub mod token;
+pub mod wire;
 
 pub use context::{with_values, RequestContext, WithValues};
 pub use ids::{JobId, RecordId, Timestamp};
 pub use job::{Event, ExchangeStatus, Health, Job, JobConsultation, JobList, JobState, Listening};
 pub use timeout::{is_out_of_range, Timeout, TimeoutError, TIMEOUT_FIELD};
 
-use crate::check::CheckReport;
-use crate::core::chain::VerifyReport;
-use crate::core::cost::SpendView;
-use crate::core::records::{Confidence, Materiality, Plan, Record};
+use crate::core::records::{Confidence, Materiality, Record};
 use crate::core::views::advisors::AdvisorsView;
-use crate::core::views::explain::ExplainView;
-use crate::core::views::status::StatusView;
-use crate::core::views::tree::TreeView;
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -117,19 +113,64 @@ pub const PAGES: &[PageRoute] = &[
     },
 ];
 
-/// A request of one verb: it names its response type and how HTTP carries it. Its JSON
-/// Schema (`schemars::schema_for!`) is the input schema a tool-calling surface (MCP)
-/// publishes for the verb.
-pub trait Verb: Serialize + JsonSchema {
-    /// What the verb answers.
-    type Response;
+/// A request of one verb, as the table ([`verb_table`]) declares it: which verb, whether
+/// it consults, and (from its route and its JSON Schema) how HTTP carries it. Its JSON
+/// Schema (`schemars::schema_for!`) names its arguments.
+pub trait Verb: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {
     /// Which verb this is.
     const NAME: VerbName;
     /// Whether it consults, and so is the one kind of request whose context carries
     /// credential values (see [`RequestContext`]).
     const CONSULTS: bool;
-    /// The request as an HTTP call: the route's method and path, the query, the body.
-    fn call(&self) -> HttpCall;
+    /// One line on what it does (the OpenAPI operation's summary).
+    const SUMMARY: &'static str;
+    /// The request as an HTTP call: the route's method and path, the query, the body
+    /// (see [`HttpCall::of`]).
+    fn call(&self) -> HttpCall {
+        HttpCall::of(self)
+    }
+}
+
+/// A verb with one answer (every verb but the two event streams): the façade's
+/// [`Request`] and [`Response`] carry it.
+pub trait Call: Verb + Sized {
+    /// What the verb answers.
+    type Response: Serialize + DeserializeOwned + JsonSchema + Send + 'static;
+    /// The HTTP status of its success.
+    const OK: u16;
+    /// Whether its reply can be paged with `offset` and `limit` ([`PageQuery`]).
+    const PAGED: bool;
+    /// The HTTP status of `response` (a cancellation still stopping is 202).
+    fn status(response: &Self::Response) -> u16;
+    /// Keep one slice of `response` (only for a [`Call::PAGED`] verb).
+    fn page(response: &mut Self::Response, offset: usize, limit: usize);
+    /// The request in the façade's one enum.
+    fn into_request(self) -> Request;
+    /// Its own response out of the façade's one enum (`None`: another verb's).
+    fn from_response(response: Response) -> Option<Self::Response>;
+}
+
+/// Something that carries any verb with one answer (the client over the socket): what
+/// [`Request::carry`] hands each typed request to.
+pub trait Carrier: Sync {
+    /// What a carried verb fails with.
+    type Error;
+    /// Carry `request`; its typed answer.
+    fn carry<V: Call>(
+        &self,
+        request: V,
+    ) -> impl std::future::Future<Output = Result<V::Response, Self::Error>> + Send;
+}
+
+/// Something made from a verb's types (a route's handler, an OpenAPI operation): what
+/// [`visit`] hands each row of the table to.
+pub trait Visit {
+    /// What it makes.
+    type Out;
+    /// A verb with one answer.
+    fn call<V: Call>(self) -> Self::Out;
+    /// An event stream (a job's events, a root's feed).
+    fn stream<V: Verb>(self) -> Self::Out;
 }
 
 /// `health`: the daemon's version, pid, uptime and jobs by state.
@@ -347,10 +388,10 @@ pub struct FeedRequest {
 /// `tree`): which slice of the assessments (and of the timeline) a reply holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PageQuery {
-    /// How many to skip (default 0).
+    /// Skip this many (paging).
     #[serde(default)]
     pub offset: Option<usize>,
-    /// How many at most (default: all).
+    /// At most this many (paging); the reply's `page` says which slice it holds.
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -372,42 +413,114 @@ pub struct ContextBody {
     pub context: RequestContext,
 }
 
+/// The query parameters that name the context of a request sent without one (`curl` by
+/// hand, the cockpit): the rest of the context comes from the daemon's own environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ContextQuery {
+    /// The project root (absolute), when no `{"context": {...}}` body is sent; the rest of
+    /// the context then comes from the daemon's own environment.
+    #[serde(default)]
+    pub root: Option<String>,
+    /// The task (default: the root's current one).
+    #[serde(default)]
+    pub task: Option<String>,
+    /// The catalogue file (over TCP only one the user's own processes named on the
+    /// socket, the daemon's own, or a trusted one).
+    #[serde(default)]
+    pub catalogue: Option<PathBuf>,
+    /// The state directory (over TCP only the root's own, or one the user's own
+    /// processes named on the socket).
+    #[serde(default)]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// The query parameters of a call, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `k=v&...`, each value percent-encoded ([`query_value`]).
+    pub fn encode(&self) -> String {
+        self.0
+            .iter()
+            .map(|(k, v)| format!("{k}={}", query_value(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+impl PartialEq<Vec<(&str, String)>> for Query {
+    fn eq(&self, other: &Vec<(&str, String)>) -> bool {
+        self.0.len() == other.len()
+            && self
+                .0
+                .iter()
+                .zip(other)
+                .all(|(a, b)| a.0 == b.0 && a.1 == b.1)
+    }
+}
+
 /// One verb as an HTTP request: method and path from [`ROUTES`], the query, the body.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpCall {
     /// The verb (its route's method and path pattern are in [`ROUTES`]).
     pub verb: VerbName,
-    /// The job id filling the path's `{id}`, for the job routes.
+    /// The id filling the path's `{id}`, for the routes that have one.
     pub id: Option<JobId>,
     /// The query parameters, in order.
-    pub query: Vec<(&'static str, String)>,
+    pub query: Query,
     /// The JSON body, if any.
     pub body: Option<serde_json::Value>,
 }
 
 impl HttpCall {
-    fn new(verb: VerbName) -> HttpCall {
-        HttpCall {
-            verb,
-            id: None,
-            query: Vec::new(),
-            body: None,
-        }
-    }
-
-    fn with_body(mut self, body: &impl Serialize) -> HttpCall {
+    /// `request` as its route carries it, one rule for every verb: the field `id` fills a
+    /// path's `{id}`; a `POST` sends the rest as its JSON body; any other method sends
+    /// `context` as the body `{"context": ...}` and every other field that is set as a
+    /// query parameter. The request's own `Serialize` decides what its context carries:
+    /// credential values only for a consultation ([`RequestContext`]).
+    pub fn of<V: Verb>(request: &V) -> HttpCall {
+        let route = route_of(V::NAME);
         // Every request type is plain data with string keys: it always encodes.
-        self.body = Some(serde_json::to_value(body).unwrap_or_default());
-        self
-    }
-
-    fn with_context(self, context: &RequestContext) -> HttpCall {
-        self.with_body(&serde_json::json!({ "context": context }))
-    }
-
-    fn with_id(mut self, id: &JobId) -> HttpCall {
-        self.id = Some(id.clone());
-        self
+        let mut fields = match serde_json::to_value(request) {
+            Ok(serde_json::Value::Object(fields)) => fields,
+            _ => serde_json::Map::new(),
+        };
+        let id = if route.path.contains("{id}") {
+            match fields.remove("id") {
+                Some(serde_json::Value::String(id)) => Some(JobId::from(id.as_str())),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let mut call = HttpCall {
+            verb: V::NAME,
+            id,
+            query: Query::default(),
+            body: None,
+        };
+        if route.method == "POST" {
+            call.body = Some(serde_json::Value::Object(fields));
+            return call;
+        }
+        if let Some(context) = fields.remove("context") {
+            call.body = Some(serde_json::json!({ "context": context }));
+        }
+        for (name, value) in fields {
+            let text = match value {
+                serde_json::Value::Null => continue,
+                serde_json::Value::String(text) => text,
+                other => other.to_string(),
+            };
+            call.query.0.push((name, text));
+        }
+        call
     }
 
     /// The route's method.
@@ -440,14 +553,126 @@ pub struct Route {
     pub path: &'static str,
 }
 
-/// Declares every verb once: its name, its route (method and path, `{id}` a job id), its
-/// request and response types, whether it consults, and where its arguments go on the
-/// wire. [`VerbName`], [`ROUTES`] and each request's [`Verb`] come from this one table.
+/// The one table of verbs: each row declares a verb once: its name, its route (method and
+/// path, `{id}` filled from the request's `id`), its request type, and, for a verb with
+/// one answer, its response type, the façade's method, its success status, whether it
+/// consults (and so may carry credential values), whether its reply pages; then its
+/// summary. A row without a response is an event stream. `verb_table!(m args)` hands the
+/// table to the macro `m` (after `args`): [`VerbName`], [`ROUTES`], [`Verb`], [`Call`],
+/// [`Request`], [`Response`] and [`visit`] are made from it here, the façade's typed
+/// methods and its in-process dispatch in `crate::facade`.
+macro_rules! verb_table {
+    ($callback:ident $($args:tt)*) => {
+        $callback! {
+            $($args)*
+            /// [`HealthRequest`] → [`Health`].
+            Health = "GET" "/api/v1/health", $crate::protocol::HealthRequest
+                => $crate::protocol::Health,
+                fn health, ok: 200, consults: false, paged: false,
+                summary: "The daemon's version, pid, uptime, jobs by state, mesh and TCP listener.";
+            /// [`AdvisorsRequest`] → [`AdvisorsView`].
+            Advisors = "GET" "/api/v1/reasoning/advisors", $crate::protocol::AdvisorsRequest
+                => $crate::core::views::advisors::AdvisorsView,
+                fn advisors, ok: 200, consults: false, paged: false,
+                summary: "Every advisor of the context's catalogue, its status and why; capacity per capability.";
+            /// [`PlanRequest`] → [`Plan`] (a preview, not recorded).
+            Plan = "POST" "/api/v1/reasoning/plan", $crate::protocol::PlanRequest
+                => $crate::core::records::Plan,
+                fn plan, ok: 200, consults: false, paged: false,
+                summary: "A plan preview for a materiality, confidence and capabilities (not recorded).";
+            /// [`RecordRequest`] → the stored [`Record`].
+            Record = "POST" "/api/v1/reasoning/records", $crate::protocol::RecordRequest
+                => $crate::core::records::Record,
+                fn record, ok: 201, consults: false, paged: false,
+                summary: "The one writer: store a record (`kind` plus the caller's fields).";
+            /// [`StatusRequest`] → [`StatusView`].
+            Status = "GET" "/api/v1/reasoning", $crate::protocol::StatusRequest
+                => $crate::core::views::status::StatusView,
+                fn status, ok: 200, consults: false, paged: true,
+                summary: "The task's derived status: each assessment and where it stands, a timeline, tokens and spend.";
+            /// [`SpendRequest`] → [`SpendView`].
+            Spend = "GET" "/api/v1/reasoning/spend", $crate::protocol::SpendRequest
+                => $crate::core::cost::SpendView,
+                fn spend, ok: 200, consults: false, paged: false,
+                summary: "Spend per advisor, task and day, and every budget's state.";
+            /// [`ExplainRequest`] → [`ExplainView`].
+            Explain = "GET" "/api/v1/reasoning/explain", $crate::protocol::ExplainRequest
+                => $crate::core::views::explain::ExplainView,
+                fn explain, ok: 200, consults: false, paged: false,
+                summary: "The provenance chain of one record.";
+            /// [`TreeRequest`] → [`TreeView`].
+            Tree = "GET" "/api/v1/reasoning/tree", $crate::protocol::TreeRequest
+                => $crate::core::views::tree::TreeView,
+                fn tree, ok: 200, consults: false, paged: true,
+                summary: "The task's records as a tree (assessment → plan → consultations → ...).";
+            /// [`CheckRequest`] → [`CheckReport`].
+            Check = "GET" "/api/v1/reasoning/check", $crate::protocol::CheckRequest
+                => $crate::check::CheckReport,
+                fn check, ok: 200, consults: false, paged: false,
+                summary: "Provider-independence and CI-credential findings.";
+            /// [`VerifyRequest`] → [`VerifyReport`].
+            Verify = "GET" "/api/v1/reasoning/verify", $crate::protocol::VerifyRequest
+                => $crate::core::chain::VerifyReport,
+                fn verify, ok: 200, consults: false, paged: false,
+                summary: "Walk the task's hash chain (or every task's).";
+            /// [`JobsRequest`] → [`JobList`].
+            Jobs = "GET" "/api/v1/consultations", $crate::protocol::JobsRequest
+                => $crate::protocol::JobList,
+                fn jobs, ok: 200, consults: false, paged: false,
+                summary: "The jobs kept (unfinished and recently finished), oldest first.";
+            /// [`ConsultRequest`] → the queued [`Job`].
+            Consult = "POST" "/api/v1/consultations", $crate::protocol::ConsultRequest
+                => $crate::protocol::Job,
+                fn consult, ok: 202, consults: true, paged: false,
+                summary: "Queue a consultation job for an assessment; answered once it is journaled.";
+            /// [`JobRequest`] → one [`Job`].
+            Job = "GET" "/api/v1/consultations/{id}", $crate::protocol::JobRequest
+                => $crate::protocol::Job,
+                fn job, ok: 200, consults: false, paged: false,
+                summary: "One job as it stands.";
+            /// [`CancelRequest`] → the [`Job`] once it ended (202 while still stopping).
+            Cancel = "DELETE" "/api/v1/consultations/{id}", $crate::protocol::CancelRequest
+                => $crate::protocol::Job,
+                fn cancel, ok: 200 stopping 202, consults: false, paged: false,
+                summary: "Cancel a job: 200 once it ended, 202 while it is still stopping.";
+            /// [`EventsRequest`] → the job's [`Event`]s, past then live, until `done`.
+            Events = "GET" "/api/v1/consultations/{id}/events", $crate::protocol::EventsRequest,
+                summary: "A job's events, past then live, ending after `done`: NDJSON, or \
+                          server-sent events when `Accept` names `text/event-stream`.";
+            /// [`ReviewsRequest`] → the [`ReviewList`] waiting in this daemon's mesh inbox.
+            Reviews = "GET" "/api/v1/reviews", $crate::protocol::ReviewsRequest
+                => $crate::protocol::ReviewList,
+                fn reviews, ok: 200, consults: false, paged: false,
+                summary: "The reviews waiting in this daemon's mesh inbox.";
+            /// [`TasksRequest`] → the [`TaskList`] of the context's state directory.
+            Tasks = "GET" "/api/v1/reasoning/tasks", $crate::protocol::TasksRequest
+                => $crate::protocol::TaskList,
+                fn tasks, ok: 200, consults: false, paged: false,
+                summary: "The tasks of the context's state directory.";
+            /// [`FeedRequest`] → server-sent events of a root (and task): job events,
+            /// records written, advisors' status. Served by the daemon only (no façade
+            /// verb).
+            Feed = "GET" "/api/v1/events", $crate::protocol::FeedRequest,
+                summary: "Follow a root (and one task, or all) as server-sent events: job \
+                          events, records written, advisors' status changes.";
+            /// [`ReviewAnswerRequest`] → the [`ReviewAnswered`], sent to the asker.
+            ReviewAnswer = "POST" "/api/v1/reviews/{id}/answer", $crate::protocol::ReviewAnswerRequest
+                => $crate::protocol::ReviewAnswered,
+                fn answer_review, ok: 200, consults: false, paged: false,
+                summary: "Answer a waiting review; the answer goes to the daemon that asked.";
+        }
+    };
+}
+pub(crate) use verb_table;
+
+/// What the table makes in this module.
 macro_rules! verbs {
     ($(
         $(#[doc = $doc:literal])*
-        $name:ident = $method:literal $path:literal
-            $(, $request:ty => $response:ty, consults: $consults:literal, |$r:ident| $call:expr)?;
+        $name:ident = $http:literal $path:literal, $request:ty
+            $(=> $response:ty, fn $method:ident, ok: $ok:literal $(stopping $stopping:literal)?,
+                consults: $consults:literal, paged: $paged:tt)?,
+            summary: $summary:literal;
     )*) => {
         /// Every verb, by name: the key of [`ROUTES`]. Pages (the cockpit, its files, the
         /// OpenAPI document) are not verbs: they are [`PAGES`].
@@ -458,131 +683,114 @@ macro_rules! verbs {
 
         /// Every route, the one table from verbs to HTTP.
         pub const ROUTES: &[Route] = &[
-            $(Route { verb: VerbName::$name, method: $method, path: $path },)*
+            $(Route { verb: VerbName::$name, method: $http, path: $path },)*
         ];
 
-        $($(
-            impl Verb for $request {
-                type Response = $response;
-                const NAME: VerbName = VerbName::$name;
-                const CONSULTS: bool = $consults;
-                fn call(&self) -> HttpCall {
-                    let $r = self;
-                    $call
+        /// A request of any verb with one answer: what `crate::facade::Api::call` takes.
+        #[derive(Debug, Clone)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum Request {
+            $($(
+                #[doc = concat!("`", stringify!($method), "`: ", $summary)]
+                $name($request),
+            )?)*
+        }
+
+        /// The answer of any verb with one answer: what `crate::facade::Api::call` gives.
+        #[derive(Debug, Clone)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum Response {
+            $($(
+                #[doc = concat!("What `", stringify!($method), "` answers.")]
+                $name($response),
+            )?)*
+        }
+
+        impl Request {
+            /// Which verb it is.
+            pub fn verb(&self) -> VerbName {
+                match self {
+                    $($(Request::$name(_) => verbs!(@name $name $method),)?)*
                 }
             }
-        )?)*
+
+            /// Hand the typed request to `carrier`; its answer as a [`Response`].
+            pub async fn carry<C: Carrier>(self, carrier: &C) -> Result<Response, C::Error> {
+                match self {
+                    $($(Request::$name(r) => carrier
+                        .carry(r)
+                        .await
+                        .map(|r: $response| Response::$name(r)),)?)*
+                }
+            }
+        }
+
+        /// What `visitor` makes of `verb`'s types.
+        pub fn visit<T: Visit>(verb: VerbName, visitor: T) -> T::Out {
+            match verb {
+                $(VerbName::$name => verbs!(@visit visitor $request $(, $response)?),)*
+            }
+        }
+
+        $(
+            impl Verb for $request {
+                const NAME: VerbName = VerbName::$name;
+                const CONSULTS: bool = verbs!(@consults $($consults)?);
+                const SUMMARY: &'static str = $summary;
+            }
+
+            $(
+                impl Call for $request {
+                    type Response = $response;
+                    const OK: u16 = $ok;
+                    const PAGED: bool = $paged;
+                    fn status(_response: &$response) -> u16 {
+                        $(if !_response.state.is_finished() {
+                            return $stopping;
+                        })?
+                        $ok
+                    }
+                    verbs!(@page $paged $response);
+                    fn into_request(self) -> Request {
+                        Request::$name(self)
+                    }
+                    fn from_response(response: Response) -> Option<$response> {
+                        match response {
+                            Response::$name(r) => Some(r),
+                            #[allow(unreachable_patterns)]
+                            _ => None,
+                        }
+                    }
+                }
+            )?
+        )*
+    };
+    (@name $name:ident $method:ident) => {
+        VerbName::$name
+    };
+    (@visit $visitor:ident $request:ty, $response:ty) => {
+        $visitor.call::<$request>()
+    };
+    (@visit $visitor:ident $request:ty) => {
+        $visitor.stream::<$request>()
+    };
+    (@consults $consults:literal) => {
+        $consults
+    };
+    (@consults) => {
+        false
+    };
+    (@page true $response:ty) => {
+        fn page(response: &mut $response, offset: usize, limit: usize) {
+            response.page(offset, limit);
+        }
+    };
+    (@page false $response:ty) => {
+        fn page(_response: &mut $response, _offset: usize, _limit: usize) {}
     };
 }
 
-verbs! {
-    /// [`HealthRequest`] → [`Health`].
-    Health = "GET" "/api/v1/health",
-        HealthRequest => Health, consults: false, |_r| HttpCall::new(VerbName::Health);
-    /// [`AdvisorsRequest`] → [`AdvisorsView`].
-    Advisors = "GET" "/api/v1/reasoning/advisors",
-        AdvisorsRequest => AdvisorsView, consults: false,
-        |r| HttpCall::new(VerbName::Advisors).with_context(&r.context);
-    /// [`PlanRequest`] → [`Plan`] (a preview, not recorded).
-    Plan = "POST" "/api/v1/reasoning/plan",
-        PlanRequest => Plan, consults: false, |r| HttpCall::new(VerbName::Plan).with_body(r);
-    /// [`RecordRequest`] → the stored [`Record`].
-    Record = "POST" "/api/v1/reasoning/records",
-        RecordRequest => Record, consults: false, |r| HttpCall::new(VerbName::Record).with_body(r);
-    /// [`StatusRequest`] → [`StatusView`].
-    Status = "GET" "/api/v1/reasoning",
-        StatusRequest => StatusView, consults: false,
-        |r| HttpCall::new(VerbName::Status).with_context(&r.context);
-    /// [`SpendRequest`] → [`SpendView`].
-    Spend = "GET" "/api/v1/reasoning/spend",
-        SpendRequest => SpendView, consults: false,
-        |r| HttpCall::new(VerbName::Spend).with_context(&r.context);
-    /// [`ExplainRequest`] → [`ExplainView`].
-    Explain = "GET" "/api/v1/reasoning/explain",
-        ExplainRequest => ExplainView, consults: false, |r| {
-            let mut call = HttpCall::new(VerbName::Explain).with_context(&r.context);
-            call.query.push(("id", r.id.to_string()));
-            call
-        };
-    /// [`TreeRequest`] → [`TreeView`].
-    Tree = "GET" "/api/v1/reasoning/tree",
-        TreeRequest => TreeView, consults: false, |r| {
-            let mut call = HttpCall::new(VerbName::Tree).with_context(&r.context);
-            call.query.push(("show_superseded", r.show_superseded.to_string()));
-            if let Some(depth) = r.depth {
-                call.query.push(("depth", depth.to_string()));
-            }
-            call
-        };
-    /// [`CheckRequest`] → [`CheckReport`].
-    Check = "GET" "/api/v1/reasoning/check",
-        CheckRequest => CheckReport, consults: false, |r| {
-            let mut call = HttpCall::new(VerbName::Check).with_context(&r.context);
-            if let Some(path) = &r.path {
-                call.query.push(("path", path.display().to_string()));
-            }
-            call
-        };
-    /// [`VerifyRequest`] → [`VerifyReport`].
-    Verify = "GET" "/api/v1/reasoning/verify",
-        VerifyRequest => VerifyReport, consults: false, |r| {
-            let mut call = HttpCall::new(VerbName::Verify).with_context(&r.context);
-            if r.all {
-                call.query.push(("all", "true".to_string()));
-            }
-            call
-        };
-    /// [`JobsRequest`] → [`JobList`].
-    Jobs = "GET" "/api/v1/consultations",
-        JobsRequest => JobList, consults: false, |r| {
-            let mut call = HttpCall::new(VerbName::Jobs);
-            if let Some(root) = &r.root {
-                call.query.push(("root", root.clone()));
-            }
-            if let Some(task) = &r.task {
-                call.query.push(("task", task.clone()));
-            }
-            if let Some(state) = r.state {
-                call.query.push(("state", state.as_str().to_string()));
-            }
-            call
-        };
-    /// [`ConsultRequest`] → the queued [`Job`].
-    Consult = "POST" "/api/v1/consultations",
-        ConsultRequest => Job, consults: true, |r| HttpCall::new(VerbName::Consult).with_body(r);
-    /// [`JobRequest`] → one [`Job`].
-    Job = "GET" "/api/v1/consultations/{id}",
-        JobRequest => Job, consults: false, |r| HttpCall::new(VerbName::Job).with_id(&r.id);
-    /// [`CancelRequest`] → the [`Job`] once it ended (or still stopping).
-    Cancel = "DELETE" "/api/v1/consultations/{id}",
-        CancelRequest => Job, consults: false, |r| HttpCall::new(VerbName::Cancel).with_id(&r.id);
-    /// [`EventsRequest`] → the job's [`Event`]s, past then live, until `done`.
-    Events = "GET" "/api/v1/consultations/{id}/events",
-        EventsRequest => Event, consults: false, |r| {
-            let mut call = HttpCall::new(VerbName::Events).with_id(&r.id);
-            if r.from > 0 {
-                call.query.push(("from", r.from.to_string()));
-            }
-            call
-        };
-    /// [`ReviewsRequest`] → the [`ReviewList`] waiting in this daemon's mesh inbox.
-    Reviews = "GET" "/api/v1/reviews",
-        ReviewsRequest => ReviewList, consults: false, |_r| HttpCall::new(VerbName::Reviews);
-    /// [`TasksRequest`] → the [`TaskList`] of the context's state directory.
-    Tasks = "GET" "/api/v1/reasoning/tasks",
-        TasksRequest => TaskList, consults: false,
-        |r| HttpCall::new(VerbName::Tasks).with_context(&r.context);
-    /// [`FeedRequest`] → server-sent events of a root (and task): job events, records
-    /// written, advisors' status. Served by the daemon only (no façade verb).
-    Feed = "GET" "/api/v1/events";
-    /// [`ReviewAnswerRequest`] → the [`ReviewAnswered`], sent to the asker.
-    ReviewAnswer = "POST" "/api/v1/reviews/{id}/answer",
-        ReviewAnswerRequest => ReviewAnswered, consults: false, |r| {
-            HttpCall::new(VerbName::ReviewAnswer)
-                .with_id(&JobId::from(r.id.as_str()))
-                .with_body(&ReviewAnswer { answer: r.answer.clone() })
-        };
-}
+verb_table!(verbs);
 
 /// The route of `verb`.
 pub fn route_of(verb: VerbName) -> &'static Route {

@@ -1,29 +1,33 @@
-//! The socket's HTTP mapping: every request is parsed into a verb by the one route table
-//! (`crate::protocol::ROUTES`), its arguments read from the path, the query and the body
-//! (under the 1 MiB bound), and answered by the façade's daemon-side implementation
-//! ([`Served`]) in one exhaustive match of a few lines per verb. Errors become
+//! The socket's HTTP mapping: one axum route per row of the one table
+//! (`crate::protocol::ROUTES`), each verb with one answer served by one generic handler
+//! ([`serve`]) that reads its request as the table and the request's own type say
+//! (`crate::protocol::wire`: the path's `{id}`, the query read by the request's JSON
+//! Schema, the JSON body under the 1 MiB bound, the context from the body or the query),
+//! asks the façade's daemon-side implementation ([`Served`]) and answers with the verb's
+//! status. The two event streams have a handler each. Errors become
 //! `{"error": CODE, "message": ...}` with their HTTP status.
 
 use crate::daemon::served::Served;
 use crate::error::Error;
-use crate::facade::Api;
+use crate::facade::{ask, Api};
+use crate::protocol::wire::Shape;
 use crate::protocol::{
-    codes, is_out_of_range, AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest,
-    ContextBody, EventsRequest, ExplainRequest, HealthRequest, JobId, JobRequest, JobsRequest,
-    PlanRequest, RecordId, RecordRequest, RequestContext, SpendRequest, StatusRequest, TreeRequest,
-    VerbName, VerifyRequest, MAX_BODY_BYTES, NDJSON, ROUTES,
+    codes, is_out_of_range, Call, ContextBody, ContextQuery, EventsRequest, FeedRequest, PageName,
+    PageQuery, RequestContext, Verb, VerbName, Visit, EVENT_STREAM, MAX_BODY_BYTES, NDJSON, PAGES,
+    ROUTES,
 };
-use crate::protocol::{FeedRequest, PageName, PageQuery, TasksRequest, EVENT_STREAM, PAGES};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path as PathParam, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, on, MethodFilter};
+use axum::routing::{get, on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use futures::StreamExt;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -40,34 +44,13 @@ pub use reach::Vouched;
 pub(crate) fn router(served: Arc<Served>) -> Router {
     let mut router = Router::new();
     for route in ROUTES {
-        let verb = route.verb;
         let filter = match route.method {
             "GET" => MethodFilter::GET,
             "POST" => MethodFilter::POST,
             "DELETE" => MethodFilter::DELETE,
             other => unreachable!("ROUTES names only GET, POST and DELETE, not {other}"),
         };
-        let handler = if route.path.contains("{id}") {
-            on(
-                filter,
-                move |State(api): State<Arc<Served>>,
-                      PathParam(id): PathParam<String>,
-                      request: Request| async move {
-                    // An id is one whole, non-empty segment.
-                    if id.is_empty() || id.contains('/') {
-                        return not_found(request).await;
-                    }
-                    dispatch(api, verb, Some(JobId::from(id.as_str())), request).await
-                },
-            )
-        } else {
-            on(
-                filter,
-                move |State(api): State<Arc<Served>>, request: Request| {
-                    dispatch(api, verb, None, request)
-                },
-            )
-        };
+        let handler = crate::protocol::visit(route.verb, Handler { filter });
         router = router
             .route(route.path, handler.clone())
             .route(&format!("{}/", route.path), handler);
@@ -165,13 +148,80 @@ fn reply(status: StatusCode, value: impl Serialize) -> Answer {
     Ok((status, Json(value)).into_response())
 }
 
-/// One request of `verb` (`id` from its path): read, answered, written back.
-async fn dispatch(
+/// The handler of one row of the table: [`serve`] for a verb with one answer, its own for
+/// each event stream.
+struct Handler {
+    filter: MethodFilter,
+}
+
+impl Visit for Handler {
+    type Out = MethodRouter<Arc<Served>>;
+
+    fn call<V: Call>(self) -> Self::Out {
+        let shape = Arc::new(Shape::of::<V>());
+        with_request(self.filter, shape.path_id, move |api, id, incoming| {
+            let shape = shape.clone();
+            async move { serve::<V>(&api, &shape, id, incoming).await }
+        })
+    }
+
+    fn stream<V: Verb>(self) -> Self::Out {
+        match V::NAME {
+            VerbName::Events => {
+                let shape = Arc::new(Shape::of::<V>());
+                with_request(self.filter, true, move |api, id, incoming| {
+                    let shape = shape.clone();
+                    async move { events(&api, &shape, id, incoming).await }
+                })
+            }
+            _ => with_request(self.filter, false, |api, _, incoming| async move {
+                feed(&api, &incoming)
+            }),
+        }
+    }
+}
+
+/// A route's handler: the request read (its path's `{id}` when `path_id`, its body under
+/// the bounds), then `handle`d.
+fn with_request<F, Fut>(filter: MethodFilter, path_id: bool, handle: F) -> MethodRouter<Arc<Served>>
+where
+    F: Fn(Arc<Served>, Option<String>, Incoming) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Answer> + Send + 'static,
+{
+    if path_id {
+        on(
+            filter,
+            move |State(api): State<Arc<Served>>,
+                  PathParam(id): PathParam<String>,
+                  request: Request| async move {
+                // An id is one whole, non-empty segment.
+                if id.is_empty() || id.contains('/') {
+                    return not_found(request).await;
+                }
+                dispatch(api, Some(id), request, handle).await
+            },
+        )
+    } else {
+        on(
+            filter,
+            move |State(api): State<Arc<Served>>, request: Request| {
+                dispatch(api, None, request, handle)
+            },
+        )
+    }
+}
+
+/// One request: read, answered by `handle`, written back.
+async fn dispatch<F, Fut>(
     api: Arc<Served>,
-    verb: VerbName,
-    id: Option<JobId>,
+    id: Option<String>,
     request: Request,
-) -> Response {
+    handle: F,
+) -> Response
+where
+    F: Fn(Arc<Served>, Option<String>, Incoming) -> Fut,
+    Fut: Future<Output = Answer>,
+{
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_string();
     let body_timeout = parts
@@ -192,185 +242,149 @@ async fn dispatch(
         .get::<crate::daemon::conn::ConnHandle>()
         .cloned();
     tracing::debug!(method = %parts.method, %path, "request");
-    answer(api.as_ref(), verb, id, incoming)
+    handle(api, id, incoming)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-/// One verb: its request read from the call, answered, written back.
-async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incoming) -> Answer {
-    let id = || {
-        id.clone()
-            .ok_or_else(|| ApiError::internal("a job route without an id"))
-    };
-    match verb {
-        VerbName::Health => reply(StatusCode::OK, api.health(HealthRequest {}).await?),
-        VerbName::Advisors => {
-            let context = context_of(api, &incoming).await?;
-            reply(
-                StatusCode::OK,
-                api.advisors(AdvisorsRequest { context }).await?,
-            )
-        }
-        VerbName::Plan => {
-            let request: PlanRequest = body_with_context(api, &incoming, "plan request").await?;
-            reply(StatusCode::OK, api.plan(request).await?)
-        }
-        VerbName::Record => {
-            let request: RecordRequest =
-                body_with_context(api, &incoming, "record request").await?;
-            reply(StatusCode::CREATED, api.record(request).await?)
-        }
-        VerbName::Status => {
-            let page: PageQuery = query_of(&incoming)?;
-            let context = context_of(api, &incoming).await?;
-            let mut view = api.status(StatusRequest { context }).await?;
-            if page.offset.is_some() || page.limit.is_some() {
-                view.page(page.offset.unwrap_or(0), page.limit.unwrap_or(usize::MAX));
-            }
-            reply(StatusCode::OK, view)
-        }
-        VerbName::Tasks => {
-            let context = context_of(api, &incoming).await?;
-            reply(StatusCode::OK, api.tasks(TasksRequest { context }).await?)
-        }
-        VerbName::Feed => feed(api, &incoming),
-        VerbName::Spend => {
-            let context = context_of(api, &incoming).await?;
-            reply(StatusCode::OK, api.spend(SpendRequest { context }).await?)
-        }
-        VerbName::Explain => {
-            let query: ExplainQuery = query_of(&incoming)?;
-            let id = query.id.ok_or_else(|| {
-                ApiError::bad_request(
-                    codes::INVALID_REQUEST,
-                    "`id` is missing: ask `/api/v1/reasoning/explain?id=RECORD_ID`",
-                )
-            })?;
-            let context = context_of(api, &incoming).await?;
-            reply(
-                StatusCode::OK,
-                api.explain(ExplainRequest { context, id }).await?,
-            )
-        }
-        VerbName::Tree => {
-            let query: TreeQuery = query_of(&incoming)?;
-            let context = context_of(api, &incoming).await?;
-            let request = TreeRequest {
-                context,
-                depth: query.depth,
-                show_superseded: query.show_superseded.unwrap_or(false),
-            };
-            let mut view = api.tree(request).await?;
-            if query.offset.is_some() || query.limit.is_some() {
-                view.page(query.offset.unwrap_or(0), query.limit.unwrap_or(usize::MAX));
-            }
-            reply(StatusCode::OK, view)
-        }
-        VerbName::Check => {
-            let query: CheckQuery = query_of(&incoming)?;
-            let context = context_of(api, &incoming).await?;
-            let request = CheckRequest {
-                context,
-                path: query.path,
-            };
-            reply(StatusCode::OK, api.check(request).await?)
-        }
-        VerbName::Verify => {
-            let query: VerifyQuery = query_of(&incoming)?;
-            let context = context_of(api, &incoming).await?;
-            let request = VerifyRequest {
-                context,
-                all: query.all.unwrap_or(false),
-            };
-            reply(StatusCode::OK, api.verify(request).await?)
-        }
-        VerbName::Consult => {
-            if api.shutting_down() {
-                return Err(Error::ShuttingDown.into());
-            }
-            let request: ConsultRequest =
-                body_with_context(api, &incoming, "consultation request").await?;
-            reply(StatusCode::ACCEPTED, api.consult(request).await?)
-        }
-        VerbName::Jobs => {
-            let request: JobsRequest = query_of(&incoming)?;
-            reply(StatusCode::OK, api.jobs(request).await?)
-        }
-        VerbName::Job => reply(StatusCode::OK, api.job(JobRequest { id: id()? }).await?),
-        VerbName::Cancel => {
-            let job = api.cancel(CancelRequest { id: id()? }).await?;
-            let status = if job.state.is_finished() {
-                StatusCode::OK
-            } else {
-                StatusCode::ACCEPTED // still stopping
-            };
-            reply(status, job)
-        }
-        VerbName::Events => {
-            let query: EventsQuery = query_of(&incoming)?;
-            if wants_event_stream(&incoming.headers) {
-                // Resuming: `Last-Event-ID` is the position of the last event seen.
-                let resumed = last_event_id(&incoming.headers)
-                    .map(|last| {
-                        last.parse::<usize>().map_err(|_| {
-                            ApiError::bad_request(
-                                codes::INVALID_REQUEST,
-                                format!(
-                                    "`Last-Event-ID: {last}` is not an event id of this stream \
-                                     (a number); reconnect without it"
-                                ),
-                            )
-                        })
-                    })
-                    .transpose()?;
-                let from = resumed.or(query.from).unwrap_or(0);
-                let events = api.events(EventsRequest { id: id()?, from }).await?;
-                return Ok(sse::job_stream(events, from, api.feed().limits()));
-            }
-            let request = EventsRequest {
-                id: id()?,
-                from: query.from.unwrap_or(0),
-            };
-            let lines = api.events(request).await?.map(|event| {
-                event.map(|event| {
-                    // An event is plain data; it always encodes.
-                    let mut line = serde_json::to_vec(&event).unwrap_or_default();
-                    line.push(b'\n');
-                    Bytes::from(line)
-                })
-            });
-            Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
-        }
-        VerbName::Reviews => reply(
-            StatusCode::OK,
-            api.reviews(crate::protocol::ReviewsRequest {}).await?,
-        ),
-        VerbName::ReviewAnswer => {
-            let body: crate::protocol::ReviewAnswer =
-                json_body(&incoming.body, "review answer `{\"answer\": TEXT}`")?;
-            let request = crate::protocol::ReviewAnswerRequest {
-                id: id()?.to_string(),
-                answer: body.answer,
-            };
-            reply(StatusCode::OK, api.answer_review(request).await?)
+/// Any verb with one answer: its request read as its [`Shape`] says, asked of the
+/// façade, answered with the verb's status (paged when asked and the verb pages).
+async fn serve<V: Call>(
+    api: &Served,
+    shape: &Shape,
+    id: Option<String>,
+    incoming: Incoming,
+) -> Answer {
+    if V::CONSULTS && api.shutting_down() {
+        return Err(Error::ShuttingDown.into());
+    }
+    let (request, page) = request_of::<V>(api, shape, id, &incoming, V::PAGED).await?;
+    let mut response = ask(api, request).await?;
+    if let Some(page) = page {
+        if page.offset.is_some() || page.limit.is_some() {
+            V::page(
+                &mut response,
+                page.offset.unwrap_or(0),
+                page.limit.unwrap_or(usize::MAX),
+            );
         }
     }
+    let status = StatusCode::from_u16(V::status(&response)).unwrap_or(StatusCode::OK);
+    reply(status, response)
 }
 
-/// The query of `explain`.
-#[derive(Debug, Default, Deserialize)]
-struct ExplainQuery {
-    id: Option<RecordId>,
+/// `V`'s request from the call: a `POST`'s JSON body (its context from the query when it
+/// has none), or the query's fields and the body's (or the query's) context; the path's
+/// `{id}` as its `id`. With it, the paging asked for, when the verb pages.
+async fn request_of<V: Verb>(
+    api: &Served,
+    shape: &Shape,
+    id: Option<String>,
+    incoming: &Incoming,
+    paged: bool,
+) -> Result<(V, Option<PageQuery>), ApiError> {
+    let what = format!("{:?} request", V::NAME).to_lowercase();
+    if shape.body {
+        let mut value = if shape.context {
+            body_with_context(api, incoming, &what).await?
+        } else {
+            json_body::<Value>(&incoming.body, &what)?
+        };
+        if let (Some(id), Some(object)) = (id, value.as_object_mut()) {
+            object.insert("id".to_string(), Value::String(id));
+        }
+        let request = serde_json::from_value(value).map_err(|e| {
+            let message = e.to_string();
+            if is_out_of_range(&message) {
+                return ApiError::bad_request(codes::INVALID_REQUEST, message);
+            }
+            ApiError::bad_request(
+                codes::INVALID_JSON,
+                format!("the body is not a valid JSON {what}: {e}"),
+            )
+        })?;
+        return Ok((request, None));
+    }
+    let query = incoming.uri.query().unwrap_or("");
+    let not_accepted = |e: &dyn std::fmt::Display| {
+        ApiError::bad_request(
+            codes::INVALID_REQUEST,
+            format!("the query string `{query}` is not accepted: {e}"),
+        )
+    };
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    let mut fields: Map<String, Value> = shape.read_query(&pairs).map_err(|e| not_accepted(&e))?;
+    if let Some(field) = shape.missing(&fields) {
+        let path = incoming.uri.path().trim_end_matches('/');
+        return Err(ApiError::bad_request(
+            codes::INVALID_REQUEST,
+            format!(
+                "`{name}` is missing: ask `{path}?{name}={placeholder}`",
+                name = field.name,
+                placeholder = field.placeholder
+            ),
+        ));
+    }
+    let page = if paged {
+        Some(query_of::<PageQuery>(incoming)?)
+    } else {
+        None
+    };
+    if let Some(id) = id {
+        fields.insert("id".to_string(), Value::String(id));
+    }
+    if shape.context {
+        let context = context_of(api, incoming).await?;
+        fields.insert(
+            "context".to_string(),
+            serde_json::to_value(context.with_values())
+                .map_err(|e| ApiError::internal(e.to_string()))?,
+        );
+    }
+    let request = serde_json::from_value(Value::Object(fields)).map_err(|e| {
+        let message = e.to_string();
+        if is_out_of_range(&message) {
+            return ApiError::bad_request(codes::INVALID_REQUEST, message);
+        }
+        not_accepted(&e)
+    })?;
+    Ok((request, page))
 }
 
-/// The query of `tree`.
-#[derive(Debug, Default, Deserialize)]
-struct TreeQuery {
-    depth: Option<usize>,
-    show_superseded: Option<bool>,
-    offset: Option<usize>,
-    limit: Option<usize>,
+/// `GET /api/v1/consultations/{id}/events`: NDJSON, or server-sent events when `Accept`
+/// names them (resumed after `Last-Event-ID`).
+async fn events(api: &Served, shape: &Shape, id: Option<String>, incoming: Incoming) -> Answer {
+    let (request, _) = request_of::<EventsRequest>(api, shape, id, &incoming, false).await?;
+    if wants_event_stream(&incoming.headers) {
+        // Resuming: `Last-Event-ID` is the position of the last event seen.
+        let resumed = last_event_id(&incoming.headers)
+            .map(|last| {
+                last.parse::<usize>().map_err(|_| {
+                    ApiError::bad_request(
+                        codes::INVALID_REQUEST,
+                        format!(
+                            "`Last-Event-ID: {last}` is not an event id of this stream \
+                             (a number); reconnect without it"
+                        ),
+                    )
+                })
+            })
+            .transpose()?;
+        let from = resumed.unwrap_or(request.from);
+        let events = api.events(EventsRequest { from, ..request }).await?;
+        return Ok(sse::job_stream(events, from, api.feed().limits()));
+    }
+    let lines = api.events(request).await?.map(|event| {
+        event.map(|event| {
+            // An event is plain data; it always encodes.
+            let mut line = serde_json::to_vec(&event).unwrap_or_default();
+            line.push(b'\n');
+            Bytes::from(line)
+        })
+    });
+    Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
 }
 
 /// Whether the request's `Accept` asks for server-sent events.
@@ -431,34 +445,6 @@ fn feed(api: &Served, incoming: &Incoming) -> Answer {
         incoming.conn.clone(),
         api.draining(),
     ))
-}
-
-/// The query of `check`.
-#[derive(Debug, Default, Deserialize)]
-struct CheckQuery {
-    path: Option<PathBuf>,
-}
-
-/// The query of `verify`.
-#[derive(Debug, Default, Deserialize)]
-struct VerifyQuery {
-    all: Option<bool>,
-}
-
-/// The query of `events`.
-#[derive(Debug, Default, Deserialize)]
-struct EventsQuery {
-    from: Option<usize>,
-}
-
-/// The root and task a request without a context names (`curl` by hand, the cockpit),
-/// and the catalogue and state directory when it names them.
-#[derive(Debug, Default, Deserialize)]
-struct ContextQuery {
-    root: Option<String>,
-    task: Option<String>,
-    catalogue: Option<PathBuf>,
-    state_dir: Option<PathBuf>,
 }
 
 /// The context of a request that carries none: the query's, on the daemon's own

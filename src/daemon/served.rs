@@ -3,26 +3,17 @@
 //! read and write files) after the daemon's own check of the root; job verbs go to the
 //! [`Jobs`] API. The socket's handlers (`super::http`) are a mapping onto this.
 
-use crate::check::CheckReport;
 use crate::context::require_root;
-use crate::core::chain::VerifyReport;
-use crate::core::cost::SpendView;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
-use crate::core::views::explain::ExplainView;
-use crate::core::views::status::StatusView;
-use crate::core::views::tree::TreeView;
-use crate::daemon::jobs::{blocking, Jobs};
+use crate::daemon::jobs::Jobs;
 use crate::error::Result;
 use crate::facade::{Answer, Api, EventStream};
 use crate::protocol::{
-    AdvisorsRequest, CancelRequest, CheckRequest, ConsultRequest, EventsRequest, ExplainRequest,
-    Health, HealthRequest, Job, JobList, JobRequest, JobsRequest, PlanRequest, RecordRequest,
-    RequestContext, ReviewAnswerRequest, ReviewAnswered, ReviewList, ReviewsRequest, SpendRequest,
-    StatusRequest, TreeRequest, VerifyRequest, WaitRequest, Waited,
+    AdvisorsRequest, Call, EventsRequest, Health, PlanRequest, RecordRequest, Request, Response,
+    WaitRequest, Waited,
 };
 use crate::service;
-use advisord_adapters::registry::Registry;
 use futures::StreamExt;
 use std::sync::Arc;
 
@@ -77,173 +68,99 @@ impl Served {
     }
 }
 
-/// Check the request's root, then run `work` with its context on the blocking pool.
-async fn in_root<T: Send + 'static>(
-    registry: &Registry,
-    context: RequestContext,
-    work: impl FnOnce(&Registry, RequestContext) -> Result<T> + Send + 'static,
-) -> Result<T> {
-    require_root(&context)?;
-    // The daemon's own adapters judge the catalogue's settings (passed, never global).
-    let registry = registry.clone();
-    blocking(move || work(&registry, context)).await
+impl Served {
+    fn health_now(&self) -> Health {
+        Health {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            uptime_s: self.jobs.uptime().as_secs(),
+            jobs: self.jobs.counts(),
+            mesh: self.mesh.as_ref().map(|m| m.status()),
+            listening: self.listening.clone(),
+        }
+    }
+
+    async fn advisors_here(&self, request: AdvisorsRequest) -> Result<AdvisorsView> {
+        let mut context = request.context;
+        context.mesh_peers = self.jobs.mesh_peers(false).await;
+        require_root(&context)?;
+        let registry = self.jobs.registry().clone();
+        let mut view =
+            crate::daemon::jobs::blocking(move || service::advisors(&registry, &context)).await?;
+        if let Some(mesh) = &self.mesh {
+            mesh.annotate(&mut view);
+        }
+        Ok(view)
+    }
+
+    async fn plan_here(&self, request: PlanRequest) -> Result<Plan> {
+        let mut request = request;
+        // A plan sweeps for mesh peers first.
+        request.context.mesh_peers = self.jobs.mesh_peers(true).await;
+        self.run_typed(request).await
+    }
+
+    async fn record_here(&self, request: RecordRequest) -> Result<Record> {
+        let mut request = request;
+        if request.record.get("kind").and_then(|k| k.as_str()) == Some("plan") {
+            // A plan sweeps for mesh peers first.
+            request.context.mesh_peers = self.jobs.mesh_peers(true).await;
+        }
+        let root = request.context.root.display().to_string();
+        let record = self.run_typed(request).await?;
+        self.jobs
+            .feed()
+            .publish(&root, &record.envelope.task, "record", &record);
+        Ok(record)
+    }
+
+    /// A network-free verb as `--no-daemon` runs it, with the daemon's own adapters
+    /// judging the catalogue's settings (passed, never global), its root checked first.
+    async fn run(&self, request: Request) -> Result<Response> {
+        crate::facade::run(request, self.jobs.registry().clone(), true).await
+    }
+
+    /// [`Served::run`] of one typed request.
+    async fn run_typed<V: Call>(&self, request: V) -> Result<V::Response> {
+        let response = self.run(request.into_request()).await?;
+        V::from_response(response).ok_or_else(|| {
+            crate::error::Error::Internal(format!(
+                "`{:?}` was answered with another verb's response",
+                V::NAME
+            ))
+        })
+    }
 }
 
 impl Api for Served {
-    fn health(&self, _request: HealthRequest) -> Answer<'_, Health> {
+    fn call(&self, request: Request) -> Answer<'_, Response> {
         Box::pin(async move {
-            Ok(Health {
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                pid: std::process::id(),
-                uptime_s: self.jobs.uptime().as_secs(),
-                jobs: self.jobs.counts(),
-                mesh: self.mesh.as_ref().map(|m| m.status()),
-                listening: self.listening.clone(),
+            Ok(match request {
+                Request::Health(_) => Response::Health(self.health_now()),
+                Request::Advisors(r) => Response::Advisors(self.advisors_here(r).await?),
+                Request::Plan(r) => Response::Plan(self.plan_here(r).await?),
+                Request::Record(r) => Response::Record(self.record_here(r).await?),
+                Request::Consult(r) => Response::Consult(self.jobs.submit(r).await?.job()),
+                Request::Jobs(r) => Response::Jobs(self.jobs.list(&r)),
+                Request::Job(r) => Response::Job(self.jobs.get(&r.id)?),
+                Request::Cancel(r) => Response::Cancel(self.jobs.cancel(&r.id).await?),
+                Request::Reviews(_) => Response::Reviews(
+                    crate::daemon::mesh::reviews::list(self.mesh.as_ref()).await?,
+                ),
+                Request::ReviewAnswer(r) => Response::ReviewAnswer(
+                    crate::daemon::mesh::reviews::answer(self.mesh.as_ref(), &r.id, &r.answer)
+                        .await?,
+                ),
+                // Every other verb is network-free: the daemon runs it as `--no-daemon` does.
+                network_free => self.run(network_free).await?,
             })
         })
-    }
-
-    fn advisors(&self, request: AdvisorsRequest) -> Answer<'_, AdvisorsView> {
-        Box::pin(async move {
-            let mut context = request.context;
-            context.mesh_peers = self.jobs.mesh_peers(false).await;
-            let mut view = in_root(self.jobs.registry(), context, |r, c| {
-                service::advisors(r, &c)
-            })
-            .await?;
-            if let Some(mesh) = &self.mesh {
-                mesh.annotate(&mut view);
-            }
-            Ok(view)
-        })
-    }
-
-    fn plan(&self, request: PlanRequest) -> Answer<'_, Plan> {
-        let PlanRequest {
-            context,
-            materiality,
-            confidence,
-            capabilities,
-        } = request;
-        Box::pin(async move {
-            let mut context = context;
-            // A plan sweeps for mesh peers first.
-            context.mesh_peers = self.jobs.mesh_peers(true).await;
-            in_root(self.jobs.registry(), context, move |r, c| {
-                service::plan_preview(r, &c, materiality, confidence, capabilities)
-            })
-            .await
-        })
-    }
-
-    fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
-        let input = request.record;
-        Box::pin(async move {
-            let mut context = request.context;
-            if input.get("kind").and_then(|k| k.as_str()) == Some("plan") {
-                // A plan sweeps for mesh peers first.
-                context.mesh_peers = self.jobs.mesh_peers(true).await;
-            }
-            let root = context.root.display().to_string();
-            let record = in_root(self.jobs.registry(), context, move |r, c| {
-                service::record(r, &c, &input)
-            })
-            .await?;
-            self.jobs
-                .feed()
-                .publish(&root, &record.envelope.task, "record", &record);
-            Ok(record)
-        })
-    }
-
-    fn status(&self, request: StatusRequest) -> Answer<'_, StatusView> {
-        Box::pin(in_root(self.jobs.registry(), request.context, |r, c| {
-            service::status(r, &c)
-        }))
-    }
-
-    fn tasks(
-        &self,
-        request: crate::protocol::TasksRequest,
-    ) -> Answer<'_, crate::protocol::TaskList> {
-        Box::pin(in_root(self.jobs.registry(), request.context, |r, c| {
-            service::tasks(r, &c)
-        }))
-    }
-
-    fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
-        let id = request.id;
-        Box::pin(in_root(
-            self.jobs.registry(),
-            request.context,
-            move |r, c| service::explain(r, &c, id.as_str()),
-        ))
-    }
-
-    fn tree(&self, request: TreeRequest) -> Answer<'_, TreeView> {
-        let (depth, show) = (request.depth, request.show_superseded);
-        Box::pin(in_root(
-            self.jobs.registry(),
-            request.context,
-            move |r, c| service::tree(r, &c, depth, show),
-        ))
-    }
-
-    fn spend(&self, request: SpendRequest) -> Answer<'_, SpendView> {
-        Box::pin(in_root(self.jobs.registry(), request.context, |r, c| {
-            service::spend(r, &c)
-        }))
-    }
-
-    fn check(&self, request: CheckRequest) -> Answer<'_, CheckReport> {
-        let path = request.path;
-        Box::pin(in_root(
-            self.jobs.registry(),
-            request.context,
-            move |r, c| service::check(r, &c, path.as_deref()),
-        ))
-    }
-
-    fn verify(&self, request: VerifyRequest) -> Answer<'_, VerifyReport> {
-        let all = request.all;
-        Box::pin(in_root(
-            self.jobs.registry(),
-            request.context,
-            move |r, c| service::verify(r, &c, all),
-        ))
-    }
-
-    fn consult(&self, request: ConsultRequest) -> Answer<'_, Job> {
-        Box::pin(async move { Ok(self.jobs.submit(request).await?.job()) })
-    }
-
-    fn jobs(&self, request: JobsRequest) -> Answer<'_, JobList> {
-        Box::pin(async move { Ok(self.jobs.list(&request)) })
-    }
-
-    fn job(&self, request: JobRequest) -> Answer<'_, Job> {
-        Box::pin(async move { self.jobs.get(&request.id) })
-    }
-
-    fn cancel(&self, request: CancelRequest) -> Answer<'_, Job> {
-        Box::pin(async move { self.jobs.cancel(&request.id).await })
     }
 
     fn events(&self, request: EventsRequest) -> Answer<'_, EventStream> {
         Box::pin(async move {
             let events = self.jobs.subscribe(&request.id, request.from)?;
             Ok(events.map(Ok).boxed())
-        })
-    }
-
-    fn reviews(&self, _request: ReviewsRequest) -> Answer<'_, ReviewList> {
-        Box::pin(crate::daemon::mesh::reviews::list(self.mesh.as_ref()))
-    }
-
-    fn answer_review(&self, request: ReviewAnswerRequest) -> Answer<'_, ReviewAnswered> {
-        Box::pin(async move {
-            crate::daemon::mesh::reviews::answer(self.mesh.as_ref(), &request.id, &request.answer)
-                .await
         })
     }
 

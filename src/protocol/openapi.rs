@@ -1,10 +1,14 @@
 //! The OpenAPI 3.1 document of the daemon's HTTP API (`GET /api/v1/openapi.json`,
-//! checked in as `share/openapi.json`): one operation per row of [`super::ROUTES`] and of
-//! [`super::PAGES`], its
-//! request and response schemas generated from the protocol's types (`schemars`), both
-//! authentications of the TCP listener, the unix socket's peer check, and both event
-//! streams.
+//! checked in as `share/openapi.json`): one operation per row of the one table
+//! ([`super::ROUTES`], through [`super::visit`]) and of [`super::PAGES`]. Everything about
+//! a verb is derived: its summary and success status from its row, its parameters from its
+//! request's JSON Schema as [`super::wire::Shape`] carries it (the fields in the query,
+//! the `{id}` in the path, the context's query parameters from [`ContextQuery`], the
+//! paging from [`PageQuery`]), its body and reply schemas from its types (`schemars`).
+//! Written by hand: the pages, the two event streams' content, both authentications of
+//! the TCP listener and the unix socket's peer check.
 
+use super::wire::Shape;
 use super::*;
 use crate::core::views::Page;
 use schemars::gen::{SchemaGenerator, SchemaSettings};
@@ -40,54 +44,87 @@ fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
     serde_json::to_value(schema).unwrap_or_default()
 }
 
-fn query(name: &str, required: bool, schema: Value, description: &str) -> Value {
-    json!({
-        "name": name, "in": "query", "required": required,
-        "description": description, "schema": schema,
-    })
+/// The query parameters of every field of `T` (its doc comments their descriptions).
+fn fields_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Vec<Value> {
+    let root = serde_json::to_value(generator.root_schema_for::<T>()).unwrap_or_default();
+    let required: Vec<&str> = root["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let empty = Map::new();
+    root["properties"]
+        .as_object()
+        .unwrap_or(&empty)
+        .iter()
+        .map(|(name, property)| {
+            parameter(name, "query", required.contains(&name.as_str()), property)
+        })
+        .collect()
 }
 
-/// `root` and `task` of a GET without a body.
-fn context_params() -> Vec<Value> {
-    vec![
-        query(
-            "root",
-            false,
-            json!({"type": "string"}),
-            "The project root (absolute), when no `{\"context\": {...}}` body is sent; the \
-             rest of the context then comes from the daemon's own environment.",
-        ),
-        query(
-            "task",
-            false,
-            json!({"type": "string"}),
-            "The task (default: the root's current one).",
-        ),
-    ]
+/// One parameter: its description taken out of its schema, `null` taken out of its type
+/// (an optional parameter is one that can be left out).
+fn parameter(name: &str, place: &str, required: bool, property: &Value) -> Value {
+    let mut schema = property.clone();
+    let description = schema
+        .as_object_mut()
+        .and_then(|s| s.remove("description"))
+        .unwrap_or(Value::Null);
+    if schema["default"].is_null() {
+        if let Some(object) = schema.as_object_mut() {
+            object.remove("default");
+        }
+    }
+    if let Some(types) = schema["type"].as_array() {
+        let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+        schema["type"] = match kept.as_slice() {
+            [one] => one.clone(),
+            _ => Value::Array(kept),
+        };
+    }
+    if let Some(list) = schema.get_mut("anyOf").and_then(Value::as_array_mut) {
+        list.retain(|s| s["type"] != "null");
+        if list.len() == 1 {
+            schema = list[0].clone();
+        }
+    }
+    if let Some(list) = schema["allOf"].as_array() {
+        if list.len() == 1 && schema.as_object().is_some_and(|s| s.len() == 1) {
+            schema = list[0].clone();
+        }
+    }
+    let mut value = json!({ "name": name, "in": place, "required": required });
+    if !description.is_null() {
+        value["description"] = description;
+    }
+    value["schema"] = schema;
+    value
 }
 
-fn page_params() -> Vec<Value> {
-    vec![
-        query(
-            "offset",
-            false,
-            json!({"type": "integer", "minimum": 0}),
-            "Skip this many (paging).",
-        ),
-        query(
-            "limit",
-            false,
-            json!({"type": "integer", "minimum": 0}),
-            "At most this many (paging); the reply's `page` says which slice it holds.",
-        ),
-    ]
-}
-
-fn job_id_param(what: &str) -> Value {
-    json!({
-        "name": "id", "in": "path", "required": true,
-        "description": what, "schema": {"type": "string"},
-    })
+/// The parameters of `V`'s request as [`Shape`] carries it: the path's `{id}`, the
+/// request's query fields, the paging when it pages, the context's query parameters.
+fn params_of<V: Verb>(generator: &mut SchemaGenerator, paged: bool) -> Vec<Value> {
+    let shape = Shape::of::<V>();
+    let root = serde_json::to_value(generator.root_schema_for::<V>()).unwrap_or_default();
+    let mut params = Vec::new();
+    if shape.path_id {
+        params.push(parameter("id", "path", true, &root["properties"]["id"]));
+    }
+    for field in &shape.query {
+        params.push(parameter(
+            &field.name,
+            "query",
+            field.required,
+            &root["properties"][&field.name],
+        ));
+    }
+    if paged {
+        params.extend(fields_of::<PageQuery>(generator));
+    }
+    if shape.context && !shape.body {
+        params.extend(fields_of::<ContextQuery>(generator));
+    }
+    params
 }
 
 fn context_body(generator: &mut SchemaGenerator) -> Value {
@@ -104,178 +141,77 @@ fn context_body(generator: &mut SchemaGenerator) -> Value {
     })
 }
 
-fn request_body<T: JsonSchema>(generator: &mut SchemaGenerator) -> Value {
-    json!({ "required": true, "content": json_content(schema::<T>(generator)) })
+/// The body of `V`, a `POST`: the request, less the `id` its path carries.
+fn request_body<V: Verb>(generator: &mut SchemaGenerator, shape: &Shape) -> Value {
+    let schema = if shape.path_id {
+        let mut root = serde_json::to_value(generator.root_schema_for::<V>()).unwrap_or_default();
+        if let Some(object) = root.as_object_mut() {
+            object.remove("$schema");
+            object.remove("title");
+            object.remove("definitions");
+        }
+        if let Some(properties) = root["properties"].as_object_mut() {
+            properties.remove("id");
+        }
+        if let Some(required) = root["required"].as_array_mut() {
+            required.retain(|r| r != "id");
+        }
+        root
+    } else {
+        schema::<V>(generator)
+    };
+    json!({ "required": true, "content": json_content(schema) })
 }
 
-fn operation(verb: VerbName, generator: &mut SchemaGenerator) -> Operation {
-    use VerbName as V;
-    let ok = |status: u16, schema: Value| (status, json_content(schema));
-    match verb {
-        V::Health => Operation {
-            summary: "The daemon's version, pid, uptime, jobs by state, mesh and TCP listener.",
-            params: vec![],
-            body: None,
-            ok: ok(200, schema::<Health>(generator)),
-        },
-        V::Advisors => Operation {
-            summary: "Every advisor of the context's catalogue, its status and why; capacity per capability.",
-            params: context_params(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<AdvisorsView>(generator)),
-        },
-        V::Plan => Operation {
-            summary: "A plan preview for a materiality, confidence and capabilities (not recorded).",
-            params: vec![],
-            body: Some(request_body::<PlanRequest>(generator)),
-            ok: ok(200, schema::<Plan>(generator)),
-        },
-        V::Record => Operation {
-            summary: "The one writer: store a record (`kind` plus the caller's fields).",
-            params: vec![],
-            body: Some(request_body::<RecordRequest>(generator)),
-            ok: ok(201, schema::<Record>(generator)),
-        },
-        V::Status => Operation {
-            summary: "The task's derived status: each assessment and where it stands, a timeline, tokens and spend.",
-            params: [context_params(), page_params()].concat(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<StatusView>(generator)),
-        },
-        V::Spend => Operation {
-            summary: "Spend per advisor, task and day, and every budget's state.",
-            params: context_params(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<SpendView>(generator)),
-        },
-        V::Explain => Operation {
-            summary: "The provenance chain of one record.",
-            params: [
-                vec![query(
-                    "id",
-                    true,
-                    json!({"type": "string"}),
-                    "The record explained.",
-                )],
-                context_params(),
-            ]
-            .concat(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<ExplainView>(generator)),
-        },
-        V::Tree => Operation {
-            summary: "The task's records as a tree (assessment → plan → consultations → ...).",
-            params: [
-                vec![
-                    query(
-                        "depth",
-                        false,
-                        json!({"type": "integer", "minimum": 1}),
-                        "How deep (1: assessments only).",
-                    ),
-                    query(
-                        "show_superseded",
-                        false,
-                        json!({"type": "boolean"}),
-                        "Also show superseded conclusions.",
-                    ),
-                ],
-                page_params(),
-                context_params(),
-            ]
-            .concat(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<TreeView>(generator)),
-        },
-        V::Check => Operation {
-            summary: "Provider-independence and CI-credential findings.",
-            params: [
-                vec![query(
-                    "path",
-                    false,
-                    json!({"type": "string"}),
-                    "Check only this directory or file.",
-                )],
-                context_params(),
-            ]
-            .concat(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<CheckReport>(generator)),
-        },
-        V::Verify => Operation {
-            summary: "Walk the task's hash chain (or every task's).",
-            params: [
-                vec![query(
-                    "all",
-                    false,
-                    json!({"type": "boolean"}),
-                    "Every task of the state directory.",
-                )],
-                context_params(),
-            ]
-            .concat(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<VerifyReport>(generator)),
-        },
-        V::Tasks => Operation {
-            summary: "The tasks of the context's state directory.",
-            params: context_params(),
-            body: Some(context_body(generator)),
-            ok: ok(200, schema::<TaskList>(generator)),
-        },
-        V::Consult => Operation {
-            summary: "Queue a consultation job for an assessment; answered once it is journaled.",
-            params: vec![],
-            body: Some(request_body::<ConsultRequest>(generator)),
-            ok: ok(202, schema::<Job>(generator)),
-        },
-        V::Jobs => Operation {
-            summary: "The jobs kept (unfinished and recently finished), oldest first.",
-            params: vec![
-                query("root", false, json!({"type": "string"}), "Only the jobs of this root."),
-                query("task", false, json!({"type": "string"}), "Only the jobs of this task."),
-                query(
-                    "state",
-                    false,
-                    schema::<JobState>(generator),
-                    "Only the jobs in this state.",
-                ),
-            ],
-            body: None,
-            ok: ok(200, schema::<JobList>(generator)),
-        },
-        V::Job => Operation {
-            summary: "One job as it stands.",
-            params: vec![job_id_param("The job.")],
-            body: None,
-            ok: ok(200, schema::<Job>(generator)),
-        },
-        V::Cancel => Operation {
-            summary: "Cancel a job: 200 once it ended, 202 while it is still stopping.",
-            params: vec![job_id_param("The job.")],
-            body: None,
-            ok: ok(200, schema::<Job>(generator)),
-        },
-        V::Events => {
-            let event = schema::<Event>(generator);
-            Operation {
-                summary: "A job's events, past then live, ending after `done`: NDJSON, or \
-                          server-sent events when `Accept` names `text/event-stream`.",
-                params: vec![
-                    job_id_param("The job."),
-                    query(
-                        "from",
-                        false,
-                        json!({"type": "integer", "minimum": 0}),
-                        "Skip the events already seen.",
-                    ),
-                    json!({
-                        "name": "Last-Event-ID", "in": "header", "required": false,
-                        "description": "Server-sent events: the `id` of the last event seen \
-                                        (its position); the stream resumes after it.",
-                        "schema": {"type": "string"},
-                    }),
-                ],
+/// The `Last-Event-ID` header of an event stream.
+fn last_event_id(description: &str) -> Value {
+    json!({
+        "name": "Last-Event-ID", "in": "header", "required": false,
+        "description": description,
+        "schema": {"type": "string"},
+    })
+}
+
+/// Each row's operation. The parameters' schemas come from a generator of their own
+/// (`params`), whose definitions join the document's after every other's, so that
+/// deriving them does not reorder the document's schemas.
+struct Operations<'g> {
+    generator: &'g mut SchemaGenerator,
+    params: &'g mut SchemaGenerator,
+}
+
+impl Visit for Operations<'_> {
+    type Out = Operation;
+
+    fn call<V: Call>(self) -> Operation {
+        let shape = Shape::of::<V>();
+        let body = if shape.body {
+            Some(request_body::<V>(self.generator, &shape))
+        } else if shape.context {
+            Some(context_body(self.generator))
+        } else {
+            None
+        };
+        Operation {
+            summary: V::SUMMARY,
+            params: params_of::<V>(self.params, V::PAGED),
+            body,
+            ok: (V::OK, json_content(schema::<V::Response>(self.generator))),
+        }
+    }
+
+    fn stream<V: Verb>(self) -> Operation {
+        let generator = self.generator;
+        let mut params = params_of::<V>(self.params, false);
+        let event = schema::<Event>(generator);
+        if V::NAME == VerbName::Events {
+            params.push(last_event_id(
+                "Server-sent events: the `id` of the last event seen (its position); the \
+                 stream resumes after it.",
+            ));
+            return Operation {
+                summary: V::SUMMARY,
+                params,
                 body: None,
                 ok: (
                     200,
@@ -292,70 +228,52 @@ fn operation(verb: VerbName, generator: &mut SchemaGenerator) -> Operation {
                         },
                     }),
                 ),
-            }
+            };
         }
-        V::Feed => {
-            let event = schema::<Event>(generator);
-            let record = schema::<Record>(generator);
-            let advisors = schema::<AdvisorsView>(generator);
-            Operation {
-                summary: "Follow a root (and one task, or all) as server-sent events: job \
-                          events, records written, advisors' status changes.",
-                params: vec![
-                    query(
-                        "root",
-                        true,
-                        json!({"type": "string"}),
-                        "The project root (absolute).",
-                    ),
-                    query(
-                        "task",
-                        false,
-                        json!({"type": "string"}),
-                        "Only this task (default: every task of the root).",
-                    ),
-                    json!({
-                        "name": "Last-Event-ID", "in": "header", "required": false,
-                        "description": "The `id` of the last event seen (`EPOCH-SEQ`): the \
-                                        stream resumes after it, or sends `reset` first when \
-                                        it cannot.",
-                        "schema": {"type": "string"},
-                    }),
-                ],
-                body: None,
-                ok: (
-                    200,
-                    json!({
-                        EVENT_STREAM: {
-                            "schema": {"type": "string"},
-                            "description": "Server-sent events, `id:` `EPOCH-SEQ`. `event: \
-                                job` (data: a job's `Event`), `event: record` (data: the \
-                                `Record` written), `event: advisors` (data: the \
-                                `AdvisorsView` after it changed), `event: reset` (the \
-                                events after `Last-Event-ID` are gone: reload), `event: \
-                                dropped` (the subscriber fell behind; the last event). \
-                                Keep-alive comments while idle.",
-                            "x-advisord-data": {
-                                "job": event, "record": record, "advisors": advisors,
-                            },
-                        },
-                    }),
-                ),
-            }
-        }
-        V::Reviews => Operation {
-            summary: "The reviews waiting in this daemon's mesh inbox.",
-            params: vec![],
+        let record = schema::<Record>(generator);
+        let advisors = schema::<AdvisorsView>(generator);
+        params.push(last_event_id(
+            "The `id` of the last event seen (`EPOCH-SEQ`): the stream resumes after it, or \
+             sends `reset` first when it cannot.",
+        ));
+        Operation {
+            summary: V::SUMMARY,
+            params,
             body: None,
-            ok: ok(200, schema::<ReviewList>(generator)),
-        },
-        V::ReviewAnswer => Operation {
-            summary: "Answer a waiting review; the answer goes to the daemon that asked.",
-            params: vec![job_id_param("The review.")],
-            body: Some(request_body::<ReviewAnswer>(generator)),
-            ok: ok(200, schema::<ReviewAnswered>(generator)),
-        },
+            ok: (
+                200,
+                json!({
+                    EVENT_STREAM: {
+                        "schema": {"type": "string"},
+                        "description": "Server-sent events, `id:` `EPOCH-SEQ`. `event: \
+                            job` (data: a job's `Event`), `event: record` (data: the \
+                            `Record` written), `event: advisors` (data: the \
+                            `AdvisorsView` after it changed), `event: reset` (the \
+                            events after `Last-Event-ID` are gone: reload), `event: \
+                            dropped` (the subscriber fell behind; the last event). \
+                            Keep-alive comments while idle.",
+                        "x-advisord-data": {
+                            "job": event, "record": record, "advisors": advisors,
+                        },
+                    },
+                }),
+            ),
+        }
     }
+}
+
+fn query(name: &str, required: bool, schema: Value, description: &str) -> Value {
+    json!({
+        "name": name, "in": "query", "required": required,
+        "description": description, "schema": schema,
+    })
+}
+
+fn path_param(what: &str) -> Value {
+    json!({
+        "name": "id", "in": "path", "required": true,
+        "description": what, "schema": {"type": "string"},
+    })
 }
 
 /// The replies of every operation: its success, the TCP listener's 401 and 403, errors.
@@ -396,7 +314,7 @@ fn page_operation(page: PageName) -> Operation {
         },
         P::CockpitFile => Operation {
             summary: "One of the cockpit page's embedded files (`cockpit.js`, `cockpit.css`).",
-            params: vec![job_id_param("The file's name.")],
+            params: vec![path_param("The file's name.")],
             body: None,
             ok: (
                 200,
@@ -414,12 +332,19 @@ pub fn document() -> Value {
     let mut settings = SchemaSettings::draft2019_09();
     settings.definitions_path = "#/components/schemas/".to_string();
     settings.meta_schema = None;
-    let mut generator = SchemaGenerator::new(settings);
+    let mut generator = SchemaGenerator::new(settings.clone());
+    let mut params = SchemaGenerator::new(settings);
     let error = schema::<ErrorBody>(&mut generator);
     let _ = schema::<Page>(&mut generator);
     let mut paths = Map::new();
     for route in ROUTES {
-        let op = operation(route.verb, &mut generator);
+        let op = visit(
+            route.verb,
+            Operations {
+                generator: &mut generator,
+                params: &mut params,
+            },
+        );
         let mut value = json!({
             "operationId": format!("{:?}", route.verb),
             "summary": op.summary,
@@ -450,11 +375,17 @@ pub fn document() -> Value {
             .or_insert_with(|| json!({}));
         entry["get"] = value;
     }
-    let schemas: Map<String, Value> = generator
+    let mut schemas: Map<String, Value> = generator
         .take_definitions()
         .into_iter()
         .map(|(name, schema)| (name, serde_json::to_value(schema).unwrap_or_default()))
         .collect();
+    for (name, schema) in params.take_definitions() {
+        if !schemas.contains_key(&name) {
+            let schema = serde_json::to_value(schema).unwrap_or_default();
+            schemas.insert(name, schema);
+        }
+    }
     json!({
         "openapi": "3.1.0",
         "info": {
