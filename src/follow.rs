@@ -143,3 +143,72 @@ impl<S: Stream<Item = Result<Event>> + Unpin> Follower<S> {
         self.seen.report(job)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{JobId, JobState, RecordId, Timestamp};
+    use std::time::Duration;
+
+    fn job(state: JobState) -> Job {
+        let mut job = Job::queued(
+            JobId::generate(),
+            "/r".into(),
+            "t".into(),
+            RecordId::from("A"),
+            None,
+        );
+        job.state = state;
+        job
+    }
+
+    fn started(job: &Job) -> Event {
+        Event::Started {
+            job: job.id.clone(),
+            advisor: "a".into(),
+            at: Timestamp::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_job_followed_ends_with_its_done_event_and_each_event_is_seen() {
+        let ended = job(JobState::Done);
+        let done = Event::Done {
+            at: Timestamp::now(),
+            job: ended.id.clone(),
+            result: Box::new(ended.clone()),
+        };
+        let events = futures::stream::iter(vec![Ok(started(&ended)), Ok(done)]);
+        let mut follower = Follower::new(events);
+        let mut seen = 0;
+        match follower.until(None, |_| seen += 1).await.unwrap() {
+            Followed::Ended(report) => assert_eq!(report.job, ended),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(seen, 2);
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_before_the_end_and_a_deadline_are_told_apart() {
+        let running = job(JobState::Running);
+        let cut = futures::stream::iter(vec![Ok(started(&running))]);
+        let mut follower = Follower::new(cut);
+        assert!(matches!(
+            follower.until(None, |_| {}).await.unwrap(),
+            Followed::StreamEnded
+        ));
+        assert!(!follower.ended());
+
+        let silent = futures::stream::pending::<Result<Event>>();
+        let mut follower = Follower::new(silent);
+        let deadline = Instant::now() + Duration::from_millis(20);
+        assert!(matches!(
+            follower.until(Some(deadline), |_| {}).await.unwrap(),
+            Followed::DeadlinePassed
+        ));
+        // A job with no record to catch up is caught up at once.
+        assert!(follower.carried_all(&running));
+        let report = follower.into_report(running.clone());
+        assert_eq!(report.job, running);
+    }
+}

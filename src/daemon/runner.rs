@@ -495,45 +495,67 @@ impl FanOut {
             drain: jobs.draining(),
             secrets: self.secrets.clone(),
         };
-        let reach = catalogue_entry.as_ref().map(|e| {
-            let mut spec = advisor_spec(e);
+        let reach = catalogue_entry.map(|e| {
+            let mut spec = advisor_spec(&e);
             jobs.asking(&mut spec, &selected.covers);
-            (
-                jobs.registry().get(&e.adapter),
+            Reach {
+                adapter: jobs.registry().get(&e.adapter),
+                adapter_name: e.adapter,
                 spec,
-                jobs.advisor_slots(&e.id, e.max_concurrent),
-            )
+                slots: jobs.advisor_slots(&e.id, e.max_concurrent),
+            }
         });
         let gone = jobs.peer_gone(&selected.advisor);
-        let adapter_name = catalogue_entry.map(|e| e.adapter);
         jobs.spawn(async move {
-            let exchange = match (reach, adapter_name) {
-                (Some((Some(adapter), spec, slots)), _) => turn.run(adapter, spec, slots).await,
-                (Some((None, spec, _)), Some(adapter)) => {
-                    Exchange::Ran(Box::new(unreachable_outcome(format!(
-                        "no adapter named `{adapter}` for advisor `{}`; fix its `adapter` in                          the catalogue",
-                        spec.id
-                    ))))
-                }
-                _ => Exchange::Ran(Box::new(match gone {
-                    // A peer that left: unavailable, as its transport would say.
-                    Some(reason) => Outcome {
-                        result: Err(Failure::new(FailureKind::Unavailable, &reason)),
-                        usage: None,
-                        duration_ms: 0,
-                        source: None,
-                        vouched: true,
-                    },
-                    None => unreachable_outcome(format!(
-                        "advisor `{}` is no longer in the catalogue; add it back or plan again",
-                        turn.advisor
-                    )),
-                })),
-            };
-            let _ = tx.send(exchange);
+            let _ = tx.send(exchange(turn, reach, gone).await);
         });
         (waiting, rx)
     }
+}
+
+/// How a selected advisor of the catalogue is reached: its adapter (if the registry has
+/// it), its spec for this exchange and its slots.
+struct Reach {
+    adapter: Option<Arc<dyn Adapter>>,
+    adapter_name: String,
+    spec: AdvisorSpec,
+    slots: Arc<Semaphore>,
+}
+
+/// Run `turn` through its adapter; without one, the outcome that says why (`reach` is
+/// `None` when the advisor is no longer in the catalogue; `gone` says why when it was a
+/// peer that left).
+async fn exchange(turn: Turn, reach: Option<Reach>, gone: Option<String>) -> Exchange {
+    let outcome = match reach {
+        Some(Reach {
+            adapter: Some(adapter),
+            spec,
+            slots,
+            ..
+        }) => return turn.run(adapter, spec, slots).await,
+        Some(Reach {
+            adapter_name, spec, ..
+        }) => unreachable_outcome(format!(
+            "no adapter named `{adapter_name}` for advisor `{}`; fix its `adapter` in \
+             the catalogue",
+            spec.id
+        )),
+        // A peer that left: unavailable, as its transport would say.
+        None => match gone {
+            Some(reason) => Outcome {
+                result: Err(Failure::new(FailureKind::Unavailable, &reason)),
+                usage: None,
+                duration_ms: 0,
+                source: None,
+                vouched: true,
+            },
+            None => unreachable_outcome(format!(
+                "advisor `{}` is no longer in the catalogue; add it back or plan again",
+                turn.advisor
+            )),
+        },
+    };
+    Exchange::Ran(Box::new(outcome))
 }
 
 /// Record each outcome as it and every earlier one are in, in plan order. A failure to
