@@ -118,6 +118,7 @@ fn flow(i: usize) -> [Body; 4] {
             risks: vec![],
             validation_plan: None,
             supersedes: None,
+            invariants: Vec::new(),
             reviewed_by: vec!["alpha".into()],
             independent_review_count: 1,
         }),

@@ -846,7 +846,19 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
     ) -> Result<Record, StoreError> {
-        self.write_as(task, input, plan_env, secrets, None)
+        self.write_as(task, input, plan_env, secrets, None, &[])
+    }
+
+    /// [`Store::write`] judged against the global and project invariants in force
+    /// (`invariants`, resolved from their files by the caller); the task's own come from
+    /// its records.
+    pub fn write_under(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        invariants: &[crate::core::invariants::InForce],
+    ) -> Result<Record, StoreError> {
+        self.write_as(task, input, None, &[], None, invariants)
     }
 
     /// Store a consultation a daemon's job drafted (`input`, without `source`), attested
@@ -891,6 +903,7 @@ impl Store {
             None,
             provenance.secrets,
             Some((&key, provenance)),
+            &[],
         )
     }
 
@@ -901,6 +914,7 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
         attest: Option<(&crate::machine::attest::Key, &Provenance)>,
+        invariants: &[crate::core::invariants::InForce],
     ) -> Result<Record, StoreError> {
         let daemon = attest.is_some();
         let dir = self.task_dir(task);
@@ -911,6 +925,7 @@ impl Store {
             let mut env =
                 self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
             env.daemon = daemon;
+            env.invariants = invariants;
             writer::admit(&[], input, &env)?;
             self.create_task_dir(&dir)?;
         }
@@ -941,6 +956,7 @@ impl Store {
         }
         let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
         env.daemon = daemon;
+        env.invariants = invariants;
         let index = cache.rules.rules_index();
         let mut record = writer::admit_indexed(&cache.records, index, input, &env)?;
         if sequence > chain::MAX_SEQUENCE {
@@ -1022,6 +1038,7 @@ impl Store {
             trust,
             secrets,
             daemon: false,
+            invariants: &[],
         }
     }
 
