@@ -104,6 +104,7 @@ fn flow(i: usize) -> [Body; 4] {
             duration_ms: None,
             usage: None,
             retry_after_s: None,
+            invariants: Vec::new(),
             source: None,
             attestation: None,
             finished_at: CREATED.into(),

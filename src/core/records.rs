@@ -689,6 +689,9 @@ pub struct Consultation {
     /// Seconds the advisor asked to wait (rate limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<u64>,
+    /// What the advisor said of each invariant the question listed, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariants: Vec<AdvisorInvariant>,
     /// What produced the answer (`vendor/model`, or what a mesh peer named): a
     /// conclusion's `independent_review_count` counts distinct sources. Absent in older
     /// records, whose advisor id stands in for it.
@@ -701,6 +704,20 @@ pub struct Consultation {
     /// before attestations, and in any written outside a job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation: Option<Attestation>,
+}
+
+/// What an advisor said of one invariant it was asked about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdvisorInvariant {
+    /// The invariant's name, as the question listed it.
+    pub name: String,
+    /// Whether the hypothesis keeps it, in the advisor's view; `null` when it could not tell.
+    #[serde(default)]
+    pub holds: Option<bool>,
+    /// Why, in its words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What the daemon writes into each consultation a job records: a MAC, with a key kept

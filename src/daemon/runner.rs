@@ -272,6 +272,7 @@ fn prepare(
             &assessment,
             asked.question.as_deref(),
             asked.prior_opinion.as_deref(),
+            &planning::invariants_for(&resolved, &store).map_err(|e| e.to_string())?,
         )),
     };
     let plan_record = match found.1 {

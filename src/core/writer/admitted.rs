@@ -219,6 +219,19 @@ fn value_of(shape: Shape, task: &Task, rng: &mut Rng) -> Value {
             "output_tokens": rng.below(10_000)}),
         Shape::Ref(kind) => json!(rng.pick(&task.ids(kind)).cloned().unwrap_or_default()),
         Shape::InvariantName => json!(rng.pick(INVARIANT_NAMES).copied().unwrap_or("a")),
+        Shape::InvariantAnswers => Value::Array(
+            (0..rng.below(3))
+                .map(|_| {
+                    let name = rng.pick(INVARIANT_NAMES).copied().unwrap_or("a");
+                    let holds = match rng.below(3) {
+                        0 => json!(true),
+                        1 => json!(false),
+                        _ => Value::Null,
+                    };
+                    json!({"name": name, "holds": holds, "note": text(rng)})
+                })
+                .collect(),
+        ),
         Shape::InvariantChecks => Value::Array(
             (0..rng.below(3))
                 .map(|_| {

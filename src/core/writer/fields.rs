@@ -84,6 +84,8 @@ pub(super) enum Shape {
     InvariantName,
     /// A conclusion's list of `{"name", "holds", "evidence", "change", "description"}`.
     InvariantChecks,
+    /// A consultation's list of `{"name", "holds": true|false|null, "note"}`.
+    InvariantAnswers,
 }
 
 impl Shape {
@@ -97,6 +99,7 @@ impl Shape {
                 | Shape::Positions
                 | Shape::Refs(_)
                 | Shape::InvariantChecks
+                | Shape::InvariantAnswers
         )
     }
 }
@@ -210,6 +213,7 @@ const CONSULTATION: &[Field] = &[
     opt("duration_ms", Shape::Count),
     opt("usage", Shape::Usage),
     opt("retry_after_s", Shape::Count),
+    opt("invariants", Shape::InvariantAnswers),
     opt("source", Shape::Line(MAX_NAME_CHARS)),
 ];
 
@@ -481,6 +485,13 @@ fn check_value(kind: Kind, field: &Field, value: &Value) -> Result<(), Refusal> 
             }
             Ok(())
         }
+        Shape::InvariantAnswers => {
+            let items = list(kind, name, value, "a list of invariant answers")?;
+            for (i, item) in items.iter().enumerate() {
+                check_invariant_answer(kind, &format!("{name}[{i}]"), item)?;
+            }
+            Ok(())
+        }
         Shape::Refs(target) => {
             let must = format!("a list of {} ids", target);
             let items = list(kind, name, value, &must)?;
@@ -653,6 +664,41 @@ fn check_invariant_name(kind: Kind, name: &str, value: &Value) -> Result<(), Ref
     })
 }
 
+fn check_invariant_answer(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let must = "an invariant answer `{\"name\", \"holds\", \"note\"}`";
+    let Value::Object(object) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    nested_keys(kind, name, object, &["name", "holds", "note"])?;
+    check_invariant_name(
+        kind,
+        &format!("{name}.name"),
+        object.get("name").unwrap_or(&Value::Null),
+    )?;
+    match object.get("holds") {
+        None | Some(Value::Null | Value::Bool(_)) => {}
+        Some(other) => {
+            return Err(bad(
+                kind,
+                &format!("{name}.holds"),
+                "`true`, `false` or `null`",
+                other,
+            ))
+        }
+    }
+    match object.get("note") {
+        None | Some(Value::Null) => Ok(()),
+        Some(note) => check_text(
+            kind,
+            &format!("{name}.note"),
+            note,
+            MAX_TEXT_CHARS,
+            false,
+            false,
+        ),
+    }
+}
+
 /// The keys of one entry of a conclusion's `invariants`.
 const INVARIANT_CHECK_KEYS: [&str; 5] = ["name", "holds", "evidence", "change", "description"];
 
@@ -795,6 +841,9 @@ fn describe(shape: Shape) -> String {
         Shape::Ref(kind) => format!("the id of {} record of the task", a(kind)),
         Shape::Refs(kind) => format!("a list of ids of {kind} records of the task"),
         Shape::InvariantName => format!("an invariant name: {}", invariants::NAME_RULE),
+        Shape::InvariantAnswers => {
+            "a list of {\"name\", \"holds\": true|false|null, \"note\"}".to_string()
+        }
         Shape::InvariantChecks => format!(
             "a list of {{\"name\", \"holds\": true|false, \"evidence\": [...], \"change\"?: {}, \
              \"description\"?: the narrower text}}, one per invariant in force (material, high, critical)",
@@ -821,7 +870,7 @@ pub fn template(kind: Kind) -> Value {
             Shape::Text(_) | Shape::Line(_) | Shape::InvariantName => {
                 placeholder(field.name.replace('_', " "))
             }
-            Shape::InvariantChecks => Value::Array(Vec::new()),
+            Shape::InvariantChecks | Shape::InvariantAnswers => Value::Array(Vec::new()),
             Shape::Choice(choices) => placeholder(choices().join(" | ")),
             Shape::Ref(of) => placeholder(format!("{of} id")),
             Shape::Texts | Shape::Capabilities | Shape::Refs(_) => Value::Array(Vec::new()),
