@@ -18,6 +18,7 @@ mod docs_standalone;
 mod first_hour;
 mod golden;
 mod hardening;
+mod invariants;
 mod layering;
 mod mcp;
 mod mesh;
