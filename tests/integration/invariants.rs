@@ -291,11 +291,9 @@ fn a_repository_cannot_remove_a_global_invariant() {
         out.stderr
     );
     let out = run(&project, &["invariant", "remove", "no-core-network"]).expect_exit(3);
-    assert!(
-        out.stderr.contains("was not added in task"),
-        "{}",
-        out.stderr
-    );
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(said.contains("unknown_reference"), "{said}");
+    assert!(said.contains("was not added in task"), "{said}");
     // And a material conclusion still accounts for it.
     let assessment = material_assessment(&project);
     let only_project = json!([{"name": "reversible", "holds": true,
