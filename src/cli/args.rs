@@ -212,7 +212,7 @@ pub enum Verb {
         #[arg(long, value_name = "FILE", required_unless_present = "template")]
         file: Option<PathBuf>,
         /// Print a skeleton of this kind to fill in (assessment, plan, consultation,
-        /// disagreement, resolution, conclusion, validation, attempt); stores nothing
+        /// disagreement, resolution, conclusion, validation, attempt, invariant); stores nothing
         #[arg(long, value_name = "KIND", value_parser = super::schema::parse_kind, conflicts_with = "file")]
         template: Option<crate::core::records::Kind>,
     },
