@@ -69,6 +69,7 @@ fn prefill(state: &Path, tasks: usize, count: usize) {
                 duration_ms: Some(1200),
                 usage: None,
                 retry_after_s: None,
+                invariants: Vec::new(),
                 source: None,
                 finished_at: format!(
                     "2026-03-01T{:02}:{:02}:{:02}.000Z",

@@ -11,6 +11,7 @@ pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod exit;
+pub mod invariant;
 pub mod jobs;
 pub mod mesh;
 pub mod output;
@@ -250,6 +251,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             emit(&select_api(&global).await?.tree(request).await?, format)
         }
         Verb::Trust => trust::run(&ctx),
+        Verb::Invariant { action } => invariant::run(&action, &global, &ctx).await,
         Verb::Init { hosts, dry_run } => {
             crate::init::run(&ctx.root, hosts.as_deref(), dry_run, format)
         }

@@ -5,6 +5,7 @@ pub mod availability;
 pub mod catalogue;
 pub mod chain;
 pub mod cost;
+pub mod invariants;
 pub mod policy;
 pub mod records;
 pub mod redact;

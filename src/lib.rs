@@ -11,6 +11,7 @@ pub mod error;
 pub mod facade;
 pub mod follow;
 pub mod init;
+pub mod invariants;
 pub mod machine;
 pub mod mcp;
 pub mod ownership;

@@ -6,6 +6,7 @@
 use crate::context::Resolved;
 use crate::core::availability::{self, AvailabilityInput};
 use crate::core::cost::{BudgetInput, BudgetState};
+use crate::core::invariants::InForce;
 use crate::core::policy::PlanEnv;
 use crate::core::records::Record;
 use crate::error::Error;
@@ -58,13 +59,24 @@ pub fn budget_state(resolved: &Resolved, history: &[Record], now: OffsetDateTime
     })
 }
 
+/// The invariants in force for the resolved task: the user's global ones and the
+/// project's (read from their files now), with the task's own from its records on top.
+pub fn invariants_for(resolved: &Resolved, store: &Store) -> Result<Vec<InForce>, Error> {
+    let outer = crate::invariants::outer_here(&resolved.root)?;
+    Ok(store.with_records(&resolved.task, |records| {
+        crate::invariants::in_force(&outer, records)
+    })?)
+}
+
 /// The prompt every advisor of a consultation on `assessment` is sent: the question built
-/// from its fields, `extra` (`--question`) and `prior` (`--prior-opinion`, marked as an
-/// opinion). The job sends it; `--preview-prompt` prints it.
+/// from its fields, `extra` (`--question`), `prior` (`--prior-opinion`, marked as an
+/// opinion) and the `invariants` in force (marked as the team's constraints). The job
+/// sends it; `--preview-prompt` prints it.
 pub fn prompt_for(
     assessment: &crate::core::records::Assessment,
     extra: Option<&str>,
     prior: Option<&str>,
+    invariants: &[InForce],
 ) -> String {
     use advisord_adapters::question;
     question::build(&question::Question {
@@ -87,5 +99,15 @@ pub fn prompt_for(
             .collect(),
         prior_opinion: prior.map(str::to_string),
         extra_question: extra.map(str::to_string),
+        invariants: invariants
+            .iter()
+            .map(|i| {
+                (
+                    i.name.clone(),
+                    i.scope.as_str().to_string(),
+                    i.description.clone(),
+                )
+            })
+            .collect(),
     })
 }

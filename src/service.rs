@@ -51,6 +51,10 @@ pub fn record(
     let record = if wants_plan {
         let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
         store.write(&resolved.task, input, Some(&env))?
+    } else if input.get("kind").and_then(|k| k.as_str()) == Some("conclusion") {
+        // A conclusion accounts for the global and project invariants too.
+        let outer = crate::invariants::outer_here(&resolved.root)?;
+        store.write_under(&resolved.task, input, &outer.in_force)?
     } else {
         store.write(&resolved.task, input, None)?
     };

@@ -319,7 +319,9 @@ pub async fn consult(
     match answered {
         Some(Ok(answer)) => {
             let usage = answer.usage;
-            let result = read_answer(&answer.text).map_err(|f| f.with_usage(usage));
+            let result = read_answer(&answer.text)
+                .map(|n| crate::question::keep_asked(n, prompt))
+                .map_err(|f| f.with_usage(usage));
             let source = answer.source.filter(|_| result.is_ok());
             Outcome {
                 source,

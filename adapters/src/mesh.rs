@@ -496,6 +496,7 @@ mod tests {
             actions: vec![],
             falsifiers: vec!["two writers".into()],
             confidence: Some(0.5),
+            invariants: vec![],
         }
     }
 

@@ -80,6 +80,22 @@ pub struct Normalised {
     pub falsifiers: Vec<String>,
     /// Its confidence from 0 to 1, when it gave one that could be read.
     pub confidence: Option<f64>,
+    /// What it said of each invariant the question listed (names it was not asked about
+    /// are dropped by [`crate::question::keep_asked`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariants: Vec<InvariantAnswer>,
+}
+
+/// What an advisor said of one of the team's invariants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvariantAnswer {
+    /// The invariant's name, as the question gave it.
+    pub name: String,
+    /// Whether the hypothesis keeps it; `None` when the advisor could not tell.
+    pub holds: Option<bool>,
+    /// Why, in its words (cleaned, at most [`MAX_ITEM_CHARS`] characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Why no conclusion could be recovered from an answer.
@@ -225,6 +241,7 @@ fn from_prose(text: &str) -> Result<Normalised, NormaliseError> {
         actions: Vec::new(),
         falsifiers: Vec::new(),
         confidence: None,
+        invariants: Vec::new(),
     })
 }
 

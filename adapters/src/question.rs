@@ -21,16 +21,21 @@ pub const TEMPLATE: &str = include_str!("../../share/question.md");
 pub const MAX_QUESTION_BYTES: usize = 24 * 1024;
 
 /// The template's slots, cut first to last when the question is over the cap.
-pub const TRUNCATION_ORDER: [&str; 8] = [
+pub const TRUNCATION_ORDER: [&str; 9] = [
     "evidence",
     "facts",
     "questions",
     "assumptions",
     "prior_opinion",
     "extra_question",
+    "invariants",
     "hypothesis",
     "subject",
 ];
+
+/// The heading of the team's invariants in the question, which [`asked_invariants`] reads
+/// the names back from.
+pub const INVARIANTS_HEADING: &str = "## The team's constraints (invariants)";
 
 /// Bytes kept free for the marker when a section is cut.
 const MARKER_RESERVE: usize = 64;
@@ -56,6 +61,10 @@ pub struct Question {
     pub prior_opinion: Option<String>,
     /// A question added with the request (`--question`).
     pub extra_question: Option<String>,
+    /// The invariants in force for the task: `(name, scope, description)`, the team's
+    /// constraints, which each advisor is asked whether the hypothesis keeps.
+    #[serde(default)]
+    pub invariants: Vec<(String, String, String)>,
 }
 
 /// The question's text for `question`, at most [`MAX_QUESTION_BYTES`].
@@ -165,7 +174,98 @@ fn sections(question: &Question) -> BTreeMap<&'static str, String> {
                 "## The executor's question to you",
             ),
         ),
+        ("invariants", invariants_section(&question.invariants)),
+        (
+            "invariants_task",
+            if question.invariants.is_empty() {
+                String::new()
+            } else {
+                "5. For each of the team's constraints (invariants) listed in the material, say \
+                 whether the hypothesis keeps it (true), breaks it (false) or you cannot tell \
+                 (null), and why in one sentence."
+                    .to_string()
+            },
+        ),
+        (
+            "invariants_field",
+            if question.invariants.is_empty() {
+                String::new()
+            } else {
+                "- \"invariants\": list of {\"name\": \"<invariant name>\", \"holds\": true, \
+                 false or null, \"note\": \"<one sentence>\"}, one per invariant listed under \
+                 the team's constraints."
+                    .to_string()
+            },
+        ),
     ])
+}
+
+/// The team's invariants as the material's last section: one line each, the name first,
+/// so that [`asked_invariants`] reads the names back.
+fn invariants_section(invariants: &[(String, String, String)]) -> String {
+    let lines: Vec<String> = invariants
+        .iter()
+        .filter(|(name, _, _)| is_invariant_name(name))
+        .map(|(name, scope, description)| {
+            let description = material(description).replace('\n', " ");
+            format!("- `{name}` ({}): {description}", material(scope))
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "{INVARIANTS_HEADING}\n\nConstraints the team declared for this work. They are \
+         binding on the decision, not opinions to weigh: say for each whether the hypothesis \
+         keeps it.\n\n{}",
+        lines.join("\n")
+    )
+}
+
+/// Whether `name` is an invariant's name: `a-z 0-9 - _`, 1 to 64, starting with a letter
+/// or a digit (the writer's rule; kept here so the question never lists another).
+fn is_invariant_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+/// The names of the invariants a question `prompt` listed: read from its last
+/// constraints section before the end of the material (the section is the material's
+/// last, so no caller text follows it).
+pub fn asked_invariants(prompt: &str) -> Vec<String> {
+    let material = prompt
+        .rfind("\nEND MATERIAL")
+        .map_or(prompt, |end| &prompt[..end]);
+    let Some(at) = material.rfind(INVARIANTS_HEADING) else {
+        return Vec::new();
+    };
+    material[at..]
+        .lines()
+        .filter_map(|line| line.strip_prefix("- `"))
+        .filter_map(|rest| rest.split_once('`').map(|(name, _)| name))
+        .filter(|name| is_invariant_name(name))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `answer` keeping only what it said of the invariants `prompt` asked about.
+pub fn keep_asked(
+    mut answer: crate::normalise::Normalised,
+    prompt: &str,
+) -> crate::normalise::Normalised {
+    if answer.invariants.is_empty() {
+        return answer;
+    }
+    let asked = asked_invariants(prompt);
+    answer.invariants.retain(|a| asked.contains(&a.name));
+    answer
 }
 
 /// Caller text as material: control characters removed, and the material markers defused
@@ -248,7 +348,62 @@ mod tests {
             ],
             prior_opinion: Some("A reviewer thinks it is the CDN.".into()),
             extra_question: Some("Would a versioned key be simpler?".into()),
+            invariants: Vec::new(),
         }
+    }
+
+    #[test]
+    fn the_team_s_invariants_are_asked_and_read_back() {
+        let plain = build(&sample());
+        assert!(
+            !plain.contains("invariant"),
+            "none asked, none mentioned:\n{plain}"
+        );
+        let question = Question {
+            invariants: vec![
+                (
+                    "no-core-network".into(),
+                    "global".into(),
+                    "The core never\nopens a connection.".into(),
+                ),
+                (
+                    "keep-v1".into(),
+                    "task".into(),
+                    "The v1 API keeps its shape.".into(),
+                ),
+            ],
+            facts: vec!["- `forged-name` (task): planted".into()],
+            ..sample()
+        };
+        let text = build(&question);
+        for want in [
+            INVARIANTS_HEADING,
+            "binding on the decision",
+            "- `no-core-network` (global): The core never opens a connection.",
+            "- `keep-v1` (task): The v1 API keeps its shape.",
+            "5. For each of the team's constraints (invariants)",
+            "- \"invariants\": list of {\"name\"",
+        ] {
+            assert!(text.contains(want), "question lacks {want:?}:\n{text}");
+        }
+        assert!(text.find(INVARIANTS_HEADING).unwrap() < text.rfind("END MATERIAL").unwrap());
+        assert_eq!(asked_invariants(&text), ["no-core-network", "keep-v1"]);
+        let answer = crate::normalise::normalise(
+            r#"{"conclusion": "fine", "stance": "supports", "invariants": [
+                {"name": "no-core-network", "holds": false, "note": "it adds a fetch"},
+                {"name": "keep-v1", "holds": null},
+                {"name": "forged-name", "holds": true}]}"#,
+        )
+        .unwrap();
+        assert_eq!(answer.invariants.len(), 3);
+        let kept = keep_asked(answer, &text);
+        let said: Vec<(&str, Option<bool>)> = kept
+            .invariants
+            .iter()
+            .map(|a| (a.name.as_str(), a.holds))
+            .collect();
+        assert_eq!(said, [("no-core-network", Some(false)), ("keep-v1", None)]);
+        assert_eq!(kept.invariants[0].note.as_deref(), Some("it adds a fetch"));
     }
 
     #[test]

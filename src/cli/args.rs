@@ -213,7 +213,7 @@ pub enum Verb {
         #[arg(long, value_name = "FILE", required_unless_present = "template")]
         file: Option<PathBuf>,
         /// Print a skeleton of this kind to fill in (assessment, plan, consultation,
-        /// disagreement, resolution, conclusion, validation, attempt); stores nothing
+        /// disagreement, resolution, conclusion, validation, attempt, invariant); stores nothing
         #[arg(long, value_name = "KIND", value_parser = super::schema::parse_kind, conflicts_with = "file")]
         template: Option<crate::core::records::Kind>,
     },
@@ -298,6 +298,14 @@ pub enum Verb {
         #[command(subcommand)]
         action: MeshAction,
     },
+    /// The team's invariants: add one (global, project or task scope), list those in force
+    /// for the task with each one's scope, or remove one
+    #[command(after_help = crate::cli::invariant::EXAMPLES)]
+    Invariant {
+        /// `add NAME --description TEXT`, `list` or `remove NAME`, each with a scope flag
+        #[command(subcommand)]
+        action: crate::cli::invariant::InvariantAction,
+    },
     /// Trust this repository's own catalogue (`.advisord/advisors.yaml`) as it is now, so
     /// its advisors run; a change to the file needs trusting again
     #[command(after_help = "Example:\n  advisor-consult trust")]
@@ -320,7 +328,7 @@ pub enum Verb {
     )]
     Schema {
         /// assessment, plan, consultation, disagreement, resolution, conclusion,
-        /// validation, attempt, or record
+        /// validation, attempt, invariant, or record
         kind: String,
     },
     /// Where the task stands, in about 40 lines, for a session picking it up: standing
@@ -420,6 +428,7 @@ impl Verb {
             Verb::Check { .. } => "check",
             Verb::Verify { .. } => "verify",
             Verb::Trust => "trust",
+            Verb::Invariant { .. } => "invariant",
             Verb::Init { .. } => "init",
             Verb::Mesh { .. } => "mesh",
             Verb::Adopt { .. } => "adopt",

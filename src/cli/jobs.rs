@@ -257,7 +257,9 @@ impl PreviewPrompt<'_> {
                 capabilities: self.fields.capabilities.clone(),
             })
             .await?;
-        let prompt = service::prompt_for(self.fields, self.question, self.prior_opinion);
+        let invariants = crate::cli::invariant::list(ctx)?.invariants;
+        let prompt =
+            service::prompt_for(self.fields, self.question, self.prior_opinion, &invariants);
         let advisors = plan.selected.into_iter().map(|s| s.advisor).collect();
         let preview = PromptPreview::new(self.assessment.clone(), advisors, prompt);
         print_stdout(&render::render(&preview, format))?;

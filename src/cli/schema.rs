@@ -20,6 +20,7 @@ pub fn kind_schema(kind: Kind) -> &'static str {
         Kind::Conclusion => include_str!("../../share/schema/conclusion.schema.json"),
         Kind::Validation => include_str!("../../share/schema/validation.schema.json"),
         Kind::Attempt => include_str!("../../share/schema/attempt.schema.json"),
+        Kind::Invariant => include_str!("../../share/schema/invariant.schema.json"),
     }
 }
 

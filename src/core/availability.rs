@@ -622,6 +622,7 @@ pub(crate) mod tests {
                 duration_ms: None,
                 usage: None,
                 retry_after_s,
+                invariants: Vec::new(),
                 source: None,
                 finished_at: format_time(T0 + Duration::seconds(offset_s)),
                 attestation: None,

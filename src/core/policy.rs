@@ -914,6 +914,7 @@ mod tests {
                 risks: Vec::new(),
                 validation_plan: Some("v".into()),
                 supersedes: supersedes.map(str::to_string),
+                invariants: Vec::new(),
                 reviewed_by: Vec::new(),
                 independent_review_count: 0,
             }),

@@ -1,4 +1,4 @@
-//! The typed records of a task: the envelope and the eight kinds.
+//! The typed records of a task: the envelope and the nine kinds.
 //!
 //! Every type here derives `Serialize`, so it is part of the on-disk contract. A change
 //! that alters the JSON shape bumps [`SCHEMA_VERSION`] and regenerates `share/schema/`.
@@ -74,6 +74,8 @@ pub enum Body {
     Validation(Validation),
     /// Something tried that failed, and what it taught.
     Attempt(Attempt),
+    /// A task-scope invariant added, narrowed or removed.
+    Invariant(Invariant),
 }
 
 /// The name of each kind, as written in `kind`.
@@ -98,11 +100,13 @@ pub enum Kind {
     Validation,
     /// See [`Attempt`].
     Attempt,
+    /// See [`Invariant`].
+    Invariant,
 }
 
 impl Kind {
     /// Every kind, in the order a task's records usually flow.
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Assessment,
         Kind::Plan,
         Kind::Consultation,
@@ -111,6 +115,7 @@ impl Kind {
         Kind::Conclusion,
         Kind::Validation,
         Kind::Attempt,
+        Kind::Invariant,
     ];
 
     /// The name written in a record's `kind`.
@@ -124,6 +129,7 @@ impl Kind {
             Kind::Conclusion => "conclusion",
             Kind::Validation => "validation",
             Kind::Attempt => "attempt",
+            Kind::Invariant => "invariant",
         }
     }
 
@@ -151,6 +157,7 @@ impl Body {
             Body::Conclusion(_) => Kind::Conclusion,
             Body::Validation(_) => Kind::Validation,
             Body::Attempt(_) => Kind::Attempt,
+            Body::Invariant(_) => Kind::Invariant,
         }
     }
 }
@@ -478,6 +485,9 @@ pub struct Consultation {
     /// Seconds the advisor asked to wait (rate limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_s: Option<u64>,
+    /// What the advisor said of each invariant the question listed, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariants: Vec<AdvisorInvariant>,
     /// What produced the answer (`vendor/model`, or what a mesh peer named): a
     /// conclusion's `independent_review_count` counts distinct sources. Absent in older
     /// records, whose advisor id stands in for it.
@@ -490,6 +500,20 @@ pub struct Consultation {
     /// before attestations, and in any written outside a job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attestation: Option<Attestation>,
+}
+
+/// What an advisor said of one invariant it was asked about.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdvisorInvariant {
+    /// The invariant's name, as the question listed it.
+    pub name: String,
+    /// Whether the hypothesis keeps it, in the advisor's view; `null` when it could not tell.
+    #[serde(default)]
+    pub holds: Option<bool>,
+    /// Why, in its words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// What the daemon writes into each consultation a job records: a MAC, with a key kept
@@ -581,6 +605,10 @@ pub struct Conclusion {
     /// The standing conclusion this one replaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
+    /// How the decision keeps each invariant in force (one entry per invariant on
+    /// material, high and critical doubt); absent in records written before invariants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invariants: Vec<InvariantCheck>,
     /// The distinct advisors of the completed consultations cited (computed).
     pub reviewed_by: Vec<String>,
     /// How many distinct advisors reviewed it (computed).
@@ -619,6 +647,95 @@ pub struct Attempt {
     /// The hypothesis now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_hypothesis: Option<String>,
+}
+
+/// Whether a conclusion keeps one invariant, and with what evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InvariantCheck {
+    /// The invariant's name.
+    pub name: String,
+    /// Whether the decision keeps it.
+    pub holds: bool,
+    /// References showing that it holds (or where it breaks).
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+    /// The decision to remove or narrow the invariant, taken by this conclusion: what
+    /// lets an entry say `holds: false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<InvariantChange>,
+    /// The narrower invariant's text (with `change: narrow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// What a conclusion decides about an invariant it does not keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InvariantChange {
+    /// The invariant no longer holds in this task.
+    Remove,
+    /// A narrower invariant replaces it in this task.
+    Narrow,
+}
+
+impl InvariantChange {
+    /// Every change.
+    pub const ALL: [InvariantChange; 2] = [InvariantChange::Remove, InvariantChange::Narrow];
+
+    /// The name used in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InvariantChange::Remove => "remove",
+            InvariantChange::Narrow => "narrow",
+        }
+    }
+}
+
+/// What an `invariant` record does to the task's invariants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InvariantAction {
+    /// A new task-scope invariant (replacing a project or global one of the same name).
+    Add,
+    /// Remove a task-scope invariant the task added.
+    Remove,
+    /// Give a task-scope invariant the task added a narrower text.
+    Narrow,
+}
+
+impl InvariantAction {
+    /// Every action.
+    pub const ALL: [InvariantAction; 3] = [
+        InvariantAction::Add,
+        InvariantAction::Remove,
+        InvariantAction::Narrow,
+    ];
+
+    /// The name used in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InvariantAction::Add => "add",
+            InvariantAction::Remove => "remove",
+            InvariantAction::Narrow => "narrow",
+        }
+    }
+}
+
+/// A task-scope invariant added, narrowed or removed: the task's invariants are the
+/// history of these records (and of conclusions that remove or narrow one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Invariant {
+    /// The invariant's name (see [`crate::core::invariants::check_name`]).
+    pub name: String,
+    /// Add, remove or narrow.
+    pub action: InvariantAction,
+    /// The constraint, in one or a few sentences (add and narrow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Why it was added, removed or narrowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A valid task name: `[A-Za-z0-9._-]{1,64}`, not `.` or `..`.

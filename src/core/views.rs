@@ -61,6 +61,7 @@ pub fn parent_id(record: &Record) -> Option<&str> {
         Body::Conclusion(c) => Some(&c.assessment),
         Body::Validation(v) => Some(&v.conclusion),
         Body::Attempt(a) => Some(&a.assessment),
+        Body::Invariant(_) => None,
     }
 }
 
@@ -302,6 +303,7 @@ pub(crate) fn summary<'a>(
             write!(w, "{verdict}: {}", v.check)
         }
         Body::Attempt(a) => write!(w, "tried {}: {}", a.tried, a.failure_observed),
+        Body::Invariant(i) => write!(w, "invariant {} {}", i.action.as_str(), i.name),
     };
     w.finish()
 }

@@ -69,11 +69,15 @@ pub enum ReasonCode {
     ChainBroken,
     /// A consultation given to `record`: only the daemon writes consultations.
     ConsultationByDaemonOnly,
+    /// A material conclusion that does not account for an invariant in force.
+    InvariantUnaddressed,
+    /// A conclusion that breaks an invariant without deciding to remove or narrow it.
+    InvariantViolated,
 }
 
 impl ReasonCode {
     /// Every code, in the order `docs/records.md` lists them.
-    pub const ALL: [ReasonCode; 19] = [
+    pub const ALL: [ReasonCode; 21] = [
         ReasonCode::MaterialWithoutEvidence,
         ReasonCode::PlanIsComputed,
         ReasonCode::AdvisorNotSelected,
@@ -93,6 +97,8 @@ impl ReasonCode {
         ReasonCode::InvalidTask,
         ReasonCode::ChainBroken,
         ReasonCode::ConsultationByDaemonOnly,
+        ReasonCode::InvariantUnaddressed,
+        ReasonCode::InvariantViolated,
     ];
 
     /// The code as written in refusals.
@@ -117,6 +123,8 @@ impl ReasonCode {
             ReasonCode::InvalidTask => "invalid_task",
             ReasonCode::ChainBroken => "chain_broken",
             ReasonCode::ConsultationByDaemonOnly => "consultation_by_daemon_only",
+            ReasonCode::InvariantUnaddressed => "invariant_unaddressed",
+            ReasonCode::InvariantViolated => "invariant_violated",
         }
     }
 }
@@ -178,6 +186,10 @@ pub struct WriteEnv<'a> {
     /// Whether this is the daemon's own consultation (`Store::write_consultation`): only
     /// then may the input name [`DAEMON_FIELDS`].
     pub daemon: bool,
+    /// The global and project invariants in force (`core::invariants::outer`), resolved
+    /// from their files at the edge; the task's own come from its records. Empty when the
+    /// caller has none to give (`verify` re-admits against the task's own only).
+    pub invariants: &'a [crate::core::invariants::InForce],
 }
 
 /// Fields only the daemon's own consultations carry (what produced the answer): refused
@@ -253,7 +265,7 @@ pub fn admit_indexed(
             format!("{} does not read as a record: {e}", fields::a(kind)),
         )
     })?;
-    rules::check(&task, &mut body)?;
+    rules::check(&task, &mut body, env.invariants)?;
     Ok(Record {
         envelope: envelope(env, shapes),
         body,
@@ -519,6 +531,8 @@ pub fn readmit_indexed(
         secrets: &[],
         // A stored consultation's source is judged by its shape like any field.
         daemon: true,
+        // The files of the time are not kept: the task's own invariants are judged again.
+        invariants: &[],
     };
     let mut again = admit_indexed(earlier, index, &input, &env)?;
     match (&mut again.body, &record.body) {

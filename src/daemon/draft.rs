@@ -58,6 +58,9 @@ pub fn consultation_input(plan: &str, advisor: &str, outcome: &Outcome) -> Value
             if let Some(confidence) = answer.confidence {
                 fields.insert("confidence".into(), json!(confidence));
             }
+            if !answer.invariants.is_empty() {
+                fields.insert("invariants".into(), json!(answer.invariants));
+            }
         }
         Err(failure) => {
             fields.insert("status".into(), json!("failed"));
@@ -216,6 +219,7 @@ mod tests {
                 duration_ms: None,
                 usage: None,
                 retry_after_s: None,
+                invariants: Vec::new(),
                 source: None,
                 finished_at: "2026-01-01T00:00:00Z".into(),
                 attestation: None,
@@ -304,6 +308,7 @@ mod tests {
                 actions: vec![],
                 falsifiers: vec!["two writers race".into()],
                 confidence: Some(0.7),
+                invariants: vec![],
             }),
             usage: Some(Usage {
                 input_tokens: 10,

@@ -7,6 +7,7 @@
 //! same advisor and plan anyway (such a refusal is taken as "already recorded").
 
 use crate::context::{advisor_spec, fill_credentials_from_daemon, Resolved};
+use crate::core::invariants::InForce;
 use crate::core::cost::consultation_cost;
 use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
@@ -266,7 +267,8 @@ fn prepare(
     // The daemon's one store of the state directory: its cache is read once, not per job.
     let store = Store::shared(&resolved.state_dir);
     let (assessment, plan) = find_in_task(&store, &resolved, job, orphans_before, claimed)?;
-    let prompt = prompt_of(&assessment, asked);
+    let invariants = planning::invariants_for(&resolved, &store)?;
+    let prompt = prompt_of(&assessment, asked, &invariants);
     let plan_record = match plan {
         Some(plan) => plan,
         None => record_plan(&store, &resolved, job, asked, &prompt)?,
@@ -340,14 +342,15 @@ fn find_in_task(
 }
 
 /// The prompt every selected advisor is sent: the one a relayed review brought whole, or
-/// the one built from the assessment.
-fn prompt_of(assessment: &Assessment, asked: &Asked) -> Arc<str> {
+/// the one built from the assessment and the invariants in force.
+fn prompt_of(assessment: &Assessment, asked: &Asked, invariants: &[InForce]) -> Arc<str> {
     match &asked.relayed {
         Some(prompt) => Arc::from(prompt.as_str()),
         None => Arc::from(planning::prompt_for(
             assessment,
             asked.question.as_deref(),
             asked.prior_opinion.as_deref(),
+            invariants,
         )),
     }
 }

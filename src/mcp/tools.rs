@@ -121,7 +121,7 @@ pub fn list() -> Vec<Tool> {
             "Store one record through the writer: an object with `kind` plus your fields.",
             input(
                 located(
-                    json!({"record": {"type": "object", "description": "kind (assessment, plan, disagreement, resolution, conclusion, validation, attempt) plus its fields; consultations are written by the daemon's jobs only"}}),
+                    json!({"record": {"type": "object", "description": "kind (assessment, plan, disagreement, resolution, conclusion, validation, attempt, invariant) plus its fields; consultations are written by the daemon's jobs only"}}),
                 ),
                 &["record"],
             ),

@@ -94,6 +94,10 @@ impl Render for Record {
                 out.field(2, "tried", &a.tried);
                 out.field(2, "failure observed", &a.failure_observed);
             }
+            Body::Invariant(i) => {
+                out.field(2, i.action.as_str(), &i.name);
+                out.field(2, "description", i.description.as_deref().unwrap_or(""));
+            }
         }
         out.finish()
     }

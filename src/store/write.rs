@@ -40,7 +40,19 @@ impl Store {
         plan_env: Option<&PlanEnv>,
         secrets: &[String],
     ) -> Result<Record, StoreError> {
-        self.write_as(task, input, plan_env, secrets, None, true)
+        self.write_as(task, input, plan_env, secrets, None, true, &[])
+    }
+
+    /// [`Store::write`] judged against the global and project invariants in force
+    /// (`invariants`, resolved from their files by the caller); the task's own come from
+    /// its records.
+    pub fn write_under(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        invariants: &[crate::core::invariants::InForce],
+    ) -> Result<Record, StoreError> {
+        self.write_as(task, input, None, &[], None, true, invariants)
     }
 
     /// [`Store::write`] for a daemon's job: the record's bytes are durable when this
@@ -55,7 +67,7 @@ impl Store {
         input: &serde_json::Value,
         plan_env: Option<&PlanEnv>,
     ) -> Result<Record, StoreError> {
-        self.write_as(task, input, plan_env, &[], None, false)
+        self.write_as(task, input, plan_env, &[], None, false, &[])
     }
 
     /// Make every record this store renamed into place durable, if one may not be yet.
@@ -115,6 +127,7 @@ impl Store {
             provenance.secrets,
             Some((&key, provenance)),
             false,
+            &[],
         )
     }
 
@@ -126,6 +139,7 @@ impl Store {
         secrets: &[String],
         attest: Option<(&crate::machine::attest::Key, &Provenance)>,
         settle: bool,
+        invariants: &[crate::core::invariants::InForce],
     ) -> Result<Record, StoreError> {
         let daemon = attest.is_some();
         let dir = self.task_dir(task);
@@ -136,6 +150,7 @@ impl Store {
             let mut env =
                 self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, secrets);
             env.daemon = daemon;
+            env.invariants = invariants;
             writer::admit(&[], input, &env)?;
             self.create_task_dir(&dir)?;
         }
@@ -166,6 +181,7 @@ impl Store {
         }
         let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
         env.daemon = daemon;
+        env.invariants = invariants;
         let index = cache.rules.rules_index();
         let mut record = writer::admit_indexed(&cache.records, index, input, &env)?;
         if sequence > chain::MAX_SEQUENCE {
@@ -254,6 +270,7 @@ impl Store {
             trust,
             secrets,
             daemon: false,
+            invariants: &[],
         }
     }
 }

@@ -18,6 +18,7 @@ mod docs_standalone;
 mod first_hour;
 mod golden;
 mod hardening;
+mod invariants;
 mod journal;
 mod layering;
 mod mcp;

@@ -118,6 +118,7 @@ fn the_samples_still_admit_in_order() {
             trust: None,
             secrets: &[],
             daemon: true,
+            invariants: &[],
         };
         let mut again = admit(&earlier, &input, &env)
             .unwrap_or_else(|r| panic!("`{}` is refused now: {}", path.display(), r.message));

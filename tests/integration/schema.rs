@@ -63,6 +63,7 @@ fn expected() -> Vec<(String, String)> {
             Kind::Conclusion => kind_schema::<Conclusion>(kind),
             Kind::Validation => kind_schema::<Validation>(kind),
             Kind::Attempt => kind_schema::<Attempt>(kind),
+            Kind::Invariant => kind_schema::<advisord::core::records::Invariant>(kind),
         };
         files.push((format!("{kind}.schema.json"), schema));
     }

@@ -5,7 +5,7 @@ use super::json::{Json, Object};
 use super::keys::{memberships_of, KeySet, FIELD_SETS, KEY_SETS};
 use super::stance::{confidence_of, parse_stance, Stance};
 use super::text::{clean_cow, clean_text, collapse_whitespace, is_plain, trimmed, truncate_cow};
-use super::{Normalised, MAX_CONCLUSION_CHARS, MAX_ITEMS, MAX_ITEM_CHARS};
+use super::{InvariantAnswer, Normalised, MAX_CONCLUSION_CHARS, MAX_ITEMS, MAX_ITEM_CHARS};
 use std::borrow::Cow;
 
 /// An object with each of its keys classified once, so that the many look-ups of one
@@ -135,7 +135,84 @@ pub(super) fn from_object(fields: &Fields<'_>) -> Option<Normalised> {
         actions: list(KeySet::Action),
         falsifiers: list(KeySet::Falsifier),
         confidence: fields.lookup(KeySet::Confidence).find_map(confidence_of),
+        invariants: invariants_of(fields.object),
     })
+}
+
+/// What the answer said per invariant: `"invariants"` (or `"constraints"`) as a list of
+/// `{"name", "holds", "note"}` or as an object keyed by name; a name given twice keeps
+/// its first entry.
+fn invariants_of(object: &Object<'_>) -> Vec<InvariantAnswer> {
+    let Some((_, value)) = object.iter().find(|(key, _)| {
+        matches!(
+            key.trim().to_ascii_lowercase().as_str(),
+            "invariants" | "constraints" | "invariant_checks"
+        )
+    }) else {
+        return Vec::new();
+    };
+    let mut out: Vec<InvariantAnswer> = Vec::new();
+    let mut push = |name: Option<&str>, entry: &Json<'_>| {
+        let Some(name) = name.map(|n| n.trim().trim_matches('`').to_ascii_lowercase()) else {
+            return;
+        };
+        if name.is_empty() || out.len() >= MAX_ITEMS || out.iter().any(|a| a.name == name) {
+            return;
+        }
+        let (holds, note) = match entry {
+            Json::Object(o) => {
+                let get = |keys: &[&str]| {
+                    o.iter()
+                        .find(|(k, _)| keys.contains(&k.trim().to_ascii_lowercase().as_str()))
+                        .map(|(_, v)| v)
+                };
+                (
+                    get(&["holds", "kept", "keeps", "holds_true"]).and_then(holds_of),
+                    get(&["note", "why", "reason", "comment", "explanation"])
+                        .and_then(Json::as_str)
+                        .map(str::to_string),
+                )
+            }
+            other => (holds_of(other), None),
+        };
+        let note = note
+            .map(|n| clean_text(&n, MAX_ITEM_CHARS))
+            .filter(|n| !n.trim().is_empty());
+        out.push(InvariantAnswer { name, holds, note });
+    };
+    match value {
+        Json::Array(items) => {
+            for item in items {
+                if let Json::Object(o) = item {
+                    let name = o
+                        .iter()
+                        .find(|(k, _)| matches!(k.trim(), "name" | "invariant" | "id"))
+                        .and_then(|(_, v)| v.as_str());
+                    push(name, item);
+                }
+            }
+        }
+        Json::Object(map) => {
+            for (name, entry) in map {
+                push(Some(name), entry);
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `true`, `false`, or a word for one; anything else (`null`, "unknown") is `None`.
+fn holds_of(value: &Json<'_>) -> Option<bool> {
+    match value {
+        Json::Bool(b) => Some(*b),
+        Json::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "holds" | "kept" => Some(true),
+            "false" | "no" | "broken" | "violated" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A template placeholder echoed back (`<one paragraph>`, `...`) is not a conclusion.

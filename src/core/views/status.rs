@@ -595,6 +595,7 @@ impl<'r> Pass<'r, '_> {
                     tried: a.tried.clone(),
                 });
             }
+            Body::Invariant(_) => {}
         }
     }
 

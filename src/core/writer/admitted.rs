@@ -175,6 +175,9 @@ impl Task {
     }
 }
 
+/// The invariant names the generated records use: few, so that removals find additions.
+const INVARIANT_NAMES: &[&str] = &["no-core-io", "reversible", "one-writer"];
+
 const NOW: time::OffsetDateTime = time::macros::datetime!(2026-03-01 12:00:00.250 UTC);
 
 /// A value of `shape`, mostly well-formed, naming records of the task.
@@ -215,6 +218,40 @@ fn value_of(shape: Shape, task: &Task, rng: &mut Rng) -> Value {
         Shape::Usage => json!({"input_tokens": rng.below(100_000),
             "output_tokens": rng.below(10_000)}),
         Shape::Ref(kind) => json!(rng.pick(&task.ids(kind)).cloned().unwrap_or_default()),
+        Shape::InvariantName => json!(rng.pick(INVARIANT_NAMES).copied().unwrap_or("a")),
+        Shape::InvariantAnswers => Value::Array(
+            (0..rng.below(3))
+                .map(|_| {
+                    let name = rng.pick(INVARIANT_NAMES).copied().unwrap_or("a");
+                    let holds = match rng.below(3) {
+                        0 => json!(true),
+                        1 => json!(false),
+                        _ => Value::Null,
+                    };
+                    json!({"name": name, "holds": holds, "note": text(rng)})
+                })
+                .collect(),
+        ),
+        Shape::InvariantChecks => Value::Array(
+            (0..rng.below(3))
+                .map(|_| {
+                    let name = rng.pick(INVARIANT_NAMES).copied().unwrap_or("a");
+                    let mut check = json!({"name": name, "holds": rng.chance(70)});
+                    if rng.chance(70) {
+                        check["evidence"] = json!([{"kind": "test", "ref": text(rng)}]);
+                    }
+                    match rng.below(6) {
+                        0 => check["change"] = json!("remove"),
+                        1 => {
+                            check["change"] = json!("narrow");
+                            check["description"] = text(rng);
+                        }
+                        _ => {}
+                    }
+                    check
+                })
+                .collect(),
+        ),
         Shape::Refs(kind) => {
             let ids = task.ids(kind);
             Value::Array(
@@ -470,6 +507,7 @@ fn run(seed: u64) -> (Task, BTreeSet<&'static str>) {
             prev: task.prev(),
             trust: None,
             secrets: if rng.chance(50) { &secrets } else { &[] },
+            invariants: &[],
             // Consultations come only from the daemon's path: judge what it may write.
             daemon: true,
         };

@@ -3,9 +3,10 @@
 
 use super::{refuse, ReasonCode, Refusal};
 use crate::core::catalogue::{did_you_mean, CAPABILITIES};
+use crate::core::invariants;
 use crate::core::records::{
-    Confidence, EvidenceKind, FailureKind, Kind, Materiality, Stance, MAX_SHOWED_CHARS,
-    MAX_VALIDATION_OUTPUT_CHARS,
+    Confidence, EvidenceKind, FailureKind, InvariantAction, InvariantChange, Kind, Materiality,
+    Stance, MAX_SHOWED_CHARS, MAX_VALIDATION_OUTPUT_CHARS,
 };
 use serde_json::{Map, Value};
 
@@ -79,6 +80,12 @@ pub(super) enum Shape {
     Ref(Kind),
     /// A list of ids of records of this kind in the task.
     Refs(Kind),
+    /// An invariant's name ([`invariants::check_name`]).
+    InvariantName,
+    /// A conclusion's list of `{"name", "holds", "evidence", "change", "description"}`.
+    InvariantChecks,
+    /// A consultation's list of `{"name", "holds": true|false|null, "note"}`.
+    InvariantAnswers,
 }
 
 impl Shape {
@@ -91,6 +98,8 @@ impl Shape {
                 | Shape::Evidence
                 | Shape::Positions
                 | Shape::Refs(_)
+                | Shape::InvariantChecks
+                | Shape::InvariantAnswers
         )
     }
 }
@@ -149,6 +158,14 @@ fn stances() -> Vec<&'static str> {
     .collect()
 }
 
+fn invariant_actions() -> Vec<&'static str> {
+    InvariantAction::ALL.iter().map(|a| a.as_str()).collect()
+}
+
+fn invariant_changes() -> Vec<&'static str> {
+    InvariantChange::ALL.iter().map(|c| c.as_str()).collect()
+}
+
 fn evidence_kinds() -> Vec<&'static str> {
     EvidenceKind::ALL.iter().map(|k| k.as_str()).collect()
 }
@@ -196,6 +213,7 @@ const CONSULTATION: &[Field] = &[
     opt("duration_ms", Shape::Count),
     opt("usage", Shape::Usage),
     opt("retry_after_s", Shape::Count),
+    opt("invariants", Shape::InvariantAnswers),
     opt("source", Shape::Line(MAX_NAME_CHARS)),
 ];
 
@@ -225,6 +243,7 @@ const CONCLUSION: &[Field] = &[
     opt("risks", Shape::Texts),
     opt("validation_plan", TEXT),
     opt("supersedes", Shape::Ref(Kind::Conclusion)),
+    opt("invariants", Shape::InvariantChecks),
 ];
 
 const VALIDATION: &[Field] = &[
@@ -243,6 +262,13 @@ const ATTEMPT: &[Field] = &[
     opt("updated_hypothesis", TEXT),
 ];
 
+const INVARIANT: &[Field] = &[
+    req("name", Shape::InvariantName),
+    req("action", Shape::Choice(invariant_actions)),
+    opt("description", TEXT),
+    opt("reason", TEXT),
+];
+
 /// The caller's fields of `kind`.
 pub(super) fn fields(kind: Kind) -> &'static [Field] {
     match kind {
@@ -254,6 +280,7 @@ pub(super) fn fields(kind: Kind) -> &'static [Field] {
         Kind::Conclusion => CONCLUSION,
         Kind::Validation => VALIDATION,
         Kind::Attempt => ATTEMPT,
+        Kind::Invariant => INVARIANT,
     }
 }
 
@@ -265,7 +292,7 @@ pub fn caller_fields(kind: Kind) -> Vec<&'static str> {
 /// `kind` with its article, as read in a sentence.
 pub(super) fn a(kind: Kind) -> String {
     match kind {
-        Kind::Assessment | Kind::Attempt => format!("an {kind}"),
+        Kind::Assessment | Kind::Attempt | Kind::Invariant => format!("an {kind}"),
         _ => format!("a {kind}"),
     }
 }
@@ -450,6 +477,21 @@ fn check_value(kind: Kind, field: &Field, value: &Value) -> Result<(), Refusal> 
         },
         Shape::Usage => check_usage(kind, name, value),
         Shape::Ref(target) => check_id(kind, name, value, target),
+        Shape::InvariantName => check_invariant_name(kind, name, value),
+        Shape::InvariantChecks => {
+            let items = list(kind, name, value, "a list of invariant objects")?;
+            for (i, item) in items.iter().enumerate() {
+                check_invariant_check(kind, &format!("{name}[{i}]"), item)?;
+            }
+            Ok(())
+        }
+        Shape::InvariantAnswers => {
+            let items = list(kind, name, value, "a list of invariant answers")?;
+            for (i, item) in items.iter().enumerate() {
+                check_invariant_answer(kind, &format!("{name}[{i}]"), item)?;
+            }
+            Ok(())
+        }
         Shape::Refs(target) => {
             let must = format!("a list of {} ids", target);
             let items = list(kind, name, value, &must)?;
@@ -610,6 +652,128 @@ fn check_position(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> 
     )
 }
 
+fn check_invariant_name(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let Some(text) = value.as_str() else {
+        return Err(bad(kind, name, invariants::NAME_RULE, value));
+    };
+    invariants::check_name(text).map_err(|message| {
+        refuse(
+            ReasonCode::InvalidField,
+            format!("field `{name}` of {}: {message}", a(kind)),
+        )
+    })
+}
+
+fn check_invariant_answer(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let must = "an invariant answer `{\"name\", \"holds\", \"note\"}`";
+    let Value::Object(object) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    nested_keys(kind, name, object, &["name", "holds", "note"])?;
+    check_invariant_name(
+        kind,
+        &format!("{name}.name"),
+        object.get("name").unwrap_or(&Value::Null),
+    )?;
+    match object.get("holds") {
+        None | Some(Value::Null | Value::Bool(_)) => {}
+        Some(other) => {
+            return Err(bad(
+                kind,
+                &format!("{name}.holds"),
+                "`true`, `false` or `null`",
+                other,
+            ))
+        }
+    }
+    match object.get("note") {
+        None | Some(Value::Null) => Ok(()),
+        Some(note) => check_text(
+            kind,
+            &format!("{name}.note"),
+            note,
+            MAX_TEXT_CHARS,
+            false,
+            false,
+        ),
+    }
+}
+
+/// The keys of one entry of a conclusion's `invariants`.
+const INVARIANT_CHECK_KEYS: [&str; 5] = ["name", "holds", "evidence", "change", "description"];
+
+fn check_invariant_check(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
+    let must =
+        "an invariant object `{\"name\", \"holds\", \"evidence\", \"change\", \"description\"}`";
+    let Value::Object(object) = value else {
+        return Err(bad(kind, name, must, value));
+    };
+    nested_keys(kind, name, object, &INVARIANT_CHECK_KEYS)?;
+    check_invariant_name(
+        kind,
+        &format!("{name}.name"),
+        object.get("name").unwrap_or(&Value::Null),
+    )?;
+    let holds = object.get("holds").unwrap_or(&Value::Null);
+    if !holds.is_boolean() {
+        return Err(bad(
+            kind,
+            &format!("{name}.holds"),
+            "`true` or `false`",
+            holds,
+        ));
+    }
+    match object.get("evidence") {
+        None | Some(Value::Null) => {}
+        Some(evidence) => {
+            let field = format!("{name}.evidence");
+            let items = list(kind, &field, evidence, "a list of evidence objects")?;
+            for (i, item) in items.iter().enumerate() {
+                check_evidence(kind, &format!("{field}[{i}]"), item)?;
+            }
+        }
+    }
+    let change = match object.get("change") {
+        None | Some(Value::Null) => None,
+        Some(change) => {
+            let accepted = invariant_changes();
+            match change.as_str() {
+                Some(c) if accepted.contains(&c) => Some(c),
+                _ => {
+                    let must = format!("one of {}", listed(&accepted));
+                    return Err(bad(kind, &format!("{name}.change"), &must, change));
+                }
+            }
+        }
+    };
+    let description = object.get("description").filter(|v| !v.is_null());
+    match (change, description) {
+        (Some("narrow"), None) => Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "`{name}` narrows its invariant, so it needs `description`: the narrower \
+                 invariant's text"
+            ),
+        )),
+        (Some("narrow"), Some(text)) => check_text(
+            kind,
+            &format!("{name}.description"),
+            text,
+            MAX_TEXT_CHARS,
+            false,
+            true,
+        ),
+        (_, Some(_)) => Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "`{name}.description` is the narrower text of `\"change\": \"narrow\"`; \
+                 remove it, or narrow the invariant"
+            ),
+        )),
+        (_, None) => Ok(()),
+    }
+}
+
 fn check_usage(kind: Kind, name: &str, value: &Value) -> Result<(), Refusal> {
     let must = "`{\"input_tokens\": N, \"output_tokens\": N}` with whole numbers";
     let Value::Object(object) = value else {
@@ -676,6 +840,15 @@ fn describe(shape: Shape) -> String {
         }
         Shape::Ref(kind) => format!("the id of {} record of the task", a(kind)),
         Shape::Refs(kind) => format!("a list of ids of {kind} records of the task"),
+        Shape::InvariantName => format!("an invariant name: {}", invariants::NAME_RULE),
+        Shape::InvariantAnswers => {
+            "a list of {\"name\", \"holds\": true|false|null, \"note\"}".to_string()
+        }
+        Shape::InvariantChecks => format!(
+            "a list of {{\"name\", \"holds\": true|false, \"evidence\": [...], \"change\"?: {}, \
+             \"description\"?: the narrower text}}, one per invariant in force (material, high, critical)",
+            invariant_changes().join(" | ")
+        ),
     }
 }
 
@@ -694,7 +867,10 @@ pub fn template(kind: Kind) -> Value {
             }
         };
         let value = match field.shape {
-            Shape::Text(_) | Shape::Line(_) => placeholder(field.name.replace('_', " ")),
+            Shape::Text(_) | Shape::Line(_) | Shape::InvariantName => {
+                placeholder(field.name.replace('_', " "))
+            }
+            Shape::InvariantChecks | Shape::InvariantAnswers => Value::Array(Vec::new()),
             Shape::Choice(choices) => placeholder(choices().join(" | ")),
             Shape::Ref(of) => placeholder(format!("{of} id")),
             Shape::Texts | Shape::Capabilities | Shape::Refs(_) => Value::Array(Vec::new()),

@@ -4,10 +4,11 @@
 use super::fields::{a, listed};
 use super::{refuse, ReasonCode, Refusal};
 use crate::core::chain::trust::Trust;
+use crate::core::invariants::{self, InForce, TaskInvariants};
 use crate::core::policy;
 use crate::core::records::{
-    Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Kind, Plan,
-    Record, Resolution, TaskName, EXECUTOR, NEITHER,
+    Assessment, Body, Conclusion, Consultation, ConsultationStatus, Disagreement, Invariant,
+    InvariantAction, Kind, Plan, Record, Resolution, TaskName, EXECUTOR, NEITHER,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -41,6 +42,9 @@ pub struct Index {
     superseded: FxHashSet<String>,
     /// Normalised subject → the ids of the assessments holding it.
     subjects: FxHashMap<String, Vec<String>>,
+    /// The task's own invariants: its `invariant` records and the conclusions that remove
+    /// or narrow one, folded in record order.
+    invariants: TaskInvariants,
 }
 
 impl Index {
@@ -65,9 +69,15 @@ impl Index {
         self.indexed = self.indexed.max(records.len());
     }
 
+    /// The task's own invariants, as the indexed records leave them.
+    pub fn invariants(&self) -> &TaskInvariants {
+        &self.invariants
+    }
+
     fn add(&mut self, at: usize, record: &Record) {
         let id = record.id();
         self.last.insert(id.to_string(), at);
+        self.invariants.apply(record);
         match &record.body {
             Body::Assessment(a) => self
                 .subjects
@@ -117,7 +127,7 @@ impl Index {
                     .or_default()
                     .push(at);
             }
-            Body::Validation(_) | Body::Attempt(_) => {}
+            Body::Validation(_) | Body::Attempt(_) | Body::Invariant(_) => {}
         }
     }
 }
@@ -370,8 +380,9 @@ impl<'a> Task<'a> {
     }
 }
 
-/// Apply the cross-record rules of `body`'s kind, filling its computed fields.
-pub(super) fn check(task: &Task, body: &mut Body) -> Result<(), Refusal> {
+/// Apply the cross-record rules of `body`'s kind, filling its computed fields; `outer`
+/// are the global and project invariants in force (the task's own are in its index).
+pub(super) fn check(task: &Task, body: &mut Body, outer: &[InForce]) -> Result<(), Refusal> {
     match body {
         Body::Assessment(x) => assessment(x),
         // Plans are admitted by `admit_plan`; a body of this kind never reaches here.
@@ -379,14 +390,133 @@ pub(super) fn check(task: &Task, body: &mut Body) -> Result<(), Refusal> {
         Body::Consultation(x) => consultation(task, x),
         Body::Disagreement(x) => disagreement(task, x),
         Body::Resolution(x) => resolution(task, x),
-        Body::Conclusion(x) => conclusion(task, x),
+        Body::Conclusion(x) => conclusion(task, x, outer),
         Body::Validation(x) => task
             .conclusion("conclusion", Kind::Validation, &x.conclusion)
             .map(|_| ()),
         Body::Attempt(x) => task
             .assessment("assessment", Kind::Attempt, &x.assessment)
             .map(|_| ()),
+        Body::Invariant(x) => invariant(task, x),
     }
+}
+
+/// An `invariant` record: `add` and `narrow` carry the text; `add` puts a name in force at
+/// task scope once; `narrow` and `remove` touch only what the task itself added. A global
+/// or project invariant is removed in its own file, or within a task by a conclusion
+/// that decides it (an entry with `holds: false` and its `change`).
+fn invariant(task: &Task, x: &Invariant) -> Result<(), Refusal> {
+    let has_text = x
+        .description
+        .as_deref()
+        .is_some_and(|d| !d.trim().is_empty());
+    let added_by = task.index.invariants.added_by(&x.name);
+    match x.action {
+        InvariantAction::Add | InvariantAction::Narrow if !has_text => Err(refuse(
+            ReasonCode::InvalidField,
+            format!(
+                "an invariant record that does `{}` needs `description`: the constraint's text",
+                x.action.as_str()
+            ),
+        )),
+        InvariantAction::Add => match added_by {
+            Some(record) => Err(refuse(
+                ReasonCode::InvalidField,
+                format!(
+                    "invariant `{}` is already in force at task scope (record `{record}`); \
+                     `narrow` it or `remove` it first",
+                    x.name
+                ),
+            )),
+            None => Ok(()),
+        },
+        InvariantAction::Remove | InvariantAction::Narrow => match added_by {
+            Some(_) => Ok(()),
+            None => Err(refuse(
+                ReasonCode::UnknownReference,
+                format!(
+                    "invariant `{}` was not added in task `{}`, so a record cannot `{}` it; \
+                     a task's records narrow or remove only the invariants the task added \
+                     (`advisor-consult invariant list` shows each one's scope); a global or \
+                     project invariant is removed from its own file, or set aside in this \
+                     task by a conclusion that decides it (`holds: false` with \
+                     `\"change\": \"remove\"` or `\"narrow\"`)",
+                    x.name,
+                    task.name,
+                    x.action.as_str()
+                ),
+            )),
+        },
+    }
+}
+
+/// A conclusion's account of the invariants: an entry that says an invariant does not
+/// hold decides its removal or narrowing, whatever the doubt; on material, high or
+/// critical doubt every invariant in force has an entry with evidence.
+fn invariants_kept(
+    task: &Task,
+    x: &Conclusion,
+    assessment: &Assessment,
+    outer: &[InForce],
+) -> Result<(), Refusal> {
+    for (i, check) in x.invariants.iter().enumerate() {
+        if x.invariants[..i].iter().any(|c| c.name == check.name) {
+            return Err(refuse(
+                ReasonCode::InvalidField,
+                format!(
+                    "`invariants` names `{}` twice; account for each invariant once",
+                    check.name
+                ),
+            ));
+        }
+    }
+    if let Some(broken) = x.invariants.iter().find(|c| !c.holds && c.change.is_none()) {
+        return Err(refuse(
+            ReasonCode::InvariantViolated,
+            format!(
+                "the decision does not keep invariant `{}` (`holds: false`); change the \
+                 decision so that it holds, or decide in this conclusion to set it aside: \
+                 add `\"change\": \"remove\"`, or `\"change\": \"narrow\"` with the \
+                 narrower `description`, to its entry",
+                broken.name
+            ),
+        ));
+    }
+    if !assessment.materiality.needs_evidence() {
+        return Ok(());
+    }
+    let in_force = invariants::effective(outer, &task.index.invariants);
+    let unaddressed: Vec<&InForce> = in_force
+        .iter()
+        .filter(|i| {
+            !x.invariants
+                .iter()
+                .any(|c| c.name == i.name && !c.evidence.is_empty())
+        })
+        .collect();
+    let Some(first) = unaddressed.first() else {
+        return Ok(());
+    };
+    let names: Vec<&str> = unaddressed.iter().map(|i| i.name.as_str()).collect();
+    let without_evidence = x.invariants.iter().any(|c| c.name == first.name);
+    let why = if without_evidence {
+        "its entry in `invariants` cites no evidence".to_string()
+    } else {
+        "it has no entry in `invariants`".to_string()
+    };
+    Err(refuse(
+        ReasonCode::InvariantUnaddressed,
+        format!(
+            "invariant `{}` ({} scope: {}) is in force and {why}; a conclusion on `{}` doubt \
+             accounts for every invariant in force ({}) with \
+             `{{\"name\", \"holds\": true|false, \"evidence\": [...]}}`",
+            first.name,
+            first.scope,
+            first.description,
+            assessment.materiality.as_str(),
+            listed(&names)
+        ),
+    ))
 }
 
 fn assessment(x: &Assessment) -> Result<(), Refusal> {
@@ -577,7 +707,7 @@ fn resolution(task: &Task, x: &mut Resolution) -> Result<(), Refusal> {
     ))
 }
 
-fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
+fn conclusion(task: &Task, x: &mut Conclusion, outer: &[InForce]) -> Result<(), Refusal> {
     let (_, assessment) = task.assessment("assessment", Kind::Conclusion, &x.assessment)?;
     let mut cited = Vec::with_capacity(x.consultations.len());
     for (i, id) in x.consultations.iter().enumerate() {
@@ -647,6 +777,7 @@ fn conclusion(task: &Task, x: &mut Conclusion) -> Result<(), Refusal> {
         ));
     }
     supersedes_missing(task, x, assessment)?;
+    invariants_kept(task, x, assessment, outer)?;
     // Who answered is listed by advisor; how many independent reviews that makes is
     // counted by source: two advisors in front of one model are one review.
     let mut reviewed_by: Vec<String> = Vec::new();

@@ -41,6 +41,7 @@ impl Fixture {
             trust: self.trust.as_ref(),
             secrets: &[],
             daemon: false,
+            invariants: &[],
         };
         admit(&self.records, input, &env)
     }
@@ -804,6 +805,79 @@ fn every_reason_code() {
     }
     assert!(refuse_consultation_by_caller(&json!({"kind": "assessment"})).is_ok());
     seen.insert(refused.reason.as_str());
+    // With a task-scope invariant in force, a material conclusion accounts for it.
+    let mut kept = Fixture {
+        task: w.f.task.clone(),
+        records: w.f.records.clone(),
+        trust: None,
+    };
+    kept.add(
+        json!({"kind": "invariant", "name": "no-core-io", "action": "add",
+        "description": "the core reads no file"}),
+    );
+    let on_mat = |invariants: Value| {
+        conclusion(json!({"assessment": w.a_mat, "consultations": [w.c_alpha],
+            "invariants": invariants}))
+    };
+    for (label, input, expected) in [
+        (
+            "an invariant left out",
+            on_mat(json!([])),
+            InvariantUnaddressed,
+        ),
+        (
+            "an invariant without evidence",
+            on_mat(json!([{"name": "no-core-io", "holds": true}])),
+            InvariantUnaddressed,
+        ),
+        (
+            "an invariant broken",
+            on_mat(json!([{"name": "no-core-io", "holds": false, "evidence": evidence()}])),
+            InvariantViolated,
+        ),
+        (
+            "an invariant named twice",
+            on_mat(
+                json!([{"name": "no-core-io", "holds": true, "evidence": evidence()},
+                          {"name": "no-core-io", "holds": true, "evidence": evidence()}]),
+            ),
+            InvalidField,
+        ),
+        (
+            "narrowed without its text",
+            on_mat(json!([{"name": "no-core-io", "holds": false, "change": "narrow"}])),
+            InvalidField,
+        ),
+        (
+            "an invariant record removing what the task did not add",
+            json!({"kind": "invariant", "name": "from-elsewhere", "action": "remove"}),
+            UnknownReference,
+        ),
+        (
+            "an invariant added twice",
+            json!({"kind": "invariant", "name": "no-core-io", "action": "add",
+                "description": "again"}),
+            InvalidField,
+        ),
+        (
+            "an invariant name with capitals",
+            json!({"kind": "invariant", "name": "NoCoreIO", "action": "add",
+                "description": "d"}),
+            InvalidField,
+        ),
+    ] {
+        check(&kept, label, input, expected);
+        seen.insert(expected.as_str());
+    }
+    kept.admit(&on_mat(
+        json!([{"name": "no-core-io", "holds": true, "evidence": evidence()}]),
+    ))
+    .expect("an invariant accounted for is admitted");
+    kept.admit(&on_mat(
+        json!([{"name": "no-core-io", "holds": false, "evidence": evidence(),
+        "change": "narrow", "description": "the core reads no file but its own"}]),
+    ))
+    .expect("a broken invariant narrowed by the decision is admitted");
     // `invalid_task` is the only code the writer cannot give: a `TaskName` is valid by
     // construction, and the edges that build one (CLI, daemon) refuse bad names.
     let missing: Vec<&str> = ReasonCode::ALL
@@ -860,6 +934,7 @@ fn a_plan_is_computed_by_the_policy() {
         trust: None,
         secrets: &[],
         daemon: false,
+        invariants: &[],
     };
     let record = admit(
         &w.f.records,
@@ -1466,8 +1541,12 @@ fn the_review_counts_only_consultations_the_chain_vouches_for() {
             v
         })
         .expect("a conclusion body");
-        rules::check(&rules::Task::new(&w.f.records, &w.f.task, trust), &mut body)
-            .expect("admitted");
+        rules::check(
+            &rules::Task::new(&w.f.records, &w.f.task, trust),
+            &mut body,
+            &[],
+        )
+        .expect("admitted");
         let Body::Conclusion(c) = body else {
             panic!("a conclusion")
         };
@@ -1590,6 +1669,7 @@ fn sizes_are_judged_on_the_cleaned_text() {
         trust: None,
         secrets: &secrets,
         daemon: false,
+        invariants: &[],
     };
     let mut input = assessment("s", "low");
     // 198 characters as given; each value becomes `[redacted:credential_value]`.

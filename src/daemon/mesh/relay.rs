@@ -276,6 +276,15 @@ fn completed(c: &crate::core::records::Consultation, advisor: &str) -> ReplyOutc
             actions: c.actions.clone(),
             falsifiers: c.falsifiers.clone(),
             confidence: c.confidence,
+            invariants: c
+                .invariants
+                .iter()
+                .map(|i| advisord_adapters::normalise::InvariantAnswer {
+                    name: i.name.clone(),
+                    holds: i.holds,
+                    note: i.note.clone(),
+                })
+                .collect(),
         },
         source: c
             .source
