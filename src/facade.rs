@@ -192,7 +192,12 @@ impl Api for Local {
 
     fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
         Box::pin(blocking(move || {
-            service::record(&Registry::builtin(), &request.context, &request.record)
+            service::record_or_judge(
+                &Registry::builtin(),
+                &request.context,
+                &request.record,
+                request.dry_run,
+            )
         }))
     }
 
@@ -210,7 +215,12 @@ impl Api for Local {
 
     fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
         Box::pin(blocking(move || {
-            service::explain(&Registry::builtin(), &request.context, request.id.as_str())
+            service::explain(
+                &Registry::builtin(),
+                &request.context,
+                request.id.as_str(),
+                request.downstream,
+            )
         }))
     }
 

@@ -176,6 +176,10 @@ pub struct RecordRequest {
     pub context: RequestContext,
     /// One JSON object: `kind` plus the caller's fields.
     pub record: serde_json::Value,
+    /// Judge the record with the writer and write nothing: the answer is the record as it
+    /// would be stored, or the refusal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// `status`: the task's derived status.
@@ -202,6 +206,9 @@ pub struct ExplainRequest {
     pub context: RequestContext,
     /// The record explained.
     pub id: RecordId,
+    /// Also list what rests on it (`downstream`, `if_superseded`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub downstream: bool,
 }
 
 /// `tree`: the task's records as a tree.
@@ -502,6 +509,9 @@ verbs! {
         ExplainRequest => ExplainView, consults: false, |r| {
             let mut call = HttpCall::new(VerbName::Explain).with_context(&r.context);
             call.query.push(("id", r.id.to_string()));
+            if r.downstream {
+                call.query.push(("downstream", "true".to_string()));
+            }
             call
         };
     /// [`TreeRequest`] → [`TreeView`].
@@ -770,6 +780,7 @@ mod tests {
         let call = ExplainRequest {
             context,
             id: "R1".into(),
+            downstream: false,
         }
         .call();
         assert_eq!(call.query, vec![("id", "R1".to_string())]);
@@ -804,6 +815,7 @@ mod tests {
             sent(&ExplainRequest {
                 context: c(),
                 id: "R".into(),
+                downstream: false,
             }),
             sent(&TreeRequest {
                 context: c(),
@@ -813,6 +825,7 @@ mod tests {
             sent(&RecordRequest {
                 context: c(),
                 record: serde_json::json!({}),
+                dry_run: false,
             }),
             sent(&PlanRequest {
                 context: c(),
@@ -842,7 +855,10 @@ mod tests {
                 .map(|p| p.keys().cloned().collect())
                 .unwrap_or_default()
         }
-        assert_eq!(properties::<ExplainRequest>(), ["context", "id"]);
+        assert_eq!(
+            properties::<ExplainRequest>(),
+            ["context", "id", "downstream"]
+        );
         assert_eq!(
             properties::<ConsultRequest>(),
             [

@@ -55,6 +55,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+mod downstream;
 mod track;
 mod watch;
 
@@ -115,6 +116,8 @@ struct TaskCache {
     attestations: Arc<chain::Attestations>,
     /// The size on disk of the records read.
     bytes: usize,
+    /// The citations between `records`, caught up when a view asks (`store::downstream`).
+    downstream: crate::core::views::downstream::Graph,
 }
 
 /// What `stat` says of a record file, enough to tell that it is still the file the cache

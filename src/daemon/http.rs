@@ -250,7 +250,12 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
             let context = context_of(api, &incoming).await?;
             reply(
                 StatusCode::OK,
-                api.explain(ExplainRequest { context, id }).await?,
+                api.explain(ExplainRequest {
+                    context,
+                    id,
+                    downstream: query.downstream.unwrap_or(false),
+                })
+                .await?,
             )
         }
         VerbName::Tree => {
@@ -362,6 +367,7 @@ async fn answer(api: &Served, verb: VerbName, id: Option<JobId>, incoming: Incom
 #[derive(Debug, Default, Deserialize)]
 struct ExplainQuery {
     id: Option<RecordId>,
+    downstream: Option<bool>,
 }
 
 /// The query of `tree`.

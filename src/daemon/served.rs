@@ -131,6 +131,7 @@ impl Api for Served {
 
     fn record(&self, request: RecordRequest) -> Answer<'_, Record> {
         let input = request.record;
+        let dry_run = request.dry_run;
         Box::pin(async move {
             let mut context = request.context;
             if input.get("kind").and_then(|k| k.as_str()) == Some("plan") {
@@ -139,12 +140,14 @@ impl Api for Served {
             }
             let root = context.root.display().to_string();
             let record = in_root(&self.jobs.registry, context, move |r, c| {
-                service::record(r, &c, &input)
+                service::record_or_judge(r, &c, &input, dry_run)
             })
             .await?;
-            self.jobs
-                .feed
-                .publish(&root, &record.envelope.task, "record", &record);
+            if !dry_run {
+                self.jobs
+                    .feed
+                    .publish(&root, &record.envelope.task, "record", &record);
+            }
             Ok(record)
         })
     }
@@ -165,11 +168,11 @@ impl Api for Served {
     }
 
     fn explain(&self, request: ExplainRequest) -> Answer<'_, ExplainView> {
-        let id = request.id;
+        let (id, downstream) = (request.id, request.downstream);
         Box::pin(in_root(
             &self.jobs.registry,
             request.context,
-            move |r, c| service::explain(r, &c, id.as_str()),
+            move |r, c| service::explain(r, &c, id.as_str(), downstream),
         ))
     }
 
