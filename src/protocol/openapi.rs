@@ -151,12 +151,20 @@ fn operation(verb: VerbName, generator: &mut SchemaGenerator) -> Operation {
         V::Explain => Operation {
             summary: "The provenance chain of one record.",
             params: [
-                vec![query(
-                    "id",
-                    true,
-                    json!({"type": "string"}),
-                    "The record explained.",
-                )],
+                vec![
+                    query(
+                        "id",
+                        true,
+                        json!({"type": "string"}),
+                        "The record explained.",
+                    ),
+                    query(
+                        "downstream",
+                        false,
+                        json!({"type": "boolean"}),
+                        "Also list what rests on it.",
+                    ),
+                ],
                 context_params(),
             ]
             .concat(),

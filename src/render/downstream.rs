@@ -5,7 +5,9 @@ use super::text::{Out, Table};
 use super::Render;
 use crate::core::records::{Body, Record};
 use crate::core::views::downstream::Dependent;
+use crate::core::views::Link;
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// The plain lines of `downstream` (what rests on `id`) and `if_superseded`.
 pub(super) fn plain(
@@ -62,17 +64,26 @@ fn impact(out: &mut Out, id: &str, if_superseded: &[Dependent]) {
     }
 }
 
-/// The table of `downstream` and `if_superseded`.
-pub(super) fn table(downstream: &[Dependent], if_superseded: &[Dependent]) -> String {
-    let mut rows = Table::new(&["depth", "kind", "id", "seq", "cites", "of"]);
+/// The table of `downstream` and `if_superseded` (what each cites by its sequence, so a
+/// row fits the width), `asked` the record they rest on.
+pub(super) fn table(asked: &Link, downstream: &[Dependent], if_superseded: &[Dependent]) -> String {
+    let sequence_of: HashMap<&str, u64> = downstream
+        .iter()
+        .map(|d| (d.id.as_str(), d.sequence))
+        .chain([(asked.id.as_str(), asked.sequence)])
+        .collect();
+    let mut rows = Table::new(&["depth", "kind", "id", "seq", "cites", "of seq"]);
     for d in downstream {
+        let of = sequence_of
+            .get(d.of.as_str())
+            .map_or_else(|| d.of.clone(), |s| s.to_string());
         rows.row(&[
             d.depth.to_string(),
             d.kind.to_string(),
             d.id.clone(),
             d.sequence.to_string(),
             d.cites.as_str().to_string(),
-            d.of.clone(),
+            of,
         ]);
     }
     let mut text = rows.render();

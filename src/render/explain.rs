@@ -155,7 +155,9 @@ impl Render for ExplainView {
 
     fn table(&self) -> String {
         match &self.downstream {
-            Some(downstream) => super::downstream::table(downstream, &self.if_superseded),
+            Some(downstream) => {
+                super::downstream::table(&self.asked, downstream, &self.if_superseded)
+            }
             None => self.plain(),
         }
     }

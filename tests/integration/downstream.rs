@@ -4,7 +4,7 @@
 //! and `record --dry-run` previews a record and its impact without writing a byte, on the
 //! daemon and with `--no-daemon` alike.
 
-use crate::support::client::World;
+use crate::support::client::{Advisor, World};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -87,7 +87,7 @@ fn rests(status: &Value, id: &str) -> Value {
 
 #[test]
 fn a_supersession_flags_what_cited_it_until_reaffirmed_and_a_dry_run_previews_it() {
-    let world = World::new(&[]);
+    let world = World::new(&[Advisor::new("agrees", "supports", 50)]);
     let first = low_assessment(&world, "Where the job queue lives", &[]);
     let old = id(&world.record(conclusion(&first, &[], None)));
     let dependent = low_assessment(&world, "Retry policy of the job queue", &[&old]);
@@ -175,7 +175,7 @@ fn a_supersession_flags_what_cited_it_until_reaffirmed_and_a_dry_run_previews_it
 
 #[test]
 fn explain_downstream_lists_what_rests_on_a_record_in_every_format() {
-    let world = World::new(&[]);
+    let world = World::new(&[Advisor::new("agrees", "supports", 50)]);
     let first = low_assessment(&world, "Where the job queue lives", &[]);
     let old = id(&world.record(conclusion(&first, &[], None)));
     let dependent = low_assessment(&world, "Retry policy of the job queue", &[&old]);
@@ -221,7 +221,7 @@ fn explain_downstream_lists_what_rests_on_a_record_in_every_format() {
     world
         .run(&["explain", &old, "--downstream", "--format", "table"])
         .expect_exit(0)
-        .expect_stdout("depth")
+        .expect_stdout("DEPTH")
         .expect_stdout(&on_dependent);
     world
         .run(&["explain", &old, "--downstream"])
