@@ -141,6 +141,8 @@ struct Node {
     cites: Vec<(u32, Cites)>,
     /// What cites it, in sequence order.
     cited_by: Vec<(u32, Cites)>,
+    /// Whether some record named it in `supersedes` (it is then in `Graph::superseded`).
+    named_superseded: bool,
 }
 
 /// The citations between a task's records, both ways, fed in sequence order.
@@ -237,8 +239,10 @@ impl Graph {
                 continue;
             };
             cites.push((to, how));
-            self.nodes[to as usize].cited_by.push((index, how));
-            if how == Cites::Supersedes && !self.superseded.contains(&to) {
+            let cited = &mut self.nodes[to as usize];
+            cited.cited_by.push((index, how));
+            if how == Cites::Supersedes && !cited.named_superseded {
+                cited.named_superseded = true;
                 self.superseded.push(to);
             }
         }
@@ -249,6 +253,7 @@ impl Graph {
             sequence: record.envelope.sequence,
             cites,
             cited_by: Vec::new(),
+            named_superseded: false,
         });
     }
 
@@ -274,37 +279,42 @@ impl Graph {
             .map(|&(by, _)| by)
     }
 
-    /// The conclusions that replaced `index`, one after the other.
-    fn replacements(&self, index: u32, trust: &Trust) -> Vec<u32> {
-        let mut line = Vec::new();
-        let mut at = index;
-        while let Some(next) = self.superseded_by(at, trust) {
-            if line.contains(&next) || next == index {
-                break;
-            }
-            line.push(next);
-            at = next;
+    /// Each conclusion in a line of supersession: the line's first conclusion and its
+    /// place in it (the first is 0, what superseded it 1, ...). One pass over the
+    /// supersessions, whatever the lines' lengths.
+    fn lines(&self, trust: &Trust) -> HashMap<u32, (u32, u32)> {
+        let mut olds = self.superseded.clone();
+        olds.sort_unstable();
+        let mut lines: HashMap<u32, (u32, u32)> = HashMap::default();
+        for old in olds {
+            let Some(by) = self.superseded_by(old, trust) else {
+                continue;
+            };
+            // Oldest first: `old` has its place already when something superseded it.
+            let (first, at) = *lines.entry(old).or_insert((old, 0));
+            lines.insert(by, (first, at + 1));
         }
-        line
+        lines
     }
 
-    /// Whether `index` cites as evidence one of `line`.
-    fn cites_evidence_in(&self, index: u32, line: &[u32]) -> bool {
+    /// Whether `index` cites as evidence a record `after` accepts.
+    fn cites_evidence_in(&self, index: u32, after: &impl Fn(u32) -> bool) -> bool {
         self.node(index)
             .cites
             .iter()
-            .any(|&(to, how)| how == Cites::Evidence && line.contains(&to))
+            .any(|&(to, how)| how == Cites::Evidence && after(to))
     }
 
-    /// Whether `index` was reaffirmed in the light of `line`: it, or a record the chain
-    /// vouches for that cites it, cites one of `line` as evidence.
-    fn reaffirmed(&self, index: u32, line: &[u32], trust: &Trust) -> bool {
-        self.cites_evidence_in(index, line)
+    /// Whether `index` was reaffirmed: it, or a record the chain vouches for that cites
+    /// it, cites as evidence a conclusion `after` accepts (one that replaced the
+    /// superseded one, directly or in turn).
+    fn reaffirmed(&self, index: u32, after: &impl Fn(u32) -> bool, trust: &Trust) -> bool {
+        self.cites_evidence_in(index, after)
             || self
                 .node(index)
                 .cited_by
                 .iter()
-                .any(|&(by, _)| self.verified(by, trust) && self.cites_evidence_in(by, line))
+                .any(|&(by, _)| self.verified(by, trust) && self.cites_evidence_in(by, after))
     }
 
     /// The assessments and conclusions the chain vouches for that cite `index` as evidence
@@ -330,14 +340,22 @@ impl Graph {
     /// Every record resting on a superseded decision (see the module documentation), in
     /// sequence order, each once per superseded conclusion it cites.
     pub fn resting(&self, trust: &Trust) -> Vec<Resting> {
+        let lines = self.lines(trust);
         let mut out = Vec::new();
         for &old in &self.superseded {
-            let line = self.replacements(old, trust);
-            let Some(&by) = line.first() else {
+            let Some(by) = self.superseded_by(old, trust) else {
                 continue;
             };
+            let Some(&(first, at)) = lines.get(&old) else {
+                continue;
+            };
+            let after = |e: u32| {
+                lines
+                    .get(&e)
+                    .is_some_and(|&(f, place)| f == first && place > at)
+            };
             for citer in self.evidence_citers(old, trust) {
-                if line.contains(&citer) || self.reaffirmed(citer, &line, trust) {
+                if after(citer) || self.reaffirmed(citer, &after, trust) {
                     continue;
                 }
                 let node = self.node(citer);
