@@ -150,6 +150,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .record(RecordRequest {
                     context: context(),
                     record,
+                    dry_run: false,
                 })
                 .await?;
             if matches!(format, Format::Plain | Format::Table) {
@@ -195,7 +196,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             emit(&select_api(&global).await?.plan(request).await?, format)
         }
-        Verb::Record { file, template } => {
+        Verb::Record {
+            file,
+            template,
+            dry_run,
+        } => {
             let Some(file) = file else {
                 return Err(Error::Usage(format!(
                     "`record` needs `--file FILE` (or `--template {}`)",
@@ -208,8 +213,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let request = RecordRequest {
                 context: context(),
                 record,
+                dry_run,
             };
-            emit(&select_api(&global).await?.record(request).await?, format)
+            let api = select_api(&global).await?;
+            let stored = api.record(request).await?;
+            if !dry_run {
+                return emit(&stored, format);
+            }
+            // The impact of a superseding conclusion: what cites the one it replaces.
+            let impact = match crate::render::downstream::DryRun::supersedes(&stored) {
+                Some(old) => Some(
+                    api.explain(ExplainRequest {
+                        context: context(),
+                        id: old.into(),
+                        downstream: true,
+                    })
+                    .await?
+                    .if_superseded,
+                ),
+                None => None,
+            };
+            emit(
+                &crate::render::downstream::DryRun::new(stored, impact),
+                format,
+            )
         }
         Verb::Context => context::run(select_api(&global).await?.as_ref(), &ctx, format).await,
         Verb::Doctor => {
@@ -232,10 +259,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let request = SpendRequest { context: context() };
             emit(&select_api(&global).await?.spend(request).await?, format)
         }
-        Verb::Explain { id } => {
+        Verb::Explain { id, downstream } => {
             let request = ExplainRequest {
                 context: context(),
                 id: id.into(),
+                downstream,
             };
             emit(&select_api(&global).await?.explain(request).await?, format)
         }

@@ -346,6 +346,7 @@ mod tests {
                 .record(RecordRequest {
                     context: c(),
                     record: serde_json::json!({"kind": "assessment"}),
+                    dry_run: false,
                 })
                 .await;
             let _ = client.status(StatusRequest { context: c() }).await;
@@ -355,6 +356,7 @@ mod tests {
                 .explain(ExplainRequest {
                     context: c(),
                     id: "R1".into(),
+                    downstream: false,
                 })
                 .await;
             let _ = client

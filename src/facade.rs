@@ -237,7 +237,7 @@ impl Run for PlanRequest {
 impl Run for RecordRequest {
     in_context!();
     fn run(self, registry: &Registry) -> Result<crate::core::records::Record> {
-        service::record(registry, &self.context, &self.record)
+        service::record_or_judge(registry, &self.context, &self.record, self.dry_run)
     }
 }
 
@@ -265,7 +265,7 @@ impl Run for SpendRequest {
 impl Run for ExplainRequest {
     in_context!();
     fn run(self, registry: &Registry) -> Result<crate::core::views::explain::ExplainView> {
-        service::explain(registry, &self.context, self.id.as_str())
+        service::explain(registry, &self.context, self.id.as_str(), self.downstream)
     }
 }
 

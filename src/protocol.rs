@@ -217,6 +217,10 @@ pub struct RecordRequest {
     pub context: RequestContext,
     /// One JSON object: `kind` plus the caller's fields.
     pub record: serde_json::Value,
+    /// Judge the record with the writer and write nothing: the answer is the record as it
+    /// would be stored, or the refusal.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// `status`: the task's derived status.
@@ -243,6 +247,9 @@ pub struct ExplainRequest {
     pub context: RequestContext,
     /// The record explained.
     pub id: RecordId,
+    /// Also list what rests on it (`downstream`, `if_superseded`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub downstream: bool,
 }
 
 /// `tree`: the task's records as a tree.
@@ -978,6 +985,7 @@ mod tests {
         let call = ExplainRequest {
             context,
             id: "R1".into(),
+            downstream: false,
         }
         .call();
         assert_eq!(call.query, vec![("id", "R1".to_string())]);
@@ -1012,6 +1020,7 @@ mod tests {
             sent(&ExplainRequest {
                 context: c(),
                 id: "R".into(),
+                downstream: false,
             }),
             sent(&TreeRequest {
                 context: c(),
@@ -1021,6 +1030,7 @@ mod tests {
             sent(&RecordRequest {
                 context: c(),
                 record: serde_json::json!({}),
+                dry_run: false,
             }),
             sent(&PlanRequest {
                 context: c(),
@@ -1050,7 +1060,10 @@ mod tests {
                 .map(|p| p.keys().cloned().collect())
                 .unwrap_or_default()
         }
-        assert_eq!(properties::<ExplainRequest>(), ["context", "id"]);
+        assert_eq!(
+            properties::<ExplainRequest>(),
+            ["context", "id", "downstream"]
+        );
         assert_eq!(
             properties::<ConsultRequest>(),
             [

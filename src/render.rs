@@ -8,6 +8,7 @@ mod advisors;
 mod catalogue;
 mod check;
 mod context;
+pub mod downstream;
 mod explain;
 pub mod job;
 pub mod outcomes;

@@ -37,6 +37,18 @@ pub fn record(
     ctx: &RequestContext,
     input: &serde_json::Value,
 ) -> Result<Record, Error> {
+    record_or_judge(registry, ctx, input, false)
+}
+
+/// [`record`], or with `dry_run` the record judged by the same writer under the same rules
+/// and written nowhere ([`Store::dry_run`]): the record as it would be stored, or the
+/// refusal.
+pub fn record_or_judge(
+    registry: &Registry,
+    ctx: &RequestContext,
+    input: &serde_json::Value,
+    dry_run: bool,
+) -> Result<Record, Error> {
     crate::core::writer::refuse_consultation_by_caller(input).map_err(Error::Refused)?;
     let resolved = Resolved::resolve(ctx, registry).map_err(|e| match e {
         Error::InvalidTask(invalid) => Error::Refused(Refusal {
@@ -48,15 +60,20 @@ pub fn record(
     let store = Store::shared(&resolved.state_dir);
     // Only a plan needs availability, which reads every task's consultations.
     let wants_plan = input.get("kind").and_then(|k| k.as_str()) == Some("plan");
-    let record = if wants_plan {
-        let env = plan_env(&resolved, &store, OffsetDateTime::now_utc())?;
-        store.write(&resolved.task, input, Some(&env))?
-    } else if input.get("kind").and_then(|k| k.as_str()) == Some("conclusion") {
-        // A conclusion accounts for the global and project invariants too.
-        let outer = crate::invariants::outer_here(&resolved.root)?;
-        store.write_under(&resolved.task, input, &outer.in_force)?
-    } else {
-        store.write(&resolved.task, input, None)?
+    let env = match wants_plan {
+        true => Some(plan_env(&resolved, &store, OffsetDateTime::now_utc())?),
+        false => None,
+    };
+    // A conclusion accounts for the global and project invariants too.
+    let is_conclusion = input.get("kind").and_then(|k| k.as_str()) == Some("conclusion");
+    let invariants = match is_conclusion {
+        true => crate::invariants::outer_here(&resolved.root)?.in_force,
+        false => Vec::new(),
+    };
+    let record = match dry_run {
+        true => store.dry_run(&resolved.task, input, env.as_ref(), &invariants)?,
+        false if is_conclusion => store.write_under(&resolved.task, input, &invariants)?,
+        false => store.write(&resolved.task, input, env.as_ref())?,
     };
     Ok(record)
 }
@@ -110,13 +127,17 @@ pub fn plan_preview(
 }
 
 /// The task's derived status; records after a break in the hash chain are marked and
-/// count for nothing.
+/// count for nothing; what rests on a superseded decision is marked from the task's
+/// downstream graph (kept by the store, so marking costs the supersessions, not the task).
 pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, Error> {
-    with_task(registry, ctx, |resolved, records, trust| {
+    let resolved = Resolved::resolve(ctx, registry)?;
+    let store = Store::shared(&resolved.state_dir);
+    store.with_downstream(&resolved.task, |records, trust, graph| {
         let mut view = status::status(records, trust);
+        view.mark_resting(graph.resting(trust));
         crate::core::views::priced::price_status(&mut view, &resolved.catalogue);
         Ok(view)
-    })
+    })?
 }
 
 /// The tasks of the context's state directory, by name.
@@ -133,14 +154,25 @@ pub fn tasks(
     })
 }
 
-/// The provenance chain of record `id` of the task.
-pub fn explain(registry: &Registry, ctx: &RequestContext, id: &str) -> Result<ExplainView, Error> {
-    with_task(registry, ctx, |resolved, records, trust| {
+/// The provenance chain of record `id` of the task; with `downstream`, also what rests on
+/// it (from the task's downstream graph).
+pub fn explain(
+    registry: &Registry,
+    ctx: &RequestContext,
+    id: &str,
+    downstream: bool,
+) -> Result<ExplainView, Error> {
+    let resolved = Resolved::resolve(ctx, registry)?;
+    let store = Store::shared(&resolved.state_dir);
+    store.with_downstream(&resolved.task, |records, trust, graph| {
         let mut view = explain::explain(records, id, trust)
             .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))?;
+        if downstream {
+            view.add_downstream(graph, trust);
+        }
         crate::core::views::priced::price_explain(&mut view, &resolved.catalogue);
         Ok(view)
-    })
+    })?
 }
 
 /// The task's records as a tree.

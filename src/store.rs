@@ -61,6 +61,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod availability;
 mod budget;
+mod downstream;
 mod cache;
 pub mod durable;
 mod files;

@@ -100,6 +100,16 @@ async function loadStatus() {
   }
 }
 
+// The marker of an assessment that (or whose conclusion) cites a superseded conclusion as
+// evidence and was not reaffirmed since (docs/records.md, "Downstream").
+function restsOnSuperseded(a) {
+  const ids = [...(a.rests_on_superseded || []),
+    ...(a.conclusions || []).flatMap((c) => c.rests_on_superseded || [])];
+  if (!ids.length) return null;
+  return el("span", { class: "rests-on-superseded", title: `rests on superseded ${ids.join(", ")}` },
+    " rests on a superseded decision");
+}
+
 function renderAssessments(view) {
   const rows = $("assessment-rows");
   rows.replaceChildren();
@@ -108,7 +118,7 @@ function renderAssessments(view) {
       el("td", { class: "id" }, a.sequence),
       el("td", {}, a.subject),
       el("td", {}, a.materiality),
-      el("td", {}, badge(a.state)),
+      el("td", {}, badge(a.state), restsOnSuperseded(a)),
       el("td", {},
         el("button", { type: "button", onclick: () => consult(a.id), "aria-label": `Consult on ${a.subject}` }, "Consult"),
         " ",

@@ -216,6 +216,11 @@ pub enum Verb {
         /// disagreement, resolution, conclusion, validation, attempt, invariant); stores nothing
         #[arg(long, value_name = "KIND", value_parser = super::schema::parse_kind, conflicts_with = "file")]
         template: Option<crate::core::records::Kind>,
+        /// Judge the record with the writer and write nothing: print whether it would be
+        /// accepted and, for a superseding conclusion, what would then rest on a
+        /// superseded decision
+        #[arg(long, conflicts_with = "template")]
+        dry_run: bool,
     },
     /// Each assessment of the task and where it stands
     #[command(after_help = "Example:\n  advisor-consult status --task feature-x")]
@@ -228,6 +233,9 @@ pub enum Verb {
     Explain {
         /// The record id
         id: String,
+        /// Also list every record that rests on it, transitively, and how each cites it
+        #[arg(long)]
+        downstream: bool,
     },
     /// The task's records as a tree
     #[command(after_help = "Example:\n  advisor-consult tree --depth 3 --show-superseded")]

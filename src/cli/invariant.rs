@@ -218,6 +218,7 @@ async fn record_task(
         .record(RecordRequest {
             context: ctx.clone(),
             record,
+            dry_run: false,
         })
         .await?;
     print!("{}", render::render(&stored, global.format));

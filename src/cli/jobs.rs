@@ -170,6 +170,7 @@ async fn consult(
             .explain(ExplainRequest {
                 context: ctx.clone(),
                 id: request.assessment.clone(),
+                downstream: false,
             })
             .await?;
         let assessment = explained

@@ -6,6 +6,7 @@
 
 pub mod advisors;
 pub mod context;
+pub mod downstream;
 pub mod explain;
 pub mod priced;
 pub mod status;

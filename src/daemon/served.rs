@@ -107,10 +107,14 @@ impl Served {
             request.context.mesh_peers = self.jobs.mesh_peers(true).await;
         }
         let root = request.context.root.display().to_string();
+        let dry_run = request.dry_run;
         let record = self.run_typed(request).await?;
-        self.jobs
-            .feed()
-            .publish(&root, &record.envelope.task, "record", &record);
+        // A dry run wrote nothing: nothing to tell the feed.
+        if !dry_run {
+            self.jobs
+                .feed()
+                .publish(&root, &record.envelope.task, "record", &record);
+        }
         Ok(record)
     }
 

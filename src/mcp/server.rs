@@ -232,6 +232,7 @@ impl Server {
                 let request = RecordRequest {
                     context: self.located(&args)?,
                     record: Value::Object(record),
+                    dry_run: false,
                 };
                 within_limit(&request)?;
                 answer(&self.api.record(request).await?)
@@ -244,6 +245,7 @@ impl Server {
                 let request = ExplainRequest {
                     id: args.record_id()?,
                     context: self.located(&args)?,
+                    downstream: false,
                 };
                 answer(&self.api.explain(request).await?)
             }
@@ -291,6 +293,7 @@ impl Server {
                 let request = RecordRequest {
                     context: context.clone(),
                     record: Value::Object(fields),
+                    dry_run: false,
                 };
                 within_limit(&request)?;
                 self.api.record(request).await?.id().into()
@@ -423,6 +426,7 @@ impl Server {
                     .explain(ExplainRequest {
                         context: context(None)?,
                         id: id.into(),
+                        downstream: false,
                     })
                     .await,
             )?,

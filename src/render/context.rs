@@ -73,6 +73,26 @@ impl Render for ContextView {
                 ));
             },
         );
+        if !self.resting.is_empty() {
+            section(
+                &mut out,
+                "resting on a superseded decision",
+                &self.resting,
+                |out, r| {
+                    out.line(&format!("  {} {}", r.kind, r.id));
+                    out.line(&format!(
+                        "    rests on {}, replaced by {}",
+                        r.superseded, r.superseded_by
+                    ));
+                },
+            );
+            out.para(
+                2,
+                2,
+                "reaffirm one by citing the replacement as evidence (a conclusion on the \
+                 assessment, or a record citing both), or supersede it",
+            );
+        }
         if !self.track.items.is_empty() {
             out.line("advisors' track records, from resolved disagreements:");
             for t in &self.track.items {

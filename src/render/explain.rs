@@ -147,7 +147,19 @@ impl Render for ExplainView {
             header(&mut out, 0, item.fields.kind(), item);
             detached_body(&mut out, &item.fields);
         }
+        if let Some(downstream) = &self.downstream {
+            super::downstream::plain(&mut out, &self.asked.id, downstream, &self.if_superseded);
+        }
         out.finish()
+    }
+
+    fn table(&self) -> String {
+        match &self.downstream {
+            Some(downstream) => {
+                super::downstream::table(&self.asked, downstream, &self.if_superseded)
+            }
+            None => self.plain(),
+        }
     }
 }
 

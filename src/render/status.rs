@@ -69,9 +69,14 @@ impl Render for StatusView {
     fn table(&self) -> String {
         let mut assessments = Table::new(&["id", "state", "materiality", "subject"]);
         for a in &self.assessments {
+            let state = if a.rests_on_superseded.is_empty() {
+                a.state.as_str().to_string()
+            } else {
+                format!("{} (rests on superseded)", a.state.as_str())
+            };
             assessments.row(&[
                 a.id.as_str(),
-                a.state.as_str(),
+                state.as_str(),
                 a.materiality.as_str(),
                 &a.subject,
             ]);
@@ -142,6 +147,13 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
     );
     if let Some(by) = &a.superseded_by {
         out.line(&format!("  superseded by conclusion {by}"));
+    }
+    for old in &a.rests_on_superseded {
+        out.para(
+            2,
+            4,
+            &format!("RESTS ON SUPERSEDED conclusion {old}: reaffirm or revisit"),
+        );
     }
     for plan in &a.plans {
         let who = match (&plan.reuse, plan.selected.is_empty(), plan.local_review) {
@@ -217,6 +229,13 @@ fn assessment_plain(out: &mut Out, a: &AssessmentStatus) {
         }
         if let Some(by) = &c.superseded_by {
             out.line(&format!("    superseded by {by}"));
+        }
+        for old in &c.rests_on_superseded {
+            out.para(
+                4,
+                4,
+                &format!("RESTS ON SUPERSEDED conclusion {old}: reaffirm or supersede"),
+            );
         }
     }
     for attempt in &a.attempts {

@@ -33,6 +33,8 @@ pub(super) struct TaskCache {
     pub(super) attestations: Arc<chain::Attestations>,
     /// The size on disk of the records read.
     pub(super) bytes: usize,
+    /// The citations between `records`, caught up when a view asks (`store::downstream`).
+    pub(super) downstream: crate::core::views::downstream::Graph,
 }
 
 /// How many bytes of records (their size on disk) a [`Store`] keeps cached across its

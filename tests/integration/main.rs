@@ -15,6 +15,7 @@ mod conventions;
 mod daemon;
 mod daemon_signals;
 mod docs_standalone;
+mod downstream;
 mod first_hour;
 mod golden;
 mod hardening;

@@ -525,6 +525,7 @@ async fn record(client: &Client, ctx: &RequestContext, input: Value) -> anyhow::
     let request = RecordRequest {
         context: ctx.clone(),
         record: input,
+        dry_run: false,
     };
     Ok(client.record(request).await?)
 }

@@ -4,6 +4,7 @@
 //! and the text carry the same facts.
 
 use super::advisors::AdvisorsView;
+use super::downstream::Resting;
 use super::status::{State, StatusView};
 use crate::core::records::{Materiality, Mode, Status};
 use crate::core::track::TrackRecord;
@@ -36,6 +37,10 @@ pub struct ContextView {
     /// reader, which changes no plan.
     #[serde(default)]
     pub track: Section<TrackLine>,
+    /// The assessments and conclusions resting on a superseded decision, newest first
+    /// (see `core::views::downstream`); absent when there is none.
+    #[serde(default, skip_serializing_if = "Section::is_empty")]
+    pub resting: Section<Resting>,
 }
 
 /// One advisor's track record, as a context carries it.
@@ -68,6 +73,11 @@ impl<T> Default for Section<T> {
 }
 
 impl<T> Section<T> {
+    /// Whether the section holds nothing, cut or not.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty() && self.more == 0
+    }
+
     fn cut(items: Vec<T>) -> Section<T> {
         Section::cut_to(items, MAX_ITEMS)
     }
@@ -214,5 +224,6 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
         open: Section::cut(open),
         cooling: Section::cut(cooling),
         track: Section::cut_to(track, MAX_TRACK_LINES),
+        resting: Section::cut(status.resting_on_superseded.iter().rev().cloned().collect()),
     }
 }

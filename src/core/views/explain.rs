@@ -7,6 +7,7 @@
 //! conclusions they supersede or were superseded by (which may belong to another
 //! assessment). The record asked for carries `asked: true`.
 
+use super::downstream::{Dependent, Graph};
 use super::{credited_review, parent_id, Index, Link, ValidationState};
 use crate::core::chain::{ChainState, Trust};
 use crate::core::records::{
@@ -81,6 +82,23 @@ pub struct ExplainView {
     /// The records of the path when the chain does not reach an assessment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub detached: Vec<Item<Body>>,
+    /// Asked for (`--downstream`): every record that rests on the one asked for,
+    /// transitively, nearest first, each with how it cites the record before it (see
+    /// `core::views::downstream`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downstream: Option<Vec<Dependent>>,
+    /// Asked for, and the record is a standing conclusion: the assessments and conclusions
+    /// that would rest on a superseded decision if it were superseded now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub if_superseded: Vec<Dependent>,
+}
+
+impl ExplainView {
+    /// Add what rests on the record asked for, from the task's downstream graph.
+    pub fn add_downstream(&mut self, graph: &Graph, trust: &Trust) {
+        self.downstream = Some(graph.downstream(&self.asked.id, trust).unwrap_or_default());
+        self.if_superseded = graph.impact_of_superseding(&self.asked.id, trust);
+    }
 }
 
 /// A plan and its consultations.
@@ -171,6 +189,8 @@ pub fn explain(records: &[Record], id: &str, trust: &Trust) -> Result<ExplainVie
         attempts: Vec::new(),
         missing,
         detached: Vec::new(),
+        downstream: None,
+        if_superseded: Vec::new(),
     };
     let root = path[0];
     let Body::Assessment(assessment) = &root.body else {

@@ -14,6 +14,7 @@
 //! set to `failed`: the decision stands until a new conclusion supersedes it, but it is not
 //! validated.
 
+use super::downstream::Resting;
 use super::{credited_review, summary, ValidationState};
 use crate::core::chain::{ChainState, TaskTrust, Trust};
 use crate::core::cost::{Cost, Spend};
@@ -110,9 +111,39 @@ pub struct StatusView {
     /// changes no plan. Absent when no disagreement of the task was resolved.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub track_records: BTreeMap<String, crate::core::track::TrackRecord>,
+    /// The assessments and conclusions resting on a superseded decision (they cite as
+    /// evidence a conclusion since superseded, and were neither reaffirmed nor superseded
+    /// themselves; see `core::views::downstream`), in sequence order, whatever the page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resting_on_superseded: Vec<Resting>,
 }
 
 impl StatusView {
+    /// Mark what rests on a superseded decision (from the task's downstream graph): the
+    /// list, and each assessment's and conclusion's `rests_on_superseded`.
+    pub fn mark_resting(&mut self, resting: Vec<Resting>) {
+        if resting.is_empty() {
+            return;
+        }
+        let mut on: HashMap<&str, Vec<String>> = HashMap::default();
+        for r in &resting {
+            on.entry(r.id.as_str())
+                .or_default()
+                .push(r.superseded.clone());
+        }
+        for assessment in &mut self.assessments {
+            if let Some(ids) = on.remove(assessment.id.as_str()) {
+                assessment.rests_on_superseded = ids;
+            }
+            for conclusion in &mut assessment.conclusions {
+                if let Some(ids) = on.remove(conclusion.id.as_str()) {
+                    conclusion.rests_on_superseded = ids;
+                }
+            }
+        }
+        self.resting_on_superseded = resting;
+    }
+
     /// Keep only the assessments (and timeline entries) `offset..offset + limit`.
     pub fn page(&mut self, offset: usize, limit: usize) {
         self.page = Some(super::Page::slice(&mut self.assessments, offset, limit));
@@ -149,6 +180,10 @@ pub struct AssessmentStatus {
     /// When every conclusion on it is superseded: the conclusion that replaced the newest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
+    /// The superseded conclusions it cites as evidence and rests on (see
+    /// [`StatusView::resting_on_superseded`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rests_on_superseded: Vec<String>,
     /// Its plans.
     pub plans: Vec<PlanLine>,
     /// The consultations of its plans.
@@ -278,6 +313,9 @@ pub struct ConclusionLine {
     pub validation: ValidationState,
     /// How many validations were recorded.
     pub validations: usize,
+    /// The superseded conclusions it cites as evidence and rests on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rests_on_superseded: Vec<String>,
 }
 
 /// An attempt, briefly.
@@ -414,6 +452,7 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
         page: None,
         timeline_total: None,
         track_records: crate::core::track::tally(&crate::core::track::settled_in(records, trust)),
+        resting_on_superseded: Vec::new(),
     }
 }
 
@@ -570,6 +609,7 @@ impl<'r> Pass<'r, '_> {
                     superseded_by: None,
                     validation: ValidationState::NotValidated,
                     validations: 0,
+                    rests_on_superseded: Vec::new(),
                 });
             }
             Body::Validation(v) => {
@@ -615,6 +655,7 @@ fn assessment_line(record: &Record, assessment: &Assessment) -> AssessmentStatus
         confidence: assessment.confidence,
         state: State::Open,
         superseded_by: None,
+        rests_on_superseded: Vec::new(),
         plans: Vec::new(),
         consultations: Vec::new(),
         disagreements: Vec::new(),
