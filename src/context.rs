@@ -203,6 +203,7 @@ impl RequestContext {
             utc_offset_s: Some(local_utc_offset_s(env("TZ").as_deref())),
             credentials: BTreeMap::new(),
             present: Default::default(),
+            asker: None,
             mesh_peers: Vec::new(),
         }
     }
@@ -324,6 +325,8 @@ pub struct Resolved {
     pub budgets: Budgets,
     /// The asker's offset from UTC, where their day begins.
     pub utc_offset: time::UtcOffset,
+    /// Who asks, when the asker named itself (an agent host through MCP).
+    pub asker: Option<crate::core::policy::Asker>,
 }
 
 impl Resolved {
@@ -384,6 +387,7 @@ impl Resolved {
             presence,
             budgets,
             utc_offset,
+            asker: ctx.asker.clone(),
         })
     }
 }

@@ -776,6 +776,19 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &[],
             timeout: LONG_TIMEOUT,
+            expect: failed(FailureKind::NotConfigured, "Not logged in"),
+        },
+        CliRow {
+            // The asker set none of its credential variables: that asker's
+            // `not_configured`, which the circuit never counts (an agent host may have
+            // withheld the key). With the key named in the entry's own `env`, the refusal
+            // is the advisor's.
+            name: "codex, not logged in though the entry's env names its key: auth_failed",
+            advisor: "codex-cli",
+            asking: &[],
+            script: &[("CODEX_API_KEY", "k")],
+            without: &[],
+            timeout: LONG_TIMEOUT,
             expect: failed(FailureKind::AuthFailed, "Not logged in"),
         },
         CliRow {
@@ -812,7 +825,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &[],
             timeout: LONG_TIMEOUT,
-            expect: failed(FailureKind::AuthFailed, "Please set an Auth method"),
+            expect: failed(FailureKind::NotConfigured, "Please set an Auth method"),
         },
         CliRow {
             name: "gemini, a key but no network: fetch retries until the deadline",
@@ -857,7 +870,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &[],
             timeout: LONG_TIMEOUT,
-            expect: failed(FailureKind::AuthFailed, "Not logged in"),
+            expect: failed(FailureKind::NotConfigured, "Not logged in"),
         },
         CliRow {
             name: "claude, not logged in, no preflight: stdout says so",
@@ -866,7 +879,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &["preflight"],
             timeout: LONG_TIMEOUT,
-            expect: failed(FailureKind::AuthFailed, "Not logged in"),
+            expect: failed(FailureKind::NotConfigured, "Not logged in"),
         },
         CliRow {
             name: "claude, a key but no network: api_retry without status",
