@@ -1007,7 +1007,9 @@ async fn the_preflight_fails_fast_is_cached_per_path_and_skipped_with_a_key() {
     );
     println!("preflight with a failing login check answered in {first:?}");
 
-    // Cached: the exchange fails at once without running the check again.
+    // Cached: the exchange fails at once without running the check again. The asker set
+    // none of the advisor's credential variables, so the exchange's failure is that
+    // asker's `not_configured` (the preflight alone still says `auth_failed`).
     let outcome = consult(
         adapter().as_ref(),
         &spec,
@@ -1015,9 +1017,12 @@ async fn the_preflight_fails_fast_is_cached_per_path_and_skipped_with_a_key() {
         &io_for(&env, LONG_TIMEOUT),
     )
     .await;
-    assert_eq!(
-        outcome.result.expect_err("cached").kind,
-        FailureKind::AuthFailed
+    let failure = outcome.result.expect_err("cached");
+    assert_eq!(failure.kind, FailureKind::NotConfigured, "{failure:?}");
+    assert!(
+        failure.diagnostic.contains("You are not logged in.")
+            && failure.diagnostic.contains("set none of `FAKE_CLI_KEY`"),
+        "{failure:?}"
     );
     assert_eq!(runs(&count), 1, "the verdict is reused");
 
