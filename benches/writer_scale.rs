@@ -205,6 +205,7 @@ fn main() {
                 budget: None,
             }),
             budget_exhausted: None,
+            asker: None,
         };
         // The standing conclusion on "Stored decision 1" is the filled one, record 8.
         let reused = id(8);

@@ -127,6 +127,8 @@ pub struct Resolved {
     pub budgets: Budgets,
     /// The asker's offset from UTC, where their day begins.
     pub utc_offset: time::UtcOffset,
+    /// Who asks, when the asker named itself (an agent host through MCP).
+    pub asker: Option<crate::core::policy::Asker>,
 }
 
 impl Resolved {
@@ -187,6 +189,7 @@ impl Resolved {
             presence,
             budgets,
             utc_offset,
+            asker: ctx.asker.clone(),
         })
     }
 }

@@ -336,7 +336,9 @@ pub fn plan(root: &Path, hosts: &[String], dry_run: bool) -> Result<Report, Erro
                 next.push(
                     "gemini: trust the folder once (start `gemini` in it and accept); \
                      Gemini CLI removes variables named like `*KEY*` before it starts a \
-                     server, so put an advisor's key in the entry's `env` if it needs one"
+                     server, so an advisor whose key it withholds is not configured for \
+                     its sessions: put the key in the entry's `env`, or list the variable \
+                     in `security.environmentVariableRedaction.allowed`"
                         .to_owned(),
                 );
             }

@@ -17,6 +17,7 @@
 //!
 //! `docs/MCP.md` shows how each host registers the server and what its timeout does.
 
+mod asker;
 mod follow;
 mod resources;
 mod server;

@@ -43,6 +43,7 @@ pub fn plan_env<'r>(
         mode: resolved.mode,
         availability,
         budget_exhausted: budget.total_exhausted().map(|l| l.reason.clone()),
+        asker: resolved.asker.clone(),
     })
 }
 

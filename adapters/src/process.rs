@@ -131,16 +131,32 @@ impl ProcessAdapter {
         let cwd = env::working_dir(io);
         let program = env::resolve(executable, path.as_deref(), cwd.as_deref())
             .map_err(|e| Failure::new(FailureKind::Unavailable, &e.to_string()))?;
-        preflight::run_preflight(advisor, &settings, io, &self.config).await?;
+        self.exchange_once(advisor, &settings, &program, prompt, io)
+            .await
+            .map_err(|failure| env::withheld(failure, advisor, &settings, io))
+    }
+
+    /// The preflight, the run and its classification, once the executable is found.
+    async fn exchange_once(
+        &self,
+        advisor: &AdvisorSpec,
+        settings: &ProcessSettings,
+        program: &std::path::Path,
+        prompt: &str,
+        io: &Io,
+    ) -> Result<Answer, Failure> {
+        let executable = advisor.executable.as_deref().unwrap_or_default();
+        let cwd = env::working_dir(io);
+        preflight::run_preflight(advisor, settings, io, &self.config).await?;
         let (args, stdin) = if settings.prompt_in_args() {
             (settings.args_with(prompt), None)
         } else {
             (settings.args.clone(), Some(prompt.as_bytes().to_vec()))
         };
         let invocation = run::Invocation {
-            program,
+            program: program.to_path_buf(),
             args,
-            env: env::environment(advisor, &settings, io),
+            env: env::environment(advisor, settings, io),
             cwd,
             stdin,
         };
@@ -168,7 +184,7 @@ impl ProcessAdapter {
                 );
             }
         }
-        classify::classify(&finished, &settings, executable)
+        classify::classify(&finished, settings, executable)
     }
 }
 

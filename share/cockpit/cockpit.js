@@ -10,7 +10,20 @@ const state = {
   root: "", task: "", catalogue: "", stateDir: "",
   offset: 0, total: 0, treeOffset: 0,
   jobs: new Map(), advisors: [], painted: false,
+  // The task the list shows and its record count (the daemon's default when none is named),
+  // and the task names last listed: the Tasks panel is drawn from both.
+  shown: { task: "", records: 0 }, taskNames: [], tasksKnown: false,
+  // Each load's number: an answer older than one already drawn is dropped.
+  asked: { tasks: 0, status: 0 }, drawn: { tasks: 0, status: 0 },
 };
+
+// Number a load of `what`; `fresh(what, n)` says whether its answer is still the newest.
+function ask(what) { return ++state.asked[what]; }
+function fresh(what, n) {
+  if (n < state.drawn[what]) return false;
+  state.drawn[what] = n;
+  return true;
+}
 
 // ---- small helpers -------------------------------------------------------------------
 
@@ -74,23 +87,43 @@ function seconds(ms) {
 // ---- tasks and assessments -----------------------------------------------------------
 
 async function loadTasks() {
+  const n = ask("tasks");
   const list = await api("GET", `/api/v1/reasoning/tasks?${query()}`);
+  if (!fresh("tasks", n)) return;
+  state.taskNames = list.tasks;
+  state.tasksKnown = true;
+  renderTasks();
+}
+
+// The Tasks panel: the tasks listed, the one shown marked. The task the list below shows
+// is always there once it has records, even when the listing was read before them.
+function renderTasks() {
   const ul = $("tasks");
   const names = $("task-names");
+  const shown = state.task || state.shown.task;
+  const tasks = [...state.taskNames];
+  if (state.shown.task && state.shown.records > 0 && !tasks.includes(state.shown.task)) {
+    tasks.push(state.shown.task);
+    tasks.sort();
+  }
   ul.replaceChildren();
   names.replaceChildren();
-  for (const name of list.tasks) {
+  for (const name of tasks) {
     names.append(el("option", { value: name }));
     ul.append(el("li", {}, el("button", {
-      type: "button", "aria-current": name === state.task ? "true" : "false",
+      type: "button", "aria-current": name === shown ? "true" : "false",
       onclick: () => { $("task").value = name; show(); },
     }, name)));
   }
-  if (!list.tasks.length) ul.append(el("li", { class: "muted" }, "No task has records yet."));
+  if (!tasks.length && state.tasksKnown) ul.append(el("li", { class: "muted" }, "No task has records yet."));
 }
 
 async function loadStatus() {
+  const n = ask("status");
   const view = await api("GET", `/api/v1/reasoning?${query({ offset: state.offset, limit: PAGE })}`);
+  if (!fresh("status", n)) return;
+  state.shown = { task: view.task || state.task, records: view.records || 0 };
+  renderTasks();
   state.total = view.page ? view.page.total : view.assessments.length;
   renderAssessments(view);
   renderDisagreements(view);
@@ -435,6 +468,9 @@ function show(event) {
   state.offset = 0;
   state.treeOffset = 0;
   state.jobs.clear();
+  state.shown = { task: "", records: 0 };
+  state.taskNames = [];
+  state.tasksKnown = false;
   const params = new URLSearchParams(query());
   history.replaceState(null, "", `/cockpit?${params}`);
   if (!state.root) { say("name a root (an absolute directory) to begin"); return; }

@@ -94,6 +94,7 @@ impl RequestContext {
             utc_offset_s: Some(local_utc_offset_s(env("TZ").as_deref())),
             credentials: BTreeMap::new(),
             present: Default::default(),
+            asker: None,
             mesh_peers: Vec::new(),
         }
     }

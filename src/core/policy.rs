@@ -22,6 +22,55 @@ pub struct PlanEnv<'a> {
     /// Why a total spending limit leaves out every advisor with a marginal cost, if one
     /// does: a plan that then selects nobody for material doubt says so in its local review.
     pub budget_exhausted: Option<String>,
+    /// Who asked, when the asker named itself (an agent host, through MCP): advisors of
+    /// its own vendor are ranked after every other.
+    pub asker: Option<Asker>,
+}
+
+/// The asking agent host as it named itself, and the vendor behind its model, spelt as the
+/// catalogue's `references` spell vendors and providers. Which host is which vendor is
+/// decided at the edge; the policy only compares the key with each advisor's references.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct Asker {
+    /// The host's name for itself (MCP `clientInfo.name`).
+    pub host: String,
+    /// Its vendor key, when the host is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+}
+
+impl Asker {
+    /// Whether `entry` is of the asker's own vendor: its `references.vendor`, else its
+    /// `references.provider`, equals the asker's vendor key (case and surrounding
+    /// whitespace ignored).
+    pub fn owns(&self, entry: &AdvisorEntry) -> bool {
+        let Some(vendor) = self
+            .vendor
+            .as_deref()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+        else {
+            return false;
+        };
+        let references = &entry.references;
+        references
+            .vendor
+            .as_deref()
+            .or(references.provider.as_deref())
+            .is_some_and(|own| own.trim().eq_ignore_ascii_case(vendor))
+    }
+
+    /// The clause a reason adds for an advisor of the asker's vendor.
+    fn clause(&self) -> String {
+        format!(
+            "of the asker's own vendor (`{}`, asked by `{}`), ranked after every other advisor \
+             so that the session is not reviewed by its own vendor",
+            self.vendor.as_deref().unwrap_or_default(),
+            self.host
+        )
+    }
 }
 
 /// The steps of the structured local review, carried by a plan that selects nobody for
@@ -335,6 +384,7 @@ fn select(
         }
     }
 
+    let own_vendor = |c: &Candidate| env.asker.as_ref().is_some_and(|a| a.owns(c.entry));
     let mut selected: Vec<Selected> = Vec::new();
     let mut covered: BTreeSet<String> = BTreeSet::new();
     let mut adapters: BTreeSet<&str> = BTreeSet::new();
@@ -345,7 +395,11 @@ fn select(
                 .iter()
                 .filter(|x| !covered.contains(x.as_str()))
                 .count();
-            (new, !adapters.contains(c.entry.adapter.as_str()))
+            (
+                !own_vendor(c),
+                new,
+                !adapters.contains(c.entry.adapter.as_str()),
+            )
         };
         // `candidates` is in declaration order, so the first of the best rank wins.
         let best_rank = candidates.iter().map(rank).max().unwrap_or_default();
@@ -359,7 +413,15 @@ fn select(
             .map(|c| c.entry.id.as_str())
             .collect();
         let chosen = candidates.remove(best);
-        let why = explain_choice(&chosen, &covered, &adapters, selected.is_empty(), &tied);
+        let mut why = explain_choice(&chosen, &covered, &adapters, selected.is_empty(), &tied);
+        if let Some(asker) = env.asker.as_ref().filter(|a| a.owns(chosen.entry)) {
+            // No advisor of another vendor was left to ask.
+            why = format!(
+                "{} It is {}, chosen as no advisor of another vendor remained.",
+                why,
+                asker.clause()
+            );
+        }
         covered.extend(chosen.covers.iter().cloned());
         adapters.insert(chosen.entry.adapter.as_str());
         selected.push(Selected {
@@ -370,15 +432,17 @@ fn select(
         });
     }
     for candidate in &candidates {
-        left_out.insert(
-            &candidate.entry.id,
-            format!(
-                "budget of {budget} reached (mode {}, materiality {}, confidence {})",
-                env.mode.as_str(),
-                doubt.materiality.as_str(),
-                doubt.confidence.as_str()
-            ),
+        let mut reason = format!(
+            "budget of {budget} reached (mode {}, materiality {}, confidence {})",
+            env.mode.as_str(),
+            doubt.materiality.as_str(),
+            doubt.confidence.as_str()
         );
+        if let Some(asker) = env.asker.as_ref().filter(|a| a.owns(candidate.entry)) {
+            reason.push_str("; ");
+            reason.push_str(&asker.clause());
+        }
+        left_out.insert(&candidate.entry.id, reason);
     }
     let left_out = env
         .catalogue
@@ -602,6 +666,7 @@ mod tests {
             mode,
             availability: snapshot(&catalogue, available),
             budget_exhausted: None,
+            asker: None,
         };
         let plan = preview(materiality, Confidence::Medium, &own(requested), &env);
         let got: Vec<&str> = plan.selected.iter().map(|s| s.advisor.as_str()).collect();
@@ -625,6 +690,84 @@ mod tests {
     const IR: &str = "independent_reasoning";
     const CR: &str = "code_review";
     const AR: &str = "architecture";
+
+    #[test]
+    fn advisors_of_the_askers_own_vendor_are_ranked_after_every_other() {
+        // `own-api` is declared first and covers the most, yet the host of its vendor
+        // asked: the other vendors' advisors are asked first, and it only when none is left.
+        let mut catalogue = catalogue(&[
+            ("own-api", "http-x", &[IR, CR]),
+            ("other-cli", "process", &[IR]),
+            ("third-api", "http-y", &[IR]),
+        ]);
+        catalogue.advisors[0].references.vendor = Some("Vendor-A".into());
+        catalogue.advisors[1].references.vendor = Some("vendor-b".into());
+        // No vendor named: its provider stands for it.
+        catalogue.advisors[2].references.provider = Some("vendor-c".into());
+        let asker = Asker {
+            host: "host-of-a".into(),
+            vendor: Some("vendor-a".into()),
+        };
+        let plan_for = |asker: Option<Asker>, mode, materiality| {
+            let env = PlanEnv {
+                catalogue: &catalogue,
+                mode,
+                availability: snapshot(&catalogue, &["own-api", "other-cli", "third-api"]),
+                budget_exhausted: None,
+                asker,
+            };
+            preview(materiality, Confidence::Medium, &own(&[IR, CR]), &env)
+        };
+        let ids = |plan: &Plan| -> Vec<String> {
+            plan.selected.iter().map(|s| s.advisor.clone()).collect()
+        };
+        // Without an asker, declaration order and coverage decide.
+        let plan = plan_for(None, Mode::Standard, Material);
+        assert_eq!(ids(&plan), ["own-api"]);
+        // The asker's vendor goes last; the reason says so where it is left out.
+        let plan = plan_for(Some(asker.clone()), Mode::Standard, Material);
+        assert_eq!(ids(&plan), ["other-cli"]);
+        let reason = &plan
+            .left_out
+            .iter()
+            .find(|l| l.advisor == "own-api")
+            .expect("own-api left out")
+            .reason;
+        assert!(
+            reason.starts_with("budget of 1 reached")
+                && reason.contains("of the asker's own vendor (`vendor-a`, asked by `host-of-a`)"),
+            "{reason}"
+        );
+        let third = &plan
+            .left_out
+            .iter()
+            .find(|l| l.advisor == "third-api")
+            .unwrap()
+            .reason;
+        assert!(!third.contains("own vendor"), "{third}");
+        // With room for everyone, it is asked last, and its reason says why it is there.
+        let plan = plan_for(Some(asker.clone()), Mode::Strict, Critical);
+        assert_eq!(ids(&plan), ["other-cli", "third-api", "own-api"]);
+        assert!(
+            plan.selected[2]
+                .why
+                .contains("no advisor of another vendor remained"),
+            "{}",
+            plan.selected[2].why
+        );
+        assert!(
+            !plan.selected[0].why.contains("vendor"),
+            "{}",
+            plan.selected[0].why
+        );
+        // A host of no known vendor changes nothing.
+        let unknown = Asker {
+            host: "some-inspector".into(),
+            vendor: None,
+        };
+        let plan = plan_for(Some(unknown), Mode::Standard, Material);
+        assert_eq!(ids(&plan), ["own-api"]);
+    }
 
     #[test]
     fn a_capability_no_available_advisor_offers_is_uncovered() {
@@ -793,6 +936,7 @@ mod tests {
             mode: Mode::Standard,
             availability: Vec::new(),
             budget_exhausted: None,
+            asker: None,
         };
         let plan = preview(High, Confidence::Low, &[], &env);
         assert!(plan.selected.is_empty());
@@ -869,6 +1013,7 @@ mod tests {
                 mode: *mode,
                 availability: snapshot(&catalogue, available),
                 budget_exhausted: None,
+                asker: None,
             };
             let plan = preview(*materiality, *confidence, &[], &env);
             assert_eq!(!plan.local_review.is_empty(), *want, "{case}: {plan:?}");
@@ -977,6 +1122,7 @@ mod tests {
             mode: Mode::Standard,
             availability: snapshot(&catalogue, &["a", "b"]),
             budget_exhausted: None,
+            asker: None,
         };
         let records = task();
         let same = assessment("Use SQLite for the cache", false);

@@ -61,6 +61,8 @@ pub struct Server {
     notified: Arc<Mutex<HashMap<JobId, usize>>>,
     /// Cancellations under way, waited for before the process exits.
     pub(super) cancelling: TaskTracker,
+    /// Who asks: the host as it named itself in `initialize`, once it has.
+    asker: Arc<Mutex<Option<crate::core::policy::Asker>>>,
 }
 
 /// A tool's failure: the text shown to the model (the message, with the reason code of a
@@ -161,6 +163,7 @@ impl Server {
             calls: Arc::new(Mutex::new(HashMap::new())),
             notified: Arc::new(Mutex::new(HashMap::new())),
             cancelling: TaskTracker::new(),
+            asker: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -198,7 +201,20 @@ impl Server {
         if task.is_some() {
             locations.task = task;
         }
-        RequestContext::from_process(&locations)
+        let mut context = RequestContext::from_process(&locations)?;
+        context.asker = self.asker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Ok(context)
+    }
+
+    /// Note who asks, from the host's `initialize` (`clientInfo.name`), the first time a
+    /// request can tell.
+    fn note_asker(&self, mcp: &McpContext<RoleServer>) {
+        let mut asker = self.asker.lock().unwrap_or_else(|e| e.into_inner());
+        if asker.is_none() {
+            if let Some(info) = mcp.peer.peer_info() {
+                *asker = super::asker::asker(&info.client_info.name);
+            }
+        }
     }
 
     fn located(&self, args: &Args) -> Result<RequestContext, Failure> {
@@ -503,6 +519,7 @@ impl ServerHandler for Server {
                 None,
             ));
         };
+        self.note_asker(&context);
         let result = match Args::new(name, request.arguments) {
             Ok(args) => self.call(name, args, &context).await,
             Err(message) => Err(Failure::from(message)),
@@ -563,8 +580,9 @@ impl ServerHandler for Server {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: McpContext<RoleServer>,
+        context: McpContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.note_asker(&context);
         let value = self.read(&request.uri).await?;
         let text = serde_json::to_string_pretty(&value).unwrap_or_default();
         let contents = ResourceContents::text(text, request.uri).with_mime_type("application/json");

@@ -65,6 +65,11 @@ pub struct RequestContext {
     /// that every verb but a consultation needs (availability).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub present: BTreeSet<String>,
+    /// Who asks, when the asking process named itself: the agent host an MCP server was
+    /// started by (`clientInfo` of its `initialize`), and the vendor behind it. Plans rank
+    /// that vendor's advisors last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asker: Option<crate::core::policy::Asker>,
     /// Mesh peers offering reviews, added after the catalogue's own advisors when the
     /// context is resolved. Filled by a daemon on a mesh from what it discovered; never
     /// sent by a client nor journaled.
@@ -115,6 +120,7 @@ impl std::fmt::Debug for RequestContext {
             .field("utc_offset_s", &self.utc_offset_s)
             .field("credentials (names only)", &credentials)
             .field("present", &self.present)
+            .field("asker", &self.asker)
             .field("mesh_peers", &self.mesh_peers.len())
             .finish()
     }
@@ -149,6 +155,8 @@ struct Wire {
     credentials: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     present: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    asker: Option<crate::core::policy::Asker>,
 }
 
 impl Wire {
@@ -168,6 +176,7 @@ impl Wire {
             utc_offset_s: ctx.utc_offset_s,
             credentials: ctx.credentials.clone(),
             present: ctx.present.clone(),
+            asker: ctx.asker.clone(),
         }
     }
 
@@ -187,6 +196,7 @@ impl Wire {
             utc_offset_s: self.utc_offset_s,
             credentials: self.credentials,
             present: self.present,
+            asker: self.asker,
             mesh_peers: Vec::new(),
         }
     }

@@ -22,6 +22,7 @@
 //! The hosts are found as the real-CLI suite finds them (`ADVISORD_REAL_CLIS`, else the
 //! install script's cache); when one is missing the suite FAILS and says how to install it.
 
+mod asker;
 mod place;
 
 use advisord_fakes::llm_server::{Action, FakeLlmServer, Reply, Script};

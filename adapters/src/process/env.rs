@@ -19,7 +19,7 @@
 //! absent.
 
 use super::settings::ProcessSettings;
-use crate::contract::{AdvisorSpec, Io};
+use crate::contract::{AdvisorSpec, Failure, FailureKind, Io};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -73,6 +73,50 @@ pub fn has_passed_credential(settings: &ProcessSettings, io: &Io) -> bool {
         .pass_env
         .iter()
         .any(|name| (io.env)(name).is_some_and(|v| !v.is_empty()))
+}
+
+/// An authentication failure of an advisor whose credential variables (`credential`,
+/// `pass_env`) the asking process set none of, and its own `env` map does not set either,
+/// is that asker's `not_configured`, not the advisor's `auth_failed`.
+///
+/// An agent host may withhold them from the servers it starts (Gemini CLI removes every
+/// variable whose name looks like a secret), so the same advisor answers another asker
+/// whose environment carries the key. A `not_configured` outcome is never counted by the
+/// circuit, so one asker's environment never shuts the advisor out for everyone else.
+/// With a credential variable set, the refusal is the advisor's own: `auth_failed`.
+pub fn withheld(
+    failure: Failure,
+    advisor: &AdvisorSpec,
+    settings: &ProcessSettings,
+    io: &Io,
+) -> Failure {
+    if failure.kind != FailureKind::AuthFailed {
+        return failure;
+    }
+    let names: Vec<&String> = advisor
+        .credential
+        .iter()
+        .chain(settings.pass_env.iter())
+        .collect();
+    let set = |name: &&String| {
+        (io.env)(name).is_some_and(|v| !v.is_empty())
+            || settings
+                .env
+                .get(name.as_str())
+                .is_some_and(|v| !v.is_empty())
+    };
+    if names.is_empty() || names.iter().any(set) {
+        return failure;
+    }
+    let listed: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    let diagnostic = format!(
+        "{}; the asking process set none of {} (an agent host may withhold them from the \
+         servers it starts: see docs/MCP.md), so this is not counted against advisor `{}`",
+        failure.diagnostic,
+        listed.join(", "),
+        advisor.id
+    );
+    Failure::new(FailureKind::NotConfigured, &diagnostic).with_usage(failure.usage)
 }
 
 /// The working directory of the advisor's process: the asking process's `PWD` when it is

@@ -776,6 +776,19 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &[],
             timeout: LONG_TIMEOUT,
+            expect: failed(FailureKind::NotConfigured, "Not logged in"),
+        },
+        CliRow {
+            // The asker set none of its credential variables: that asker's
+            // `not_configured`, which the circuit never counts (an agent host may have
+            // withheld the key). With the key named in the entry's own `env`, the refusal
+            // is the advisor's.
+            name: "codex, not logged in though the entry's env names its key: auth_failed",
+            advisor: "codex-cli",
+            asking: &[],
+            script: &[("CODEX_API_KEY", "k")],
+            without: &[],
+            timeout: LONG_TIMEOUT,
             expect: failed(FailureKind::AuthFailed, "Not logged in"),
         },
         CliRow {
@@ -812,7 +825,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &[],
             timeout: LONG_TIMEOUT,
-            expect: failed(FailureKind::AuthFailed, "Please set an Auth method"),
+            expect: failed(FailureKind::NotConfigured, "Please set an Auth method"),
         },
         CliRow {
             name: "gemini, a key but no network: fetch retries until the deadline",
@@ -857,7 +870,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &[],
             timeout: LONG_TIMEOUT,
-            expect: failed(FailureKind::AuthFailed, "Not logged in"),
+            expect: failed(FailureKind::NotConfigured, "Not logged in"),
         },
         CliRow {
             name: "claude, not logged in, no preflight: stdout says so",
@@ -866,7 +879,7 @@ async fn the_shipped_cli_entries_classify_the_clis_credential_less_behaviour() {
             script: &[],
             without: &["preflight"],
             timeout: LONG_TIMEOUT,
-            expect: failed(FailureKind::AuthFailed, "Not logged in"),
+            expect: failed(FailureKind::NotConfigured, "Not logged in"),
         },
         CliRow {
             name: "claude, a key but no network: api_retry without status",
@@ -994,7 +1007,9 @@ async fn the_preflight_fails_fast_is_cached_per_path_and_skipped_with_a_key() {
     );
     println!("preflight with a failing login check answered in {first:?}");
 
-    // Cached: the exchange fails at once without running the check again.
+    // Cached: the exchange fails at once without running the check again. The asker set
+    // none of the advisor's credential variables, so the exchange's failure is that
+    // asker's `not_configured` (the preflight alone still says `auth_failed`).
     let outcome = consult(
         adapter().as_ref(),
         &spec,
@@ -1002,9 +1017,12 @@ async fn the_preflight_fails_fast_is_cached_per_path_and_skipped_with_a_key() {
         &io_for(&env, LONG_TIMEOUT),
     )
     .await;
-    assert_eq!(
-        outcome.result.expect_err("cached").kind,
-        FailureKind::AuthFailed
+    let failure = outcome.result.expect_err("cached");
+    assert_eq!(failure.kind, FailureKind::NotConfigured, "{failure:?}");
+    assert!(
+        failure.diagnostic.contains("You are not logged in.")
+            && failure.diagnostic.contains("set none of `FAKE_CLI_KEY`"),
+        "{failure:?}"
     );
     assert_eq!(runs(&count), 1, "the verdict is reused");
 

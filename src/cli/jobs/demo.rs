@@ -516,6 +516,7 @@ fn context(place: &Place) -> RequestContext {
         utc_offset_s: None,
         credentials: Default::default(),
         present: Default::default(),
+        asker: None,
         mesh_peers: Vec::new(),
     }
 }

@@ -578,6 +578,7 @@ mod tests {
                 mode: Mode::Standard,
                 availability,
                 budget_exhausted: state.total_exhausted().map(|l| l.reason.clone()),
+                asker: None,
             };
             let plan = policy::preview(materiality, Confidence::Medium, &[], &env);
             (env.availability, plan)
@@ -687,6 +688,7 @@ mod tests {
                     budget: Some(&state),
                 }),
                 budget_exhausted: state.total_exhausted().map(|l| l.reason.clone()),
+                asker: None,
             };
             let plan = policy::preview(materiality, Confidence::Medium, &[], &env);
             assert!(plan.selected.is_empty());

@@ -923,6 +923,7 @@ fn a_plan_is_computed_by_the_policy() {
         mode: Mode::Standard,
         availability,
         budget_exhausted: None,
+        asker: None,
     };
     let env = WriteEnv {
         task: &w.f.task,

@@ -2,6 +2,7 @@
 
     browser.py check URL SCREENSHOT_DIR   the browser test (tests/integration/cockpit/browser.rs)
     browser.py paint URL RUNS             first paint of the assessment list, in ms (the bench)
+    browser.py tasks URL EXPECT           the Tasks panel on load (EXPECT: JSON, below)
 
 `check` opens the token URL, starts a consultation from the page and checks that the
 advisor rows update live, the disagreement appears, a cancel works and an advisor's
@@ -203,6 +204,39 @@ def check(url, shots):
     print(json.dumps(out))
 
 
+def tasks(url, expect_json):
+    """The Tasks panel of a page opened on a root whose tasks already have records.
+
+    EXPECT is {"marked": TASK or "", "records": N, "listed": [TASK, ...]}: once the list
+    shows N records, the panel lists every task named, marks TASK (or none), and never says
+    that no task has records. Prints what the panel showed.
+    """
+    want = json.loads(expect_json)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        expect(page.locator("#assessments-summary")).to_contain_text(f"{want['records']} records in task")
+        panel = page.locator("#tasks")
+        for task in want["listed"]:
+            expect(panel.get_by_role("button", name=task, exact=True)).to_be_visible()
+        marked = panel.locator('button[aria-current="true"]')
+        if want["marked"]:
+            expect(marked).to_have_text(want["marked"])
+        else:
+            expect(marked).to_have_count(0)
+        expect(panel).not_to_contain_text("No task has records yet.")
+        listed = panel.locator("button").all_text_contents()
+        shown = marked.all_text_contents()
+        if errors:
+            fail(f"the page raised: {errors}")
+        browser.close()
+    print(json.dumps({"listed": listed, "marked": shown[0] if shown else ""}))
+
+
 def paint(url, runs):
     """The time from navigation to the first paint of the assessment list, per run (ms)."""
     figures = []
@@ -236,9 +270,11 @@ def paint(url, runs):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("check", "paint"):
-        fail("usage: browser.py check URL SCREENSHOT_DIR | browser.py paint URL RUNS")
+    if len(sys.argv) != 4 or sys.argv[1] not in ("check", "paint", "tasks"):
+        fail("usage: browser.py check URL SCREENSHOT_DIR | browser.py paint URL RUNS | browser.py tasks URL EXPECT")
     if sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "tasks":
+        tasks(sys.argv[2], sys.argv[3])
     else:
         paint(sys.argv[2], int(sys.argv[3]))

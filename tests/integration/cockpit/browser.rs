@@ -5,7 +5,7 @@
 
 use super::scripted;
 use crate::support::client as client_support;
-use crate::support::daemon::{answer, catalogue, Advisor, Place};
+use crate::support::daemon::{answer, catalogue, Advisor, Place, TASK};
 use crate::support::tcp::Listening;
 use advisord_adapters::contract::FailureKind;
 use advisord_fakes::scripted::Script;
@@ -183,6 +183,84 @@ async fn the_cockpit_in_chromium_shows_live_rows_a_disagreement_a_cancel_and_a_c
             std::fs::metadata(&path).is_ok_and(|m| m.len() > 1000),
             "no screenshot `{}`",
             path.display()
+        );
+    }
+}
+
+/// The URL of the page for the place's root, naming `task` or, with `None`, no task (the
+/// daemon's default then), with the catalogue and state directory as `token_url`.
+fn url_for(tcp: &Listening, task: Option<&str>) -> String {
+    let place = &tcp.daemon.place;
+    let task = task
+        .map(|t| format!("&task={}", encode(t)))
+        .unwrap_or_default();
+    format!(
+        "http://{}/cockpit?token={}&root={}{task}&catalogue={}&state_dir={}",
+        tcp.addr,
+        tcp.token(),
+        encode(&place.root().display().to_string()),
+        encode(&place.catalogue().display().to_string()),
+        encode(&place.state().display().to_string()),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_panel_lists_the_tasks_with_records_on_load_however_the_task_is_named() {
+    std::env::remove_var("CI");
+    let (registry, _fakes) = scripted(vec![("a", vec![])]);
+    let place = Place::new(&catalogue(&[Advisor::scripted("a")]));
+    let tcp = Listening::start(place, registry).await;
+    // Records exist before the page is opened: two in the helper's task, one in the task
+    // the daemon picks when the request names none.
+    tcp.daemon.assessment().await;
+    tcp.daemon.assessment().await;
+    let mut context = tcp.daemon.place.context();
+    context
+        .as_object_mut()
+        .expect("a context object")
+        .remove("task");
+    let body = serde_json::json!({"context": context, "record": {
+        "kind": "assessment", "subject": "the default task", "materiality": "low",
+        "hypothesis": "the daemon names it"}});
+    let stored = tcp
+        .daemon
+        .call("POST", "/api/v1/reasoning/records", Some(body))
+        .await
+        .expect(201);
+    let default = stored["task"].as_str().expect("a task").to_string();
+    assert_ne!(default, TASK, "the default task differs from the helper's");
+    let cases = [
+        // `?task=` names the task with records: it is listed and marked.
+        (url_for(&tcp, Some(TASK)), TASK, "2", default.as_str()),
+        // No task named: the daemon's default is shown, listed and marked, beside the other.
+        (url_for(&tcp, None), default.as_str(), "1", TASK),
+        // A task without records named: the others are still listed.
+        (url_for(&tcp, Some("empty")), "", "0", TASK),
+    ];
+    for (url, marked, records, also) in cases {
+        let args = [
+            "tasks".to_string(),
+            url.clone(),
+            serde_json::json!({"marked": marked, "records": records, "listed": [also]}).to_string(),
+        ];
+        let out = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_browser(&args)
+        })
+        .await
+        .expect("the browser run");
+        let summary: serde_json::Value =
+            serde_json::from_str(out.lines().last().unwrap_or_default()).expect("a summary");
+        assert_eq!(summary["marked"], marked, "{url}: {summary}");
+        let listed: Vec<&str> = summary["listed"]
+            .as_array()
+            .expect("listed")
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect();
+        assert!(
+            listed.contains(&TASK) && listed.contains(&default.as_str()),
+            "{url}: {summary}"
         );
     }
 }
