@@ -45,6 +45,8 @@ pub fn shared(dir: &Path) -> std::sync::Arc<Flusher> {
 /// The group commit of one file system, reached through a directory on it.
 pub struct Flusher {
     dir: PathBuf,
+    /// Flushes this one ran.
+    ran: AtomicU64,
     state: Mutex<State>,
     ended: Condvar,
 }
@@ -67,9 +69,15 @@ impl Flusher {
     pub fn new(dir: &Path) -> Flusher {
         Flusher {
             dir: dir.to_path_buf(),
+            ran: AtomicU64::new(0),
             state: Mutex::new(State::default()),
             ended: Condvar::new(),
         }
+    }
+
+    /// How many flushes this one ran.
+    pub fn ran(&self) -> u64 {
+        self.ran.load(Ordering::Relaxed)
     }
 
     /// Return once everything written to the file system before this call is durable.
@@ -105,6 +113,7 @@ impl Flusher {
                 let fd = state.handle.as_ref().map(AsRawFd::as_raw_fd);
                 drop(state);
                 FLUSHES.fetch_add(1, Ordering::Relaxed);
+                self.ran.fetch_add(1, Ordering::Relaxed);
                 let result = fd.map_or(Ok(()), |fd| {
                     nix::unistd::syncfs(fd).map_err(io::Error::from)
                 });

@@ -844,3 +844,46 @@ fn cached_tasks_are_bounded_in_number() {
     assert!(cached("a") && cached("d"));
     assert_eq!(store.cached().1, 2);
 }
+
+#[test]
+fn a_write_flushes_its_bytes_before_the_rename_and_its_name_after_unless_in_a_job() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path());
+    store
+        .write(&task("a"), &assessment("a"), None)
+        .expect("written");
+    // The bytes before the rename, the name after it: durable when `write` returns.
+    assert_eq!(store.flusher.ran(), 2);
+    let first = store
+        .write_in_job(&task("a"), &assessment("b"), None)
+        .expect("written");
+    assert_eq!(
+        store.flusher.ran(),
+        3,
+        "a job's write leaves its name to the next flush"
+    );
+    store
+        .write_in_job(&task("a"), &assessment("c"), None)
+        .expect("written");
+    // The next record's flush covered the name of the one before.
+    assert_eq!(store.flusher.ran(), 4);
+    store.settle().expect("settled");
+    assert_eq!(store.flusher.ran(), 5);
+    store.settle().expect("nothing left to settle");
+    assert_eq!(store.flusher.ran(), 5);
+    let names: Vec<u64> = store
+        .records(&task("a"))
+        .expect("read")
+        .iter()
+        .map(|r| r.envelope.sequence)
+        .collect();
+    assert_eq!(names, [1, 2, 3]);
+    assert_eq!(first.envelope.sequence, 2);
+    // No temporary file is left behind.
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("a"))
+        .expect("listed")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty());
+}
