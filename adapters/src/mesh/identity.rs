@@ -45,7 +45,11 @@ impl Kind {
 /// The fingerprint of a public key: the first [`FINGERPRINT_CHARS`] hex digits of its
 /// SHA-256.
 pub fn fingerprint(public_key: &str) -> String {
-    hex::encode(Sha256::digest(public_key.as_bytes()))[..FINGERPRINT_CHARS].to_string()
+    Sha256::digest(public_key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()[..FINGERPRINT_CHARS]
+        .to_string()
 }
 
 /// Whether `name` can name a runtime: 1 to [`MAX_NAME_CHARS`] of `A-Z a-z 0-9 _ -`.
@@ -147,7 +151,7 @@ impl Identity {
         let signature = self
             .keys
             .sign(&signed_bytes(kind, &self.runtime, &body))
-            .map(hex::encode)
+            .map(|s| hex(&s))
             .unwrap_or_default();
         let sealed = Sealed {
             runtime: self.runtime.clone(),
@@ -206,8 +210,7 @@ pub fn open(kind: Kind, payload: &[u8]) -> Result<Opened, Unsealed> {
     }
     let verifier = nkeys::KeyPair::from_public_key(&sealed.key)
         .map_err(|e| Unsealed::Forged(format!("the key is unusable: {e}")))?;
-    let signature = hex::decode(&sealed.signature)
-        .ok()
+    let signature = unhex(&sealed.signature)
         .ok_or_else(|| Unsealed::Forged("the signature is not hex".into()))?;
     verifier
         .verify(
@@ -235,6 +238,20 @@ fn signed_bytes(kind: Kind, runtime: &str, body: &str) -> Vec<u8> {
     bytes.push(b'\n');
     bytes.extend_from_slice(body.as_bytes());
     bytes
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
 }
 
 #[cfg(test)]
