@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod error;
 pub mod facade;
 pub mod init;
+pub mod journal;
 pub mod machine;
 pub mod mcp;
 pub mod ownership;
