@@ -44,6 +44,7 @@ pub fn apply(
     sequence: u64,
     bytes: &[u8],
     take_lock: bool,
+    anchor: bool,
 ) -> std::io::Result<Applied> {
     let dir = state_dir.join(task.as_str());
     DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
@@ -51,8 +52,18 @@ pub fn apply(
     let name = format!("{sequence:010}.json");
     let target = dir.join(&name);
     match fs::read(&target) {
-        Ok(existing) if existing == bytes => return Ok(Applied::Had),
-        Ok(_) => return Ok(Applied::Diverged),
+        Ok(existing) if existing == bytes => {
+            if anchor {
+                anchor_head(state_dir, task, sequence, bytes);
+            }
+            return Ok(Applied::Had);
+        }
+        // A replica file a crash left empty or torn (the replica is not flushed: the stream
+        // is what is durable) is written again; a whole record that differs is a fork.
+        Ok(existing) if identify(&existing).is_some() => return Ok(Applied::Diverged),
+        Ok(_) => {
+            let _ = fs::remove_file(&target);
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
@@ -65,30 +76,39 @@ pub fn apply(
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&temp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, &target)?;
-        File::open(&dir)?.sync_all()
+        fs::rename(&temp, &target)
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&temp);
         return Err(e);
     }
+    if anchor {
+        anchor_head(state_dir, task, sequence, bytes);
+    }
+    Ok(Applied::Written)
+}
+
+/// Anchor record `sequence` (its `bytes`) as `task`'s head on this machine, unless a later
+/// one is anchored.
+fn anchor_head(state_dir: &Path, task: &TaskName, sequence: u64, bytes: &[u8]) {
+    anchor(state_dir, task, sequence, chain::digest(bytes));
+}
+
+/// Anchor record `sequence` (hashing to `hash`) as `task`'s head on this machine, unless a
+/// later one is anchored.
+pub fn anchor(state_dir: &Path, task: &TaskName, sequence: u64, hash: String) {
     if let Some(machine) = crate::machine::installed() {
         let anchors = machine.anchors(state_dir);
         let behind = anchors
             .head(task)
             .is_none_or(|anchored| anchored.sequence < sequence);
         if behind {
-            let head = Head {
-                sequence,
-                hash: chain::digest(bytes),
-            };
+            let head = Head { sequence, hash };
             if let Err(e) = anchors.set(task, &head) {
                 tracing::warn!(error = %e, task = %task, "cannot anchor a replicated head");
             }
         }
     }
-    Ok(Applied::Written)
 }
 
 /// The task's lock (`.lock`, `flock`), as the store takes it.
@@ -120,7 +140,7 @@ mod tests {
         let task = TaskName::new("t").expect("task");
         let bytes = br#"{"id": "A", "sequence": 1}"#;
         assert_eq!(identify(bytes), Some((1, "A".into())));
-        let applied = |b: &[u8]| apply(dir.path(), &task, 1, b, true).expect("apply");
+        let applied = |b: &[u8]| apply(dir.path(), &task, 1, b, true, true).expect("apply");
         assert_eq!(applied(bytes), Applied::Written);
         assert_eq!(applied(bytes), Applied::Had);
         assert_eq!(applied(b"{}"), Applied::Diverged);

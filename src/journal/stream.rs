@@ -339,6 +339,7 @@ impl Shared {
         headers: Option<&async_nats::HeaderMap>,
         bytes: &[u8],
         take_lock: bool,
+        anchor: bool,
     ) -> Option<(String, StreamHead)> {
         let task = super::task_of(&self.name, subject)?;
         let task_name = TaskName::new(&task).ok()?;
@@ -346,7 +347,14 @@ impl Shared {
             tracing::warn!(%subject, stream_seq, "a journal message is not a record; skipped");
             return None;
         };
-        match replica::apply(&self.state_dir, &task_name, sequence, bytes, take_lock) {
+        match replica::apply(
+            &self.state_dir,
+            &task_name,
+            sequence,
+            bytes,
+            take_lock,
+            anchor,
+        ) {
             Ok(Applied::Written | Applied::Had) => {}
             Ok(Applied::Diverged) => tracing::warn!(
                 task = %task, sequence,
@@ -420,6 +428,7 @@ impl Shared {
             .await
             .map_err(|e| e.to_string())?;
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+        let mut unanchored: HashMap<String, (u64, String)> = HashMap::new();
         while let Some(message) = messages.next().await {
             let message = message.map_err(|e| e.to_string())?;
             let (stream_seq, pending) = {
@@ -430,16 +439,40 @@ impl Shared {
             let subject = message.subject.to_string();
             let headers = message.headers.clone();
             let payload = message.payload.clone();
-            tokio::task::spawn_blocking(move || {
-                this.apply(&subject, stream_seq, headers.as_ref(), &payload, true)
+            let applied = tokio::task::spawn_blocking(move || {
+                let applied = this.apply(
+                    &subject,
+                    stream_seq,
+                    headers.as_ref(),
+                    &payload,
+                    true,
+                    false,
+                );
+                let hash = crate::core::chain::digest(&payload);
+                applied.map(|(task, head)| (task, head.record, hash))
             })
             .await
             .map_err(|e| e.to_string())?;
+            if let Some((task, sequence, hash)) = applied {
+                unanchored.insert(task, (sequence, hash));
+            }
             {
                 let mut progress = lock(&self.progress);
                 progress.applied = progress.applied.max(stream_seq);
             }
             if pending == 0 {
+                // Each task's head is anchored once the burst is applied (a view between
+                // sees the task as it was anchored).
+                let heads = std::mem::take(&mut unanchored);
+                let state_dir = self.state_dir.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    for (task, (sequence, hash)) in heads {
+                        if let Ok(task) = TaskName::new(&task) {
+                            replica::anchor(&state_dir, &task, sequence, hash);
+                        }
+                    }
+                })
+                .await;
                 mark_current(self);
                 if !*told {
                     *told = true;
@@ -484,6 +517,7 @@ impl Shared {
                 message.headers.as_ref(),
                 &message.payload,
                 false,
+                true,
             );
             if first.is_none() {
                 first = applied.map(|(_, head)| head);
