@@ -543,3 +543,35 @@ fn a_machine_that_joins_late_catches_up_ten_thousand_records() {
     );
     assert!(took < CONVERGE, "{took:?}");
 }
+
+#[test]
+fn a_plan_on_one_machine_reuses_a_conclusion_recorded_on_another() {
+    let cluster = formed_cluster();
+    let machines: Vec<Machine> = ["m1", "m2"]
+        .iter()
+        .map(|name| Machine::new(name, &cluster))
+        .collect();
+    let assessment = machines[0]
+        .record(&low_assessment("queue"))
+        .expect_exit(0)
+        .json();
+    let assessment = assessment["id"].as_str().expect("id").to_string();
+    let concluded = machines[0]
+        .record(&conclusion(&assessment, "one writer"))
+        .expect_exit(0)
+        .json();
+    machines[1].wait_for_records(2);
+    let again = machines[1]
+        .record(&low_assessment("queue"))
+        .expect_exit(0)
+        .json();
+    let plan = machines[1]
+        .record(&json!({"kind": "plan", "assessment": again["id"]}))
+        .expect_exit(0)
+        .json();
+    assert_eq!(
+        plan["reuse"], concluded["id"],
+        "machine m2 reuses m1's conclusion and asks nobody: {plan}"
+    );
+    assert_eq!(plan["selected"], json!([]), "{plan}");
+}
