@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
+mod marker;
 mod replica;
 pub mod seam;
 mod stream;

@@ -8,7 +8,7 @@
 use super::stream::{self, PublishError};
 use crate::core::records::TaskName;
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 thread_local! {
     /// Set when this thread's last publish found another machine's record first.
@@ -56,39 +56,9 @@ pub fn take_behind() -> Option<String> {
     BEHIND.with(|b| b.borrow_mut().take())
 }
 
-/// The marker, in this machine's data directory, that `state_dir` is shared.
-fn marker(state_dir: &Path) -> Option<PathBuf> {
-    let machine = crate::machine::installed()?;
-    let id = crate::core::chain::digest(state_dir.as_os_str().as_encoded_bytes());
-    Some(
-        machine
-            .data_dir()
-            .join("journal")
-            .join(format!("{}.shared", &id[7..23])),
-    )
-}
-
-/// Note that `state_dir` is shared through journal `name`.
-pub(super) fn mark_shared(state_dir: &Path, name: &str) {
-    let Some(path) = marker(state_dir) else {
-        return;
-    };
-    let written = path
-        .parent()
-        .map_or(Ok(()), crate::paths::private_dir)
-        .and_then(|()| crate::paths::private_file(&path, false))
-        .and_then(|mut file| {
-            use std::io::Write as _;
-            file.set_len(0)?;
-            writeln!(file, "{name} {}", state_dir.display())
-        });
-    if let Err(e) = written {
-        tracing::warn!(error = %e, "cannot note that the state directory is shared");
-    }
-}
-
 fn refuse_if_shared(state_dir: &Path, task: &TaskName) -> Result<(), String> {
-    let Some(text) = marker(state_dir).and_then(|p| std::fs::read_to_string(p).ok()) else {
+    let Some(text) = super::marker::marker(state_dir).and_then(|p| std::fs::read_to_string(p).ok())
+    else {
         return Ok(());
     };
     let name = text.split_whitespace().next().unwrap_or("?");

@@ -211,7 +211,7 @@ impl Journal {
             }
             attached.insert(state_dir.to_path_buf(), Some(shared.clone()));
         }
-        super::seam::mark_shared(state_dir, &shared.name);
+        super::marker::mark_shared(state_dir, &shared.name);
         let (caught_up, rx) = std::sync::mpsc::channel();
         let follower = shared.clone();
         self.runtime
