@@ -12,6 +12,7 @@ pub mod facade;
 pub mod follow;
 pub mod init;
 pub mod invariants;
+pub mod journal;
 pub mod machine;
 pub mod mcp;
 pub mod ownership;

@@ -148,6 +148,7 @@ fn io_error(context: String) -> impl FnOnce(io::Error) -> StoreError {
 impl Store {
     /// A store over `state_dir` (created on first write).
     pub fn open(state_dir: &Path) -> Store {
+        crate::journal::seam::opened(state_dir);
         Store::with_budget(state_dir, CACHE_BUDGET_BYTES)
     }
 

@@ -65,6 +65,10 @@ pub struct NatsServer {
     cluster_port: Option<u16>,
     args: Vec<String>,
     ports_dir: tempfile::TempDir,
+    /// JetStream's store directory, kept across restarts.
+    _store_dir: Option<tempfile::TempDir>,
+    /// The server's name (a JetStream cluster's nodes each have one).
+    name: Option<String>,
     child: Option<Child>,
 }
 
@@ -85,6 +89,8 @@ impl NatsServer {
             cluster_port: None,
             args,
             ports_dir: tempfile::tempdir().expect("a temporary directory"),
+            _store_dir: None,
+            name: None,
             child: None,
         };
         server.spawn();
@@ -116,6 +122,72 @@ impl NatsServer {
             nodes.push(cluster(Some(seed.clone())));
         }
         nodes
+    }
+
+    /// A cluster of `n` servers with JetStream (file storage in a temporary directory of
+    /// each, kept across [`NatsServer::restart`]), named `n1`, `n2`...; waits until every
+    /// one accepts clients. The JetStream meta group may still be electing its leader:
+    /// callers poll (with a bound) for what they need.
+    pub fn jetstream_cluster(n: usize) -> Vec<NatsServer> {
+        // JetStream's cluster needs every node's routes from the start: the route ports
+        // are chosen first (held until all are known, so no two are the same).
+        let held: Vec<std::net::TcpListener> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+            .collect();
+        let ports: Vec<u16> = held
+            .iter()
+            .map(|l| l.local_addr().expect("an address").port())
+            .collect();
+        drop(held);
+        let routes = ports
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let spawned: Vec<NatsServer> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let store = tempfile::tempdir().expect("a temporary directory");
+                let name = format!("n{}", i + 1);
+                let args = vec![
+                    "--js".to_string(),
+                    "--sd".to_string(),
+                    store.path().display().to_string(),
+                    "--server_name".to_string(),
+                    name.clone(),
+                    "--cluster_name".to_string(),
+                    "advisord-js".to_string(),
+                    "--cluster".to_string(),
+                    format!("nats://127.0.0.1:{port}"),
+                    "--routes".to_string(),
+                    routes.clone(),
+                ];
+                let mut server = NatsServer {
+                    binary: server_binary().unwrap_or_else(|message| panic!("{message}")),
+                    port: 0,
+                    cluster_port: Some(*port),
+                    args,
+                    ports_dir: tempfile::tempdir().expect("a temporary directory"),
+                    _store_dir: Some(store),
+                    name: Some(name),
+                    child: None,
+                };
+                server.spawn();
+                server
+            })
+            .collect();
+        spawned
+    }
+
+    /// The server's name, for a JetStream cluster's node.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Whether the server is running.
+    pub fn running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// `nats://127.0.0.1:<port>`.

@@ -45,6 +45,11 @@ struct Args {
     /// them for `advisor-consult reviews` [default: $ADVISORD_MESH_OFFER]
     #[arg(long, value_name = "MODE", value_enum)]
     offer_reviews: Option<mesh::Offer>,
+    /// Share the tasks of repositories that name a journal (`journal: NAME` in
+    /// `.advisord/project.yaml`) through NATS JetStream, on the mesh's URL and credentials
+    /// (docs/JOURNAL.md) [default: $ADVISORD_JOURNAL]
+    #[arg(long)]
+    journal: bool,
     /// Also serve the same API and the cockpit page on TCP at `ADDR:PORT` (loopback
     /// unless `--listen-public`); every request needs the token kept in the data directory
     /// (`advisor-consult cockpit` prints the page's URL with it)
@@ -173,6 +178,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(message) = start_journal(args.journal, mesh.as_ref()) {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let mut config = Config::new(data_dir);
     tracing::debug!(
         nofile,
@@ -363,4 +372,31 @@ fn child_said(log: &Path, from: u64) -> String {
     }
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Join the shared journal when `--journal` or `ADVISORD_JOURNAL` asks for it, on the mesh's
+/// URL and credentials (docs/JOURNAL.md).
+fn start_journal(flag: bool, mesh: Option<&mesh::MeshConfig>) -> Result<(), String> {
+    let env = std::env::var(advisord::journal::ENV_JOURNAL).unwrap_or_default();
+    let on = flag || matches!(env.trim(), "1" | "true" | "yes" | "on");
+    if !on {
+        return Ok(());
+    }
+    let mesh = mesh.ok_or_else(|| {
+        format!(
+            "the journal runs on the mesh's bus: pass `--mesh URL` or set `{}` beside \
+             `--journal`",
+            mesh::ENV_URL
+        )
+    })?;
+    let machine = mesh.runtime.clone().unwrap_or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unnamed".to_string())
+    });
+    advisord::journal::start(advisord::journal::JournalConfig {
+        url: mesh.url.clone(),
+        creds: mesh.creds.clone(),
+        machine,
+    })
 }

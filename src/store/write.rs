@@ -131,7 +131,40 @@ impl Store {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn write_as(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+        attest: Option<(&crate::machine::attest::Key, &Provenance)>,
+        settle: bool,
+        invariants: &[crate::core::invariants::InForce],
+    ) -> Result<Record, StoreError> {
+        // A shared task (docs/JOURNAL.md): another machine first means judge again.
+        let mut first = None;
+        for _ in 0..16 {
+            let result =
+                self.write_once(task, input, plan_env, secrets, attest, settle, invariants);
+            match crate::journal::seam::take_behind() {
+                Some(note) => first = Some(note),
+                None => {
+                    return match (result, first) {
+                        (Err(StoreError::Refused(mut r)), Some(note)) => {
+                            r.message = format!("{} ({note})", r.message);
+                            Err(StoreError::Refused(r))
+                        }
+                        (result, _) => result,
+                    }
+                }
+            }
+        }
+        self.write_once(task, input, plan_env, secrets, attest, settle, invariants)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_once(
         &self,
         task: &TaskName,
         input: &serde_json::Value,
@@ -216,6 +249,11 @@ impl Store {
         // The flush before the rename covers every record renamed before it.
         self.unsettled
             .store(false, std::sync::atomic::Ordering::Release);
+        crate::journal::seam::publish(&self.state_dir, task, sequence, record.id(), &bytes)
+            .map_err(|context| StoreError::Io {
+                context,
+                source: io::Error::from(io::ErrorKind::NotConnected),
+            })?;
         write_atomically(&dir, &name, &bytes, &self.flusher)?;
         self.unsettled
             .store(true, std::sync::atomic::Ordering::Release);

@@ -1,10 +1,23 @@
 //! Sharing records beyond one checkout (docs/JOURNAL.md): worktrees of one repository on
-//! one machine share one state directory with no bus at all.
+//! one machine share one state directory with no bus at all; machines share tasks through
+//! the journal, a JetStream stream on a real three-node `nats-server` cluster, each
+//! machine a real `advisord --journal` with its own clone of the repository.
 
 use super::support::cli::Project;
+use super::support::client::{daemon_exe, stop_child, Advisor, World};
+use super::support::output::Output;
+use advisord_fakes::nats::NatsServer;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The shared task of these tests.
+const TASK: &str = "shared";
+/// The journal the repositories name.
+const JOURNAL: &str = "team";
+/// How long a poll for something the replicas converge on may take.
+const CONVERGE: Duration = Duration::from_secs(60);
 
 /// Run the real `git` in `dir`; panics with its output when it fails.
 fn git(dir: &Path, args: &[&str]) {
@@ -117,4 +130,448 @@ fn two_worktrees_of_one_repository_share_one_task_with_no_bus() {
         !wt.join(advisord::paths::DEFAULT_STATE_DIR).exists(),
         "nothing under the worktree"
     );
+}
+
+/// One machine: a clone of the repository naming the journal, and its `advisord
+/// --journal` on the cluster.
+struct Machine {
+    world: World,
+    name: String,
+    urls: String,
+    daemon: Option<Child>,
+}
+
+impl Machine {
+    fn new(name: &str, cluster: &[NatsServer]) -> Machine {
+        let world = World::new(&[Advisor::new("adv1", "supports", 0)]);
+        std::fs::write(
+            world.root().join(".advisord/project.yaml"),
+            format!("journal: {JOURNAL}\n"),
+        )
+        .expect("project file");
+        let urls = cluster
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut machine = Machine {
+            world,
+            name: name.to_string(),
+            urls,
+            daemon: None,
+        };
+        machine.start();
+        machine
+    }
+
+    fn log(&self) -> std::path::PathBuf {
+        self.world.tmp().join(format!("{}.log", self.name))
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::File::create(self.log()).expect("log");
+        let home = self.world.root().parent().expect("parent").join("home");
+        let child = Command::new(daemon_exe())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home)
+            .env("TMPDIR", self.world.tmp())
+            .env("ADVISORD_DATA_DIR", self.world.data())
+            .env("ADVISORD_MESH_URL", &self.urls)
+            .env("ADVISORD_MESH_RUNTIME", &self.name)
+            .env("RUST_LOG", "info,advisord::journal=debug")
+            .arg("--socket")
+            .arg(self.world.socket())
+            .arg("--data-dir")
+            .arg(self.world.data())
+            .arg("--grace")
+            .arg("0.5")
+            .arg("--journal")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn advisord");
+        self.daemon = Some(child);
+        self.world.wait_for_socket();
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let mut all = args.to_vec();
+        all.extend(["--task", TASK, "--format", "json"]);
+        self.world.run(&all)
+    }
+
+    /// Record `input` in the shared task; the run's output, whatever its exit.
+    fn record(&self, input: &Value) -> Output {
+        let path = self
+            .world
+            .tmp()
+            .join(format!("in-{}.json", ulid::Ulid::new()));
+        std::fs::write(&path, input.to_string()).expect("write input");
+        self.run(&["record", "--file", path.to_str().expect("utf-8")])
+    }
+
+    fn status(&self) -> Value {
+        self.run(&["status"]).expect_exit(0).json()
+    }
+
+    /// The head `verify` prints for the shared task, and its record count.
+    fn verified_head(&self) -> (Value, Value) {
+        let verify = self.run(&["verify"]).expect_exit(0).json();
+        let task = &verify["tasks"][0];
+        (task["head"]["hash"].clone(), task["records"].clone())
+    }
+
+    /// Poll `status` until it holds `records` records.
+    fn wait_for_records(&self, records: u64) -> Value {
+        let started = Instant::now();
+        loop {
+            let status = self.status();
+            if status["records"].as_u64() >= Some(records) {
+                return status;
+            }
+            assert!(
+                started.elapsed() < CONVERGE,
+                "{} holds {} records, not {records}, after {CONVERGE:?}; log:\n{}",
+                self.name,
+                status["records"],
+                std::fs::read_to_string(self.log()).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            stop_child(&mut child);
+        }
+    }
+}
+
+fn low_assessment(subject: &str) -> Value {
+    json!({"kind": "assessment", "subject": subject, "materiality": "low",
+        "hypothesis": "one writer is enough"})
+}
+
+fn conclusion(assessment: &str, decision: &str) -> Value {
+    json!({"kind": "conclusion", "assessment": assessment, "decision": decision,
+        "rationale": "measured", "consultations": [],
+        "evidence": [{"kind": "test", "ref": "queue_bench"}],
+        "validation_plan": "run the queue benchmark"})
+}
+
+/// A JetStream cluster whose meta group has a leader and places three replicas (polled,
+/// bounded).
+fn formed_cluster() -> Vec<NatsServer> {
+    let cluster = NatsServer::jetstream_cluster(3);
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    runtime.block_on(async {
+        let client = async_nats::connect(urls).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let started = Instant::now();
+        loop {
+            let probe = async_nats::jetstream::stream::Config {
+                name: "PROBE".into(),
+                subjects: vec!["probe".into()],
+                num_replicas: 3,
+                ..Default::default()
+            };
+            let made = tokio::time::timeout(Duration::from_secs(2), js.create_stream(probe));
+            if let Ok(Ok(_)) = made.await {
+                let _ = js.delete_stream("PROBE").await;
+                return;
+            }
+            assert!(
+                started.elapsed() < CONVERGE,
+                "the JetStream cluster did not form within {CONVERGE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    cluster
+}
+
+fn machines(cluster: &[NatsServer]) -> Vec<Machine> {
+    ["m1", "m2", "m3"]
+        .iter()
+        .map(|name| Machine::new(name, cluster))
+        .collect()
+}
+
+#[test]
+fn ten_conclusions_raced_from_three_machines_leave_one_standing_and_one_head() {
+    let cluster = formed_cluster();
+    let machines = machines(&cluster);
+    let assessment = machines[0]
+        .record(&low_assessment("queue"))
+        .expect_exit(0)
+        .json();
+    let assessment = assessment["id"].as_str().expect("an id").to_string();
+    for machine in &machines {
+        machine.wait_for_records(1);
+    }
+    let outcomes: Vec<Output> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..10)
+            .map(|i| {
+                let machine = &machines[i % 3];
+                let input = conclusion(&assessment, &format!("decision {i}"));
+                scope.spawn(move || machine.record(&input))
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().expect("a run")).collect()
+    });
+    let stored: Vec<&Output> = outcomes.iter().filter(|o| o.code == 0).collect();
+    assert_eq!(
+        stored.len(),
+        1,
+        "exactly one conclusion stands: {:#?}",
+        outcomes
+            .iter()
+            .map(|o| (o.code, &o.stdout, &o.stderr))
+            .collect::<Vec<_>>()
+    );
+    for refused in outcomes.iter().filter(|o| o.code != 0) {
+        let said = format!("{}{}", refused.stdout, refused.stderr);
+        assert!(
+            said.contains("supersedes_missing"),
+            "refused for the rule: {said}"
+        );
+    }
+    let mut heads = Vec::new();
+    for machine in &machines {
+        machine.wait_for_records(2);
+        heads.push(machine.verified_head());
+    }
+    assert_eq!(heads[0].1, 2, "{heads:?}");
+    assert!(
+        heads.iter().all(|h| *h == heads[0]),
+        "one head everywhere: {heads:?}"
+    );
+}
+
+#[test]
+fn a_machine_cut_off_from_the_bus_reads_refuses_writes_and_catches_up() {
+    let mut cluster = formed_cluster();
+    let machines: Vec<Machine> = ["m1", "m2"]
+        .iter()
+        .map(|name| Machine::new(name, &cluster))
+        .collect();
+    machines[0].record(&low_assessment("queue")).expect_exit(0);
+    machines[1].wait_for_records(1);
+    for node in &mut cluster {
+        node.stop();
+    }
+    let status = machines[0].status();
+    assert_eq!(
+        status["records"], 1,
+        "reads work from the replica: {status}"
+    );
+    let refused = machines[0].record(&low_assessment("cache"));
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    let said = format!("{}{}", refused.stdout, refused.stderr);
+    assert!(
+        said.contains("journal `team`") && said.contains("nothing was stored"),
+        "the refusal says what happened and what to do: {said}"
+    );
+    assert_eq!(
+        machines[0].status()["records"],
+        1,
+        "nothing kept on the side"
+    );
+    for node in &mut cluster {
+        node.restart();
+    }
+    let started = Instant::now();
+    loop {
+        let output = machines[0].record(&low_assessment("cache"));
+        if output.code == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < CONVERGE,
+            "no write once the bus came back: {}{}",
+            output.stdout,
+            output.stderr
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    machines[1].wait_for_records(2);
+    assert_eq!(machines[0].verified_head(), machines[1].verified_head());
+}
+
+#[test]
+fn the_stream_leader_killed_mid_burst_loses_nothing_and_stores_nothing_twice() {
+    let mut cluster = formed_cluster();
+    let machines: Vec<Machine> = ["m1", "m2"]
+        .iter()
+        .map(|name| Machine::new(name, &cluster))
+        .collect();
+    machines[0].record(&low_assessment("s0")).expect_exit(0);
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    let leader = runtime.block_on(async {
+        let client = async_nats::connect(urls).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let mut stream = js
+            .get_stream(format!("ADVISORD_JOURNAL_{JOURNAL}"))
+            .await
+            .expect("the journal's stream");
+        let info = stream.info().await.expect("stream info");
+        assert_eq!(info.config.num_replicas, 3, "R3 on a cluster");
+        info.cluster
+            .as_ref()
+            .and_then(|c| c.leader.clone())
+            .expect("a leader")
+    });
+    let mut stored = Vec::new();
+    let mut refused = 0;
+    for i in 1..=20 {
+        if i == 5 {
+            let node = cluster
+                .iter_mut()
+                .find(|n| n.name() == Some(leader.as_str()))
+                .expect("the leader's node");
+            node.stop();
+        }
+        let output = machines[0].record(&low_assessment(&format!("s{i}")));
+        if output.code == 0 {
+            stored.push(output.json()["id"].as_str().expect("id").to_string());
+        } else {
+            let said = format!("{}{}", output.stdout, output.stderr);
+            assert!(said.contains("journal `team`"), "refused clearly: {said}");
+            refused += 1;
+        }
+    }
+    assert!(
+        stored.len() >= 10,
+        "most writes survive a leader's death ({refused} refused)"
+    );
+    let (head, count) = machines[0].verified_head();
+    let count = count.as_u64().expect("a count");
+    let status = machines[1].wait_for_records(count);
+    let ids: Vec<&str> = status["assessments"]
+        .as_array()
+        .expect("assessments")
+        .iter()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    for id in &stored {
+        assert!(
+            ids.contains(&id.as_str()),
+            "{id} was acknowledged, so it is kept"
+        );
+    }
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "nothing stored twice");
+    assert_eq!(machines[1].verified_head(), (head, json!(count)));
+}
+
+#[test]
+fn a_machine_that_joins_late_catches_up_ten_thousand_records() {
+    const RECORDS: u64 = 10_000;
+    let cluster = formed_cluster();
+    let first = Machine::new("m1", &cluster);
+    first.record(&low_assessment("s0")).expect_exit(0);
+    // The rest of the task, chained on the first record as a writer chains (each `prev`
+    // the hash of the previous record's bytes) and published as the journal publishes
+    // (a record's id as its message id).
+    let seed = first
+        .world
+        .root()
+        .join(advisord::paths::DEFAULT_STATE_DIR)
+        .join(TASK)
+        .join("0000000001.json");
+    let mut previous = std::fs::read(&seed).expect("the first record");
+    let template: Value = serde_json::from_slice(&previous).expect("a record");
+    let mut records = Vec::new();
+    for i in 2..=RECORDS {
+        let mut record = template.clone();
+        record["id"] = json!(ulid::Ulid::new().to_string());
+        record["sequence"] = json!(i);
+        record["subject"] = json!(format!("s{i}"));
+        record["prev"] = json!(advisord::core::chain::digest(&previous));
+        let mut bytes = serde_json::to_vec_pretty(&record).expect("serialise");
+        bytes.push(b'\n');
+        previous = bytes.clone();
+        records.push((record["id"].as_str().expect("id").to_string(), bytes));
+    }
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    runtime.block_on(async {
+        let client = async_nats::connect(urls).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let subject = format!("advisord.journal.{JOURNAL}.{TASK}");
+        let mut acks = Vec::new();
+        for (id, bytes) in records {
+            let message = async_nats::jetstream::message::PublishMessage::build()
+                .payload(bytes.into())
+                .message_id(id)
+                .header("Advisord-Machine", "m1");
+            acks.push(
+                js.send_publish(subject.clone(), message)
+                    .await
+                    .expect("publish"),
+            );
+            // An acknowledgement holds a permit until awaited: await them in batches.
+            if acks.len() == 500 {
+                for ack in acks.drain(..) {
+                    ack.await.expect("acknowledged");
+                }
+            }
+        }
+        for ack in acks {
+            ack.await.expect("acknowledged");
+        }
+    });
+    let late = Machine::new("m3", &cluster);
+    let started = Instant::now();
+    late.wait_for_records(RECORDS);
+    let took = started.elapsed();
+    let (head, count) = late.verified_head();
+    assert_eq!(count, json!(RECORDS));
+    first.wait_for_records(RECORDS);
+    assert_eq!(
+        (head, count),
+        first.verified_head(),
+        "the writer's replica agrees"
+    );
+    assert!(took < CONVERGE, "{took:?}");
+}
+
+#[test]
+fn a_plan_on_one_machine_reuses_a_conclusion_recorded_on_another() {
+    let cluster = formed_cluster();
+    let machines: Vec<Machine> = ["m1", "m2"]
+        .iter()
+        .map(|name| Machine::new(name, &cluster))
+        .collect();
+    let assessment = machines[0]
+        .record(&low_assessment("queue"))
+        .expect_exit(0)
+        .json();
+    let assessment = assessment["id"].as_str().expect("id").to_string();
+    let concluded = machines[0]
+        .record(&conclusion(&assessment, "one writer"))
+        .expect_exit(0)
+        .json();
+    machines[1].wait_for_records(2);
+    let again = machines[1]
+        .record(&low_assessment("queue"))
+        .expect_exit(0)
+        .json();
+    let plan = machines[1]
+        .record(&json!({"kind": "plan", "assessment": again["id"]}))
+        .expect_exit(0)
+        .json();
+    assert_eq!(
+        plan["reuse"], concluded["id"],
+        "machine m2 reuses m1's conclusion and asks nobody: {plan}"
+    );
+    assert_eq!(plan["selected"], json!([]), "{plan}");
 }
