@@ -61,8 +61,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 mod availability;
 mod budget;
-mod downstream;
 mod cache;
+mod downstream;
 pub mod durable;
 mod files;
 mod identity;

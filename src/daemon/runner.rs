@@ -7,8 +7,8 @@
 //! same advisor and plan anyway (such a refusal is taken as "already recorded").
 
 use crate::context::{advisor_spec, fill_credentials_from_daemon, Resolved};
-use crate::core::invariants::InForce;
 use crate::core::cost::consultation_cost;
+use crate::core::invariants::InForce;
 use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
 use crate::daemon::draft;

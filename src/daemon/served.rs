@@ -148,9 +148,9 @@ impl Api for Served {
                 Request::Jobs(r) => Response::Jobs(self.jobs.list(&r)),
                 Request::Job(r) => Response::Job(self.jobs.get(&r.id)?),
                 Request::Cancel(r) => Response::Cancel(self.jobs.cancel(&r.id).await?),
-                Request::Reviews(_) => Response::Reviews(
-                    crate::daemon::mesh::reviews::list(self.mesh.as_ref()).await?,
-                ),
+                Request::Reviews(_) => {
+                    Response::Reviews(crate::daemon::mesh::reviews::list(self.mesh.as_ref()).await?)
+                }
                 Request::ReviewAnswer(r) => Response::ReviewAnswer(
                     crate::daemon::mesh::reviews::answer(self.mesh.as_ref(), &r.id, &r.answer)
                         .await?,

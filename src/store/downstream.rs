@@ -49,8 +49,7 @@ impl Store {
         invariants: &[crate::core::invariants::InForce],
     ) -> Result<Record, StoreError> {
         if !self.task_dir(task).exists() {
-            let mut env =
-                self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, &[]);
+            let mut env = self.write_env(task, 1, plan_env, chain::GENESIS.to_string(), None, &[]);
             env.invariants = invariants;
             return Ok(writer::admit(&[], input, &env)?);
         }

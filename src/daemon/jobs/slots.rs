@@ -55,16 +55,28 @@ mod tests {
         let two = slots.of("gateway", 2);
         let first = two.clone().try_acquire_owned().expect("turn 1");
         let second = two.clone().try_acquire_owned().expect("turn 2");
-        assert!(two.clone().try_acquire_owned().is_err(), "a third waits at 2");
+        assert!(
+            two.clone().try_acquire_owned().is_err(),
+            "a third waits at 2"
+        );
         // Raised to 3 in the catalogue: the third exchange goes now, on the same turns.
         let three = slots.of("gateway", 3);
         assert!(Arc::ptr_eq(&two, &three));
-        let third = three.clone().try_acquire_owned().expect("turn 3 after the raise");
+        let third = three
+            .clone()
+            .try_acquire_owned()
+            .expect("turn 3 after the raise");
         assert!(three.clone().try_acquire_owned().is_err());
         // Lowered to 1: the running three finish on their turns; new exchanges get one.
         let one = slots.of("gateway", 1);
-        let next = one.clone().try_acquire_owned().expect("one turn after the edit");
-        assert!(one.clone().try_acquire_owned().is_err(), "only one at a time now");
+        let next = one
+            .clone()
+            .try_acquire_owned()
+            .expect("one turn after the edit");
+        assert!(
+            one.clone().try_acquire_owned().is_err(),
+            "only one at a time now"
+        );
         drop((first, second, third, next));
         // The same limit again changes nothing; another advisor has turns of its own.
         assert!(Arc::ptr_eq(&one, &slots.of("gateway", 1)));

@@ -221,9 +221,7 @@ async fn first_answer(job: &JobHandle, capabilities: &[String]) -> ReplyOutcome 
                         job.stop();
                         return completed(c, &advisor);
                     }
-                } else if first_failure.is_none()
-                    && c.failure != Some(FailureKind::Cancelled)
-                {
+                } else if first_failure.is_none() && c.failure != Some(FailureKind::Cancelled) {
                     first_failure = Some(ReplyOutcome::Failed {
                         failure: c.failure.unwrap_or(FailureKind::Error),
                         diagnostic: c.diagnostic.clone().unwrap_or_default(),
