@@ -13,10 +13,10 @@ mod autostart;
 mod transport;
 
 pub use autostart::{
-    answers, autostart_idle_exit, daemon_executable, ensure_daemon, start_hint,
-    AUTOSTART_IDLE_EXIT_S, AUTOSTART_WAIT, DAEMON_EXECUTABLE,
+    answers, autostart_idle_exit, daemon_executable, ensure_daemon, AUTOSTART_IDLE_EXIT_S,
+    AUTOSTART_WAIT, DAEMON_EXECUTABLE,
 };
-pub use transport::{EventReader, CANCEL_REQUEST_BOUND, REQUEST_BOUND};
+pub use transport::{start_hint, EventReader, CANCEL_REQUEST_BOUND, REQUEST_BOUND};
 
 use crate::error::{Error, Result};
 use crate::facade::{Answer, Api, EventStream};

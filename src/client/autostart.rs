@@ -2,7 +2,7 @@
 //! this executable, in a process group of its own, waited for within [`AUTOSTART_WAIT`];
 //! and the checks a surface makes before it uses the socket.
 
-use super::transport::connect_reason;
+use super::transport::{connect_reason, start_hint};
 use super::Client;
 use crate::error::{Error, Result};
 use crate::ownership;
@@ -18,15 +18,6 @@ pub const DAEMON_EXECUTABLE: &str = "advisord";
 
 /// How long autostart waits for a daemon it started to answer on the socket.
 pub const AUTOSTART_WAIT: Duration = Duration::from_secs(5);
-
-/// What to do when no daemon answers and none may be started.
-pub fn start_hint(socket: &Path) -> String {
-    format!(
-        "start one with `advisord --detach --socket {}` (or drop `--no-autostart`); \
-         `--no-daemon` runs the network-free verbs in-process",
-        socket.display()
-    )
-}
 
 /// Whether something accepts connections on `socket`; the reason when not.
 pub fn answers(socket: &Path) -> Result<(), String> {

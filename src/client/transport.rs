@@ -5,7 +5,6 @@
 //! One connection per request: a unix socket connects in microseconds, and a fresh
 //! connection per call keeps a long event stream from blocking a cancellation.
 
-use super::autostart::start_hint;
 use super::Client;
 use crate::error::{Error, Result};
 use crate::ownership;
@@ -15,6 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use std::path::Path;
 use std::time::Duration;
 use tokio::net::UnixStream;
 
@@ -27,6 +27,15 @@ pub const REQUEST_BOUND: Duration = Duration::from_secs(10);
 /// The bound of a cancellation, which the daemon answers once the job has stopped (at
 /// most 5 s) or with 202 after that.
 pub const CANCEL_REQUEST_BOUND: Duration = Duration::from_secs(15);
+
+/// What to do when no daemon answers and none may be started.
+pub fn start_hint(socket: &Path) -> String {
+    format!(
+        "start one with `advisord --detach --socket {}` (or drop `--no-autostart`); \
+         `--no-daemon` runs the network-free verbs in-process",
+        socket.display()
+    )
+}
 
 impl Client {
     pub(super) fn unreachable(&self, reason: String, hint: &str) -> Error {
