@@ -45,11 +45,7 @@ impl Kind {
 /// The fingerprint of a public key: the first [`FINGERPRINT_CHARS`] hex digits of its
 /// SHA-256.
 pub fn fingerprint(public_key: &str) -> String {
-    Sha256::digest(public_key.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()[..FINGERPRINT_CHARS]
-        .to_string()
+    hex::encode(Sha256::digest(public_key.as_bytes()))[..FINGERPRINT_CHARS].to_string()
 }
 
 /// Whether `name` can name a runtime: 1 to [`MAX_NAME_CHARS`] of `A-Z a-z 0-9 _ -`.
@@ -241,17 +237,11 @@ fn signed_bytes(kind: Kind, runtime: &str, body: &str) -> Vec<u8> {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) || !text.is_ascii() {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
-        .collect()
+    hex::decode(text).ok()
 }
 
 #[cfg(test)]
