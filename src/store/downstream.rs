@@ -6,7 +6,7 @@
 //! Also the writer's dry run: a record judged exactly as [`Store::write`] judges it, under
 //! the same cache, without writing anything.
 
-use super::{lock, writer_trust, Checked, Store, StoreError, TaskCache};
+use super::{lock, Checked, Store, StoreError, TaskCache};
 use crate::core::chain::{self, Trust};
 use crate::core::policy::PlanEnv;
 use crate::core::records::{Record, TaskName};
@@ -56,26 +56,11 @@ impl Store {
         let slot = self.cache(task);
         let mut cache = lock(&slot);
         self.refresh(task, &mut cache)?;
-        let sequence = cache.highest + 1;
-        let prev = cache
-            .digests
-            .last()
-            .cloned()
-            .unwrap_or_else(|| chain::GENESIS.to_string());
-        let is_conclusion =
-            input.get("kind").and_then(serde_json::Value::as_str) == Some("conclusion");
-        let mut trust = writer_trust(task, &mut cache);
-        if plan_env.is_some() || is_conclusion {
-            trust = self.vouched(task, &mut cache, trust);
-        }
-        let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), &[]);
-        env.invariants = invariants;
-        let index = cache.rules.rules_index();
-        let record = writer::admit_indexed(&cache.records, index, input, &env);
+        let record = self.judge_next(task, &mut cache, input, plan_env, &[], invariants, false);
         let bytes = cache.bytes;
         drop(cache);
         self.used(task, &slot, bytes);
-        Ok(record?)
+        record
     }
 }
 

@@ -196,27 +196,9 @@ impl Store {
             let _ = fs::remove_file(dir.join(name));
         }
         let sequence = cache.highest + 1;
-        let prev = cache
-            .digests
-            .last()
-            .cloned()
-            .unwrap_or_else(|| chain::GENESIS.to_string());
-        // The writer refuses to build on a broken chain: the walk it keeps covers what it
-        // wrote itself, so only records written by others are walked (and admitted again)
-        // here, once each. A plan (it never reuses a conclusion that is not vouched for)
-        // and a conclusion (only consultations that count are its review) also look at
-        // what the attestations and this machine vouch for; other writes need not.
-        let is_conclusion =
-            input.get("kind").and_then(serde_json::Value::as_str) == Some("conclusion");
-        let mut trust = writer_trust(task, &mut cache);
-        if plan_env.is_some() || is_conclusion {
-            trust = self.vouched(task, &mut cache, trust);
-        }
-        let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
-        env.daemon = daemon;
-        env.invariants = invariants;
-        let index = cache.rules.rules_index();
-        let mut record = writer::admit_indexed(&cache.records, index, input, &env)?;
+        let mut record = self.judge_next(
+            task, &mut cache, input, plan_env, secrets, invariants, daemon,
+        )?;
         if sequence > chain::MAX_SEQUENCE {
             return Err(StoreError::Io {
                 context: format!(
@@ -287,6 +269,45 @@ impl Store {
         drop(cache);
         self.used(task, &slot, cached);
         Ok(record)
+    }
+
+    /// Judge `input` as the next record of `task` against its cache, as the write path and
+    /// the dry run both do: the next sequence and `prev`, the trust the writer builds on
+    /// (what the attestations and this machine vouch for, too, for a plan or a
+    /// conclusion), then the writer's rules through the cached index.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn judge_next(
+        &self,
+        task: &TaskName,
+        cache: &mut TaskCache,
+        input: &serde_json::Value,
+        plan_env: Option<&PlanEnv>,
+        secrets: &[String],
+        invariants: &[crate::core::invariants::InForce],
+        daemon: bool,
+    ) -> Result<Record, StoreError> {
+        let sequence = cache.highest + 1;
+        let prev = cache
+            .digests
+            .last()
+            .cloned()
+            .unwrap_or_else(|| chain::GENESIS.to_string());
+        // The writer refuses to build on a broken chain: the walk it keeps covers what it
+        // wrote itself, so only records written by others are walked (and admitted again)
+        // here, once each. A plan (it never reuses a conclusion that is not vouched for)
+        // and a conclusion (only consultations that count are its review) also look at
+        // what the attestations and this machine vouch for; other writes need not.
+        let is_conclusion =
+            input.get("kind").and_then(serde_json::Value::as_str) == Some("conclusion");
+        let mut trust = writer_trust(task, cache);
+        if plan_env.is_some() || is_conclusion {
+            trust = self.vouched(task, cache, trust);
+        }
+        let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
+        env.daemon = daemon;
+        env.invariants = invariants;
+        let index = cache.rules.rules_index();
+        Ok(writer::admit_indexed(&cache.records, index, input, &env)?)
     }
 
     pub(super) fn write_env<'a>(
