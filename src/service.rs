@@ -136,6 +136,7 @@ pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, E
         let mut view = status::status(records, trust);
         view.mark_resting(graph.resting(trust));
         crate::core::views::priced::price_status(&mut view, &resolved.catalogue);
+        view.journal = crate::journal::seam::state(&resolved.state_dir);
         Ok(view)
     })?
 }

@@ -143,6 +143,15 @@ function restsOnSuperseded(a) {
     " rests on a superseded decision");
 }
 
+// A task shared through a journal (docs/JOURNAL.md): its name, and how far behind this
+// machine's replica may be while the bus is unreachable.
+function journalNote(j) {
+  if (!j) return "";
+  if (j.reachable) return ` · shared through journal ${j.name}`;
+  const at = j.current_at ? `last known current at ${j.current_at} (${j.current_s_ago} s ago, stream sequence ${j.stream_sequence})` : "not yet current with the journal";
+  return ` · shared through journal ${j.name}, whose bus is UNREACHABLE: this replica was ${at} and may be behind; writes are refused until the bus is back`;
+}
+
 function renderAssessments(view) {
   const rows = $("assessment-rows");
   rows.replaceChildren();
@@ -162,7 +171,7 @@ function renderAssessments(view) {
   const first = state.total ? state.offset + 1 : 0;
   const last = Math.min(state.offset + PAGE, state.total);
   $("page-label").textContent = `${first}–${last} of ${state.total}`;
-  $("assessments-summary").textContent = `${view.records} records in task ${view.task || state.task || "(default)"}`;
+  $("assessments-summary").textContent = `${view.records} records in task ${view.task || state.task || "(default)"}${journalNote(view.journal)}`;
   $("prev-page").disabled = state.offset === 0;
   $("next-page").disabled = state.offset + PAGE >= state.total;
 }

@@ -111,6 +111,19 @@ pub fn anchor(state_dir: &Path, task: &TaskName, sequence: u64, hash: String) {
     }
 }
 
+/// A task's lock, held until dropped.
+pub struct Held {
+    _lock: Flock<File>,
+}
+
+/// Take `task`'s lock in `state_dir` (its directory made first), as the store takes it,
+/// for applying several records under it ([`apply`] with `take_lock` false).
+pub fn lock_task(state_dir: &Path, task: &TaskName) -> std::io::Result<Held> {
+    let dir = state_dir.join(task.as_str());
+    DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    lock(&dir).map(|lock| Held { _lock: lock })
+}
+
 /// The task's lock (`.lock`, `flock`), as the store takes it.
 fn lock(dir: &Path) -> std::io::Result<Flock<File>> {
     let mut file = OpenOptions::new()

@@ -50,6 +50,16 @@ pub fn publish(
     }
 }
 
+/// The journal `state_dir` is shared through, as the views show it (whether the bus is
+/// reachable, how current this machine's replica is); `None` when it is not shared or this
+/// process is not on the journal.
+pub fn state(state_dir: &Path) -> Option<crate::core::views::status::JournalState> {
+    let journal = stream::installed()?;
+    journal
+        .attach(state_dir, false)
+        .map(|shared| shared.state())
+}
+
 /// Whether this thread's last [`publish`] found another machine's record first (and
 /// caught the task up): which record, from which machine. Cleared by reading.
 pub fn take_behind() -> Option<String> {

@@ -8,8 +8,9 @@
 
 use super::replica::{self, Applied};
 use crate::core::records::TaskName;
+use crate::core::views::status::JournalState;
 use async_nats::jetstream::{self, consumer, message::PublishMessage, stream};
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -67,9 +68,21 @@ pub fn start(config: JournalConfig) -> Result<(), String> {
     }
     let creds = config.creds.clone();
     let name = format!("advisord journal {}", config.machine);
+    let lost: Lost = Arc::new(Mutex::new(None));
+    let noted = lost.clone();
     let client = runtime.block_on(async move {
         let mut options = async_nats::ConnectOptions::new()
             .name(name)
+            .event_callback(move |event| {
+                match event {
+                    async_nats::Event::Disconnected => {
+                        lock(&noted).get_or_insert_with(SystemTime::now);
+                    }
+                    async_nats::Event::Connected => *lock(&noted) = None,
+                    _ => {}
+                }
+                async {}
+            })
             .retry_on_initial_connect()
             .connection_timeout(Duration::from_secs(3))
             .reconnect_delay_callback(|attempts| {
@@ -104,6 +117,7 @@ pub fn start(config: JournalConfig) -> Result<(), String> {
         machine: config.machine,
         runtime,
         attached: Mutex::new(HashMap::new()),
+        lost,
     });
     JOURNAL
         .set(journal)
@@ -118,7 +132,11 @@ pub(super) struct Journal {
     machine: String,
     /// Each state directory seen, and whether (and to which journal) it is shared.
     attached: Mutex<HashMap<PathBuf, Option<Arc<Shared>>>>,
+    lost: Lost,
 }
+
+/// When the connection to the bus was lost; `None` while it holds.
+type Lost = Arc<Mutex<Option<SystemTime>>>;
 
 /// One state directory shared through one journal.
 pub(super) struct Shared {
@@ -133,6 +151,7 @@ pub(super) struct Shared {
     /// The stream's sequence this machine applied everything up to, and when it last knew
     /// itself current.
     progress: Mutex<Progress>,
+    lost: Lost,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -149,7 +168,21 @@ struct StreamHead {
 struct Progress {
     applied: u64,
     current_at: Option<SystemTime>,
+    /// Whether the follower had applied everything the stream held when it last heard
+    /// from it (no message pending).
+    current: bool,
 }
+
+/// One message the follower received, to apply off the runtime.
+struct Received {
+    stream_seq: u64,
+    subject: String,
+    headers: Option<async_nats::HeaderMap>,
+    payload: bytes::Bytes,
+}
+
+/// The most messages the follower applies in one batch.
+const APPLY_BATCH: usize = 512;
 
 /// Why a write to a shared task did not go through.
 pub(super) enum PublishError {
@@ -203,6 +236,7 @@ impl Journal {
             machine: self.machine.clone(),
             heads: Mutex::new(HashMap::new()),
             progress: Mutex::new(Progress::default()),
+            lost: self.lost.clone(),
         });
         {
             let mut attached = lock(&self.attached);
@@ -257,20 +291,42 @@ impl Shared {
         super::subject(&self.name, task)
     }
 
+    /// The journal as the views show it: whether the bus is reachable and how current the
+    /// replica is. A replica that had applied everything when the connection was lost was
+    /// current until then.
+    pub(super) fn state(&self) -> JournalState {
+        let reachable = self.client.connection_state() == async_nats::connection::State::Connected;
+        let now = SystemTime::now();
+        let progress = lock(&self.progress);
+        let current_at = match (reachable, progress.current, *lock(&self.lost)) {
+            (true, true, _) => Some(now),
+            (false, true, Some(lost)) => Some(progress.current_at.map_or(lost, |at| at.max(lost))),
+            _ => progress.current_at,
+        };
+        JournalState {
+            name: self.name.clone(),
+            reachable,
+            current_at: current_at.map(|at| {
+                time::OffsetDateTime::from(at)
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default()
+            }),
+            current_s_ago: current_at
+                .map(|at| now.duration_since(at).unwrap_or_default().as_secs()),
+            stream_sequence: progress.applied,
+        }
+    }
+
     /// How far behind the replica may be, for messages.
     pub(super) fn lag(&self) -> String {
-        let progress = lock(&self.progress);
-        match progress.current_at {
-            Some(at) => {
-                let ago = SystemTime::now().duration_since(at).unwrap_or_default();
-                format!(
-                    "this machine's replica was last known current {} s ago (stream \
-                     sequence {})",
-                    ago.as_secs(),
-                    progress.applied
-                )
-            }
-            None => "this machine's replica has not reached the journal yet".to_string(),
+        let state = self.state();
+        match (&state.current_at, state.current_s_ago) {
+            (Some(at), Some(ago)) => format!(
+                "this machine's replica was last known current at {at} ({ago} s ago, stream \
+                 sequence {})",
+                state.stream_sequence
+            ),
+            _ => "this machine's replica has not reached the journal yet".to_string(),
         }
     }
 
@@ -383,6 +439,39 @@ impl Shared {
         Some((task, head))
     }
 
+    /// Apply messages the follower received, in the stream's order, each task's lock
+    /// taken once for its run of messages. Returns each task's last record applied (its
+    /// sequence and bytes), to anchor once the burst is over.
+    fn apply_batch(&self, received: Vec<Received>) -> HashMap<String, (u64, bytes::Bytes)> {
+        let mut applied = HashMap::new();
+        let mut held: Option<(String, Option<replica::Held>)> = None;
+        for message in received {
+            let Some(task) = super::task_of(&self.name, &message.subject) else {
+                continue;
+            };
+            if held.as_ref().is_none_or(|(t, _)| *t != task) {
+                drop(held.take());
+                let lock = TaskName::new(&task)
+                    .ok()
+                    .and_then(|name| replica::lock_task(&self.state_dir, &name).ok());
+                held = Some((task.clone(), lock));
+            }
+            let locked = held.as_ref().is_some_and(|(_, l)| l.is_some());
+            let outcome = self.apply(
+                &message.subject,
+                message.stream_seq,
+                message.headers.as_ref(),
+                &message.payload,
+                !locked,
+                false,
+            );
+            if let Some((task, head)) = outcome {
+                applied.insert(task, (head.record, message.payload));
+            }
+        }
+        applied
+    }
+
     /// Follow the stream from what was applied, for ever: each message written to the
     /// replica (under the task's lock), `caught_up` told once the replica is current.
     async fn follow(self: Arc<Self>, caught_up: std::sync::mpsc::Sender<()>) {
@@ -409,7 +498,9 @@ impl Shared {
             .last_sequence;
         let start = lock(&self.progress).applied + 1;
         let mark_current = |this: &Arc<Self>| {
-            lock(&this.progress).current_at = Some(SystemTime::now());
+            let mut progress = lock(&this.progress);
+            progress.current_at = Some(SystemTime::now());
+            progress.current = true;
         };
         if last < start {
             mark_current(self);
@@ -428,37 +519,43 @@ impl Shared {
             .await
             .map_err(|e| e.to_string())?;
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
-        let mut unanchored: HashMap<String, (u64, String)> = HashMap::new();
+        let mut unanchored: HashMap<String, (u64, bytes::Bytes)> = HashMap::new();
         while let Some(message) = messages.next().await {
-            let message = message.map_err(|e| e.to_string())?;
-            let (stream_seq, pending) = {
-                let info = message.info().map_err(|e| e.to_string())?;
-                (info.stream_sequence, info.pending)
-            };
-            let this = self.clone();
-            let subject = message.subject.to_string();
-            let headers = message.headers.clone();
-            let payload = message.payload.clone();
-            let applied = tokio::task::spawn_blocking(move || {
-                let applied = this.apply(
-                    &subject,
-                    stream_seq,
-                    headers.as_ref(),
-                    &payload,
-                    true,
-                    false,
-                );
-                let hash = crate::core::chain::digest(&payload);
-                applied.map(|(task, head)| (task, head.record, hash))
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-            if let Some((task, sequence, hash)) = applied {
-                unanchored.insert(task, (sequence, hash));
+            // What the consumer already holds is applied in one batch, on one blocking
+            // thread, each task's lock taken once: a machine joining late applies
+            // thousands of records, and a thread hand-off and a lock per record were most
+            // of its time.
+            let mut batch = vec![message.map_err(|e| e.to_string())?];
+            while batch.len() < APPLY_BATCH {
+                match messages.next().now_or_never() {
+                    Some(Some(message)) => batch.push(message.map_err(|e| e.to_string())?),
+                    Some(None) | None => break,
+                }
             }
+            let mut received = Vec::with_capacity(batch.len());
+            let mut pending = 0;
+            for message in batch {
+                let info = message.info().map_err(|e| e.to_string())?;
+                pending = info.pending;
+                received.push(Received {
+                    stream_seq: info.stream_sequence,
+                    subject: message.subject.to_string(),
+                    headers: message.headers.clone(),
+                    payload: message.payload.clone(),
+                });
+            }
+            let last_seq = received.last().map_or(0, |r| r.stream_seq);
+            if pending > 0 {
+                lock(&self.progress).current = false;
+            }
+            let this = self.clone();
+            let applied = tokio::task::spawn_blocking(move || this.apply_batch(received))
+                .await
+                .map_err(|e| e.to_string())?;
+            unanchored.extend(applied);
             {
                 let mut progress = lock(&self.progress);
-                progress.applied = progress.applied.max(stream_seq);
+                progress.applied = progress.applied.max(last_seq);
             }
             if pending == 0 {
                 // Each task's head is anchored once the burst is applied (a view between
@@ -466,8 +563,9 @@ impl Shared {
                 let heads = std::mem::take(&mut unanchored);
                 let state_dir = self.state_dir.clone();
                 let _ = tokio::task::spawn_blocking(move || {
-                    for (task, (sequence, hash)) in heads {
+                    for (task, (sequence, payload)) in heads {
                         if let Ok(task) = TaskName::new(&task) {
+                            let hash = crate::core::chain::digest(&payload);
                             replica::anchor(&state_dir, &task, sequence, hash);
                         }
                     }

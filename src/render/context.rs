@@ -17,6 +17,9 @@ impl Render for ContextView {
                 self.mode.as_str()
             )),
         }
+        if let Some(journal) = &self.journal {
+            super::status::journal_plain(&mut out, journal);
+        }
         section(
             &mut out,
             "standing conclusions",

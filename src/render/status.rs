@@ -6,7 +6,7 @@ use crate::core::chain::ChainState;
 use crate::core::cost::{Cost, Money};
 use crate::core::records::ConsultationStatus;
 use crate::core::views::status::{
-    AssessmentStatus, ConsultationLine, StatusView, TaskSpend, TokenTotals,
+    AssessmentStatus, ConsultationLine, JournalState, StatusView, TaskSpend, TokenTotals,
 };
 use crate::core::views::ValidationState;
 
@@ -16,6 +16,9 @@ impl Render for StatusView {
         let mut out = Out::with_capacity(self.records * 240);
         let Some(task) = &self.task else {
             out.line("no records in this task yet: record an assessment with `record --file`");
+            if let Some(journal) = &self.journal {
+                journal_plain(&mut out, journal);
+            }
             return out.finish();
         };
         out.line(&format!(
@@ -25,6 +28,9 @@ impl Render for StatusView {
             self.records,
             plural(self.records),
         ));
+        if let Some(journal) = &self.journal {
+            journal_plain(&mut out, journal);
+        }
         if let Some(chain) = &self.chain {
             chain_plain(&mut out, chain);
         }
@@ -279,6 +285,35 @@ pub(super) fn chain_plain(out: &mut Out, chain: &ChainState) {
 
 /// Whether this machine vouches for the task (`FOREIGN` and why) and how many of its
 /// consultations are unattested; nothing for a local task whose consultations all are.
+/// The line of a task shared through a journal: its name, and, when the bus is not
+/// reachable, how far behind this machine's replica (what the view shows) may be.
+pub(super) fn journal_plain(out: &mut Out, journal: &JournalState) {
+    let name = &journal.name;
+    let at = match (&journal.current_at, journal.current_s_ago) {
+        (Some(at), Some(ago)) => format!(
+            "last known current at {at} ({ago} s ago, stream sequence {})",
+            journal.stream_sequence
+        ),
+        _ => "not yet current with the journal".to_string(),
+    };
+    let line = if !journal.reachable {
+        format!(
+            "journal: shared through `{name}`, whose bus is UNREACHABLE: this view is this \
+             machine's replica, {at}, and may be behind; writes to the task are refused until \
+             the bus is back"
+        )
+    } else if journal.current_s_ago == Some(0) {
+        format!(
+            "journal: shared through `{name}` (bus reachable; replica current at stream \
+             sequence {})",
+            journal.stream_sequence
+        )
+    } else {
+        format!("journal: shared through `{name}` (bus reachable; replica catching up, {at})")
+    };
+    out.para(0, 2, &line);
+}
+
 pub(super) fn trust_plain(out: &mut Out, foreign: Option<&str>, unattested: usize) {
     if let Some(why) = foreign {
         out.para(0, 2, &format!("trust: FOREIGN: {why}"));

@@ -41,6 +41,9 @@ pub struct ContextView {
     /// (see `core::views::downstream`); absent when there is none.
     #[serde(default, skip_serializing_if = "Section::is_empty")]
     pub resting: Section<Resting>,
+    /// For a task shared through a journal: the status's [`super::status::JournalState`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<super::status::JournalState>,
 }
 
 /// One advisor's track record, as a context carries it.
@@ -225,5 +228,6 @@ pub fn context(status: &StatusView, advisors: &AdvisorsView) -> ContextView {
         cooling: Section::cut(cooling),
         track: Section::cut_to(track, MAX_TRACK_LINES),
         resting: Section::cut(status.resting_on_superseded.iter().rev().cloned().collect()),
+        journal: status.journal.clone(),
     }
 }

@@ -116,6 +116,30 @@ pub struct StatusView {
     /// themselves; see `core::views::downstream`), in sequence order, whatever the page.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resting_on_superseded: Vec<Resting>,
+    /// For a task shared through a journal (docs/JOURNAL.md): its name, whether the bus is
+    /// reachable, and how current this machine's replica (what the view was read from) is.
+    /// Absent for a local task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalState>,
+}
+
+/// Where a shared task's view comes from: this machine's replica of a journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct JournalState {
+    /// The journal's name.
+    pub name: String,
+    /// Whether the bus is reachable from the daemon now; when it is not, the view may be
+    /// behind the journal and writes to the task are refused.
+    pub reachable: bool,
+    /// When the replica was last known to hold everything the journal held (RFC 3339,
+    /// UTC); absent when it never was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_at: Option<String>,
+    /// How many seconds before this answer that was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_s_ago: Option<u64>,
+    /// The journal's stream sequence the replica holds everything up to.
+    pub stream_sequence: u64,
 }
 
 impl StatusView {
@@ -453,6 +477,7 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
         timeline_total: None,
         track_records: crate::core::track::tally(&crate::core::track::settled_in(records, trust)),
         resting_on_superseded: Vec::new(),
+        journal: None,
     }
 }
 

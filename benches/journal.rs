@@ -1,0 +1,458 @@
+//! The shared journal (docs/JOURNAL.md), measured on a real three-node `nats-server`
+//! JetStream cluster over loopback that the bench starts and stops itself (it fails,
+//! naming `scripts/ci/install-nats.sh`, when no server is found), with three real
+//! `advisord --journal` daemons, each on its own clone of one repository whose
+//! `.advisord/project.yaml` names the journal. Every figure is taken along the user's path:
+//! `advisor-consult` → daemon → JetStream → replica files.
+//!
+//! 1. **Added latency of a shared write**: `record` into a shared task against `record`
+//!    into a local task (a `--state-dir` the journal does not share) through the same
+//!    daemon, alternating. Goal: the median shared minus the median local ≤ 5 ms.
+//! 2. **Catch-up of a machine that joins late**: 10,000 records of one task published
+//!    straight into the stream (chained as a writer chains them, as the journal publishes
+//!    them), the two machines on the journal left to apply them, then a third daemon
+//!    started; from its first `status` (which attaches the repository) until its replica
+//!    holds the 10,000th record (the follower applies in the stream's order), polled.
+//!    Goal: ≤ 2 s. When `status` through it first shows all 10,000 is printed beside it (it
+//!    adds the first read of the 10,000 files, which a local task of that size costs too).
+//! 3. **`status` on a shared task of 10,000 records** against the same 10,000 records in a
+//!    local task, through the daemon, alternating. Goal: ratio of the medians ≤ 1.2.
+//!
+//! `cargo bench -p advisord --bench journal` (exits 1 when a goal is broken).
+
+#[path = "support/stats.rs"]
+mod stats;
+
+mod support {
+    #[path = "../../tests/integration/support/client.rs"]
+    pub mod client;
+    #[path = "../../tests/integration/support/output.rs"]
+    pub mod output;
+}
+
+use advisord_fakes::nats::NatsServer;
+use serde_json::{json, Value};
+use stats::{median, ms};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::client::{daemon_exe, stop_child, Advisor, World};
+use support::output::Output;
+
+/// The journal the repositories name.
+const JOURNAL: &str = "team";
+/// The shared task the writes go to, and its local twin.
+const SHARED: &str = "shared";
+const LOCAL: &str = "local";
+/// The task of 10,000 records.
+const BIG: &str = "big";
+const BIG_RECORDS: u64 = 10_000;
+/// Writes of each kind for the added latency.
+const WRITES: usize = 60;
+/// `status` runs of each kind on the large tasks.
+const STATUS_RUNS: usize = 9;
+
+const WRITE_GOAL_MS: f64 = 5.0;
+const CATCH_UP_GOAL: Duration = Duration::from_secs(2);
+const STATUS_GOAL: f64 = 1.2;
+
+/// The longest one client run may take, and a poll for something converging.
+const RUN_BOUND: Duration = Duration::from_secs(60);
+const CONVERGE: Duration = Duration::from_secs(120);
+
+/// One machine: a clone of the repository naming the journal, and its daemon.
+struct Machine {
+    world: World,
+    name: String,
+    urls: String,
+    daemon: Option<Child>,
+}
+
+impl Machine {
+    /// A machine whose daemon is not started yet.
+    fn new(name: &str, cluster: &[NatsServer]) -> Machine {
+        let world = World::new(&[Advisor::new("adv1", "supports", 0)]);
+        std::fs::write(
+            world.root().join(".advisord/project.yaml"),
+            format!("journal: {JOURNAL}\n"),
+        )
+        .expect("project file");
+        let urls = cluster
+            .iter()
+            .map(NatsServer::url)
+            .collect::<Vec<_>>()
+            .join(",");
+        Machine {
+            world,
+            name: name.to_string(),
+            urls,
+            daemon: None,
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.world.tmp().join(format!("{}.log", self.name))
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::File::create(self.log()).expect("log");
+        let home = self.world.root().parent().expect("parent").join("home");
+        let child = Command::new(daemon_exe())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home)
+            .env("TMPDIR", self.world.tmp())
+            .env("ADVISORD_DATA_DIR", self.world.data())
+            .env("ADVISORD_MESH_URL", &self.urls)
+            .env("ADVISORD_MESH_RUNTIME", &self.name)
+            .env("RUST_LOG", "warn")
+            .arg("--socket")
+            .arg(self.world.socket())
+            .arg("--data-dir")
+            .arg(self.world.data())
+            .arg("--grace")
+            .arg("0.5")
+            .arg("--journal")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn advisord");
+        self.daemon = Some(child);
+        self.world.wait_for_socket();
+    }
+
+    /// The local state directory (no journal shares a `--state-dir`).
+    fn local_state(&self) -> PathBuf {
+        self.world.tmp().join("local-state")
+    }
+
+    /// The shared (default) state directory.
+    fn shared_state(&self) -> PathBuf {
+        self.world.root().join(advisord::paths::DEFAULT_STATE_DIR)
+    }
+
+    /// Run the client with `args` on `task` (in the local state directory when `local`),
+    /// timed from spawn to exit; fails past [`RUN_BOUND`].
+    fn run(&self, task: &str, local: bool, args: &[&str]) -> (Duration, Output) {
+        let mut all = args.to_vec();
+        all.extend(["--task", task, "--format", "json"]);
+        let state = self.local_state();
+        if local {
+            all.extend(["--state-dir", state.to_str().expect("utf-8")]);
+        }
+        let description = format!("{}: advisor-consult {all:?}", self.name);
+        let started = Instant::now();
+        let child = self.world.command(&all).spawn().expect("spawn the client");
+        let pid = child.id() as i32;
+        let (done, watch) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            if watch.recv_timeout(RUN_BOUND).is_err() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        });
+        let output = child.wait_with_output().expect("wait for the client");
+        let took = started.elapsed();
+        let _ = done.send(());
+        let _ = watchdog.join();
+        (
+            took,
+            Output {
+                description,
+                code: output.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            },
+        )
+    }
+
+    /// Record `input` into `task`; the time and the stored record.
+    fn record(&self, task: &str, local: bool, input: &Value) -> (Duration, Value) {
+        let path = self
+            .world
+            .tmp()
+            .join(format!("in-{}.json", ulid::Ulid::new()));
+        std::fs::write(&path, input.to_string()).expect("write input");
+        let (took, output) = self.run(
+            task,
+            local,
+            &["record", "--file", path.to_str().expect("utf-8")],
+        );
+        let _ = std::fs::remove_file(&path);
+        (took, output.expect_exit(0).json())
+    }
+
+    /// `status` of `task`: the time and how many records it showed.
+    fn status(&self, task: &str, local: bool) -> (Duration, u64) {
+        let (took, output) = self.run(task, local, &["status"]);
+        let records = output.expect_exit(0).json()["records"]
+            .as_u64()
+            .expect("a record count");
+        (took, records)
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            stop_child(&mut child);
+        }
+    }
+}
+
+fn assessment(subject: &str) -> Value {
+    json!({"kind": "assessment", "subject": subject, "materiality": "low",
+        "hypothesis": "one writer is enough", "facts": ["one fact"]})
+}
+
+/// A JetStream cluster whose meta group has a leader and places three replicas (polled,
+/// bounded).
+fn formed_cluster(runtime: &tokio::runtime::Runtime) -> Vec<NatsServer> {
+    let cluster = NatsServer::jetstream_cluster(3);
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    runtime.block_on(async {
+        let client = async_nats::connect(urls).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let started = Instant::now();
+        loop {
+            let probe = async_nats::jetstream::stream::Config {
+                name: "PROBE".into(),
+                subjects: vec!["probe".into()],
+                num_replicas: 3,
+                ..Default::default()
+            };
+            let made = tokio::time::timeout(Duration::from_secs(2), js.create_stream(probe));
+            if let Ok(Ok(_)) = made.await {
+                let _ = js.delete_stream("PROBE").await;
+                return;
+            }
+            assert!(
+                started.elapsed() < CONVERGE,
+                "the JetStream cluster did not form within {CONVERGE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    cluster
+}
+
+/// The first figure: the added latency of a shared write over a local one; whether the
+/// goal holds.
+fn write_latency(machine: &Machine) -> bool {
+    // The first write of each kind attaches the state directory, creates the stream and
+    // the task: not what is measured.
+    machine.record(SHARED, false, &assessment("warm shared"));
+    machine.record(LOCAL, true, &assessment("warm local"));
+    let (mut shared, mut local) = (Vec::new(), Vec::new());
+    for i in 0..WRITES {
+        local.push(machine.record(LOCAL, true, &assessment(&format!("l{i}"))).0);
+        shared.push(
+            machine
+                .record(SHARED, false, &assessment(&format!("s{i}")))
+                .0,
+        );
+    }
+    let (shared, local) = (ms(median(shared)), ms(median(local)));
+    let added = shared - local;
+    println!(
+        "journal write: median `record` into a shared task {shared:.2} ms, into a local task \
+         {local:.2} ms ({WRITES} each, alternating): {added:.2} ms added; goal <= \
+         {WRITE_GOAL_MS} ms"
+    );
+    added <= WRITE_GOAL_MS
+}
+
+/// Publish records 2..=[`BIG_RECORDS`] of task [`BIG`], chained on its first record
+/// (`seed`, written through `machine`), straight into the stream.
+fn fill_big(runtime: &tokio::runtime::Runtime, cluster: &[NatsServer], machine: &Machine) {
+    machine.record(BIG, false, &assessment("s1"));
+    let seed = machine.shared_state().join(BIG).join("0000000001.json");
+    let mut previous = std::fs::read(&seed).expect("the first record");
+    let template: Value = serde_json::from_slice(&previous).expect("a record");
+    let mut records = Vec::new();
+    for i in 2..=BIG_RECORDS {
+        let mut record = template.clone();
+        record["id"] = json!(ulid::Ulid::new().to_string());
+        record["sequence"] = json!(i);
+        record["subject"] = json!(format!("s{i}"));
+        record["prev"] = json!(advisord::core::chain::digest(&previous));
+        let mut bytes = serde_json::to_vec_pretty(&record).expect("serialise");
+        bytes.push(b'\n');
+        previous = bytes.clone();
+        records.push((record["id"].as_str().expect("id").to_string(), i, bytes));
+    }
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    let started = Instant::now();
+    runtime.block_on(async {
+        let client = async_nats::connect(urls).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let subject = format!("advisord.journal.{JOURNAL}.{BIG}");
+        let mut acks = Vec::new();
+        for (id, sequence, bytes) in records {
+            let message = async_nats::jetstream::message::PublishMessage::build()
+                .payload(bytes.into())
+                .message_id(id)
+                .header("Advisord-Machine", machine.name.as_str())
+                .header("Advisord-Sequence", sequence.to_string().as_str());
+            acks.push(
+                js.send_publish(subject.clone(), message)
+                    .await
+                    .expect("publish"),
+            );
+            // An acknowledgement holds a permit until awaited: await them in batches.
+            if acks.len() == 500 {
+                for ack in acks.drain(..) {
+                    ack.await.expect("acknowledged");
+                }
+            }
+        }
+        for ack in acks {
+            ack.await.expect("acknowledged");
+        }
+    });
+    println!(
+        "journal fill: {} records published straight into the stream in {:.1} s (not a goal)",
+        BIG_RECORDS - 1,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The second figure: a machine that joins late, from its first `status` until its replica
+/// holds every record.
+fn catch_up(late: &Machine) -> bool {
+    let started = Instant::now();
+    // The first `status` attaches the repository (the replica caught up from the stream
+    // before it answers, within a bound); the last file's arrival is noted on the side.
+    let last = late
+        .shared_state()
+        .join(BIG)
+        .join(format!("{BIG_RECORDS:010}.json"));
+    let watched = std::thread::spawn(move || {
+        let started = Instant::now();
+        while !last.exists() && started.elapsed() < CONVERGE {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        started.elapsed()
+    });
+    let mut polls = 0;
+    loop {
+        let (_, records) = late.status(BIG, false);
+        polls += 1;
+        if records >= BIG_RECORDS {
+            break;
+        }
+        assert!(
+            started.elapsed() < CONVERGE,
+            "{} holds {records} records of {BIG_RECORDS} after {CONVERGE:?}; log:\n{}",
+            late.name,
+            std::fs::read_to_string(late.log()).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let shown = started.elapsed();
+    let took = watched.join().expect("the watcher");
+    println!(
+        "journal catch-up: a daemon started after {BIG_RECORDS} records were written holds \
+         them all in its replica {:.3} s after its first `status`; goal <= {} s (`status` \
+         through it, which also reads the 10,000 files once, showed them all at {:.3} s, \
+         {polls} poll(s))",
+        took.as_secs_f64(),
+        CATCH_UP_GOAL.as_secs_f64(),
+        shown.as_secs_f64(),
+    );
+    took <= CATCH_UP_GOAL
+}
+
+/// Copy the files of task `from` under `state` into task `to` under `into`, byte for byte.
+fn copy_task(state: &Path, from: &str, into: &Path, to: &str) {
+    let target = into.join(to);
+    std::fs::create_dir_all(&target).expect("the local task");
+    for entry in std::fs::read_dir(state.join(from)).expect("the replica") {
+        let entry = entry.expect("an entry");
+        let name = entry.file_name();
+        if name.to_string_lossy().ends_with(".json") && !name.to_string_lossy().starts_with('.') {
+            std::fs::copy(entry.path(), target.join(&name)).expect("copy a record");
+        }
+    }
+}
+
+/// The third figure: `status` on the shared task of 10,000 records against the same
+/// records in a local task, through one daemon.
+fn status_ratio(machine: &Machine) -> bool {
+    copy_task(&machine.shared_state(), BIG, &machine.local_state(), BIG);
+    // The first `status` of each reads every file once: not what is measured.
+    assert_eq!(machine.status(BIG, true).1, BIG_RECORDS, "the local copy");
+    assert_eq!(machine.status(BIG, false).1, BIG_RECORDS, "the shared task");
+    let (mut shared, mut local) = (Vec::new(), Vec::new());
+    for _ in 0..STATUS_RUNS {
+        local.push(machine.status(BIG, true).0);
+        shared.push(machine.status(BIG, false).0);
+    }
+    let (shared, local) = (ms(median(shared)), ms(median(local)));
+    let ratio = shared / local;
+    println!(
+        "journal status: median `status` of a shared task of {BIG_RECORDS} records \
+         {shared:.1} ms, of a local task of the same records {local:.1} ms ({STATUS_RUNS} \
+         each, alternating): {ratio:.2}x; goal <= {STATUS_GOAL}x"
+    );
+    ratio <= STATUS_GOAL
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let cluster = formed_cluster(&runtime);
+    let mut machines: Vec<Machine> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|name| Machine::new(name, &cluster))
+        .collect();
+    machines[0].start();
+    machines[1].start();
+    let mut results = vec![("write", write_latency(&machines[0]))];
+    fill_big(&runtime, &cluster, &machines[1]);
+    // The machines already on the journal apply the records first (alone on the machine,
+    // the late one is measured catching up, not sharing the disk and CPUs with them).
+    for machine in &machines[..2] {
+        let started = Instant::now();
+        let last = machine
+            .shared_state()
+            .join(BIG)
+            .join(format!("{BIG_RECORDS:010}.json"));
+        while !last.exists() {
+            assert!(
+                started.elapsed() < CONVERGE,
+                "{} never caught up",
+                machine.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    machines[2].start();
+    results.push(("catch-up", catch_up(&machines[2])));
+    results.push(("status", status_ratio(&machines[2])));
+    // Every replica agrees with the late one.
+    for machine in &machines[..2] {
+        let started = Instant::now();
+        while machine.status(BIG, false).1 < BIG_RECORDS {
+            assert!(
+                started.elapsed() < CONVERGE,
+                "{} never caught up",
+                machine.name
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    drop(machines);
+    drop(cluster);
+    let broken: Vec<&str> = results
+        .iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(n, _)| *n)
+        .collect();
+    if !broken.is_empty() {
+        eprintln!("journal: goal broken: {}", broken.join(", "));
+        std::process::exit(1);
+    }
+}
