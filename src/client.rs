@@ -35,6 +35,10 @@ use transport::percent_encode;
 pub struct Client {
     socket: PathBuf,
     bound: Duration,
+    /// For a client made by [`Client::connect`]: a daemon is made sure of (started when
+    /// nobody answers and autostart allows) when its first request finds nobody, instead
+    /// of by a connection of its own before it.
+    first_use: Option<std::sync::Arc<autostart::FirstUse>>,
 }
 
 impl Client {
@@ -43,6 +47,7 @@ impl Client {
         Client {
             socket,
             bound: REQUEST_BOUND,
+            first_use: None,
         }
     }
 
@@ -404,6 +409,65 @@ mod tests {
                 consult.contains(SECRET),
                 "a consultation carries the values"
             );
+        });
+    }
+
+    #[test]
+    fn a_client_checks_for_its_daemon_with_its_first_request_not_before_it() {
+        let runtime = test_runtime();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("first.sock");
+        runtime.block_on(async {
+            // Nobody answers: making the client connects nothing; its first request says
+            // what `--no-autostart` always said (exit 4, how to start one).
+            let client = Client::connect(socket.clone(), false)
+                .await
+                .expect("no connection is made yet");
+            let (code, shown) = exit_of(
+                client
+                    .health(HealthRequest::default())
+                    .await
+                    .expect_err("nobody answers"),
+            );
+            assert_eq!(code, 4, "{shown}");
+            for fragment in [
+                "there is no socket there",
+                "--no-autostart",
+                "advisord --detach",
+            ] {
+                assert!(shown.contains(fragment), "{fragment}: {shown}");
+            }
+            // Somebody answers: each request is one connection, the first included (no
+            // connection of its own to check the daemon first).
+            let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+            let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counted = accepted.clone();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let mut request = [0u8; 4096];
+                    let _ = stream.read(&mut request).await;
+                    let body = r#"{"error":"usage","message":"counted"}"#;
+                    let reply = format!(
+                        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                }
+            });
+            let client = Client::connect(socket.clone(), false)
+                .await
+                .expect("client");
+            for sent in 1..=2 {
+                let err = client
+                    .health(HealthRequest::default())
+                    .await
+                    .expect_err("the server answers 400");
+                assert!(err.to_string().contains("counted"), "{err}");
+                assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), sent);
+            }
         });
     }
 

@@ -11,7 +11,10 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::net::UnixStream;
 
 /// The daemon's executable, looked up in the directory of the running one.
 pub const DAEMON_EXECUTABLE: &str = "advisord";
@@ -195,17 +198,52 @@ fn last_line(pipe: Option<impl Read>) -> String {
         .to_string()
 }
 
+/// A client's first request still to come: when it finds nobody on the socket, a daemon is
+/// made sure of ([`ensure_daemon`]) before it is sent; once one request connected, never
+/// again (a daemon that stops under a later request is reported, not restarted).
+#[derive(Debug)]
+pub(super) struct FirstUse {
+    autostart: bool,
+    pending: AtomicBool,
+}
+
 impl Client {
-    /// The client of the daemon on `socket` (made absolute), started first when nobody
-    /// answers and `autostart` allows. Starting one waits on processes: that is done on the
-    /// blocking pool, so a server's async threads are never held.
+    /// The client of the daemon on `socket` (made absolute), started when its first
+    /// request finds nobody answering and `autostart` allows (exit 4 with what to do when
+    /// not). No connection is made here: the first request is the check, so a consultation
+    /// costs one connection, not two and a thread.
     pub async fn connect(socket: PathBuf, autostart: bool) -> Result<Client> {
-        let socket = absolute(socket);
-        let checked = socket.clone();
-        tokio::task::spawn_blocking(move || ensure_daemon(&checked, autostart))
+        let mut client = Client::new(absolute(socket));
+        client.first_use = Some(Arc::new(FirstUse {
+            autostart,
+            pending: AtomicBool::new(true),
+        }));
+        Ok(client)
+    }
+
+    /// A connection to the daemon for the next request when this is the client's first
+    /// and it connects at once; `None` otherwise (the request connects as usual). When the
+    /// first finds nobody, a daemon is made sure of here, outside any request's bound:
+    /// starting one waits on processes, on the blocking pool, so a server's async threads
+    /// are never held.
+    pub(super) async fn first_connection(&self) -> Result<Option<UnixStream>> {
+        let Some(first) = &self.first_use else {
+            return Ok(None);
+        };
+        if !first.pending.swap(false, Ordering::AcqRel) {
+            return Ok(None);
+        }
+        let me = ownership::me();
+        if ownership::check_socket_path(&self.socket, me).is_ok() {
+            if let Ok(stream) = UnixStream::connect(&self.socket).await {
+                return Ok(Some(stream));
+            }
+        }
+        let (socket, autostart) = (self.socket.clone(), first.autostart);
+        tokio::task::spawn_blocking(move || ensure_daemon(&socket, autostart))
             .await
             .map_err(|e| Error::Internal(format!("a worker thread failed: {e}")))??;
-        Ok(Client::new(socket))
+        Ok(None)
     }
 }
 

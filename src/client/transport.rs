@@ -53,13 +53,21 @@ impl Client {
         }
     }
 
-    /// Send one call on a fresh connection and return the response head and body.
-    async fn send(&self, call: &HttpCall) -> Result<Response<Incoming>> {
+    /// Send one call on a fresh connection (or on `connected`, the client's first) and
+    /// return the response head and body.
+    async fn send(
+        &self,
+        call: &HttpCall,
+        connected: Option<UnixStream>,
+    ) -> Result<Response<Incoming>> {
         let me = ownership::me();
         ownership::check_socket_path(&self.socket, me).map_err(|reason| self.not_ours(reason))?;
-        let stream = UnixStream::connect(&self.socket)
-            .await
-            .map_err(|e| self.unreachable(connect_reason(&e), &start_hint(&self.socket)))?;
+        let stream = match connected {
+            Some(stream) => stream,
+            None => UnixStream::connect(&self.socket)
+                .await
+                .map_err(|e| self.unreachable(connect_reason(&e), &start_hint(&self.socket)))?,
+        };
         // Checked before a byte is written: the request may carry credential values.
         ownership::check_peer(&stream, me).map_err(|reason| self.not_ours(reason))?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -102,8 +110,9 @@ impl Client {
 
     /// Send `call` and read its whole reply, within the call's bound.
     pub(super) async fn exchange(&self, call: &HttpCall) -> Result<(StatusCode, Bytes)> {
+        let connected = self.first_connection().await?;
         let exchange = async {
-            let response = self.send(call).await?;
+            let response = self.send(call, connected).await?;
             let status = response.status();
             let bytes = response
                 .into_body()
@@ -148,8 +157,9 @@ impl Client {
     /// A job's events as NDJSON, read one [`Event`] at a time.
     pub async fn event_reader(&self, request: &EventsRequest) -> Result<EventReader> {
         let call = request.call();
+        let connected = self.first_connection().await?;
         // Only the head is bounded: the stream itself lasts as long as the job.
-        let response = tokio::time::timeout(self.bound, self.send(&call))
+        let response = tokio::time::timeout(self.bound, self.send(&call, connected))
             .await
             .map_err(|_| self.stuck(&call))??;
         let status = response.status();
