@@ -122,38 +122,82 @@ pub async fn stop(socket: &Path, timeout: Duration, format: Format) -> anyhow::R
         i32::try_from(pid)
             .map_err(|_| Error::Protocol(format!("the daemon reported pid {pid}")))?,
     );
+    // Watch the process before signalling it: its pid cannot be another's meanwhile.
+    let watch = exit_watch(target);
     nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGTERM)
         .with_context(|| format!("cannot signal the daemon (pid {pid})"))?;
     let started = Instant::now();
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if exited(target) && crate::client::answers(socket).is_err() {
-            let message = format!(
-                "advisord (pid {pid}) stopped in {:.1} s; unfinished jobs resume when a daemon \
-                 starts again",
-                started.elapsed().as_secs_f64()
-            );
-            print(
-                format,
-                &serde_json::json!({"stopped": true, "pid": pid, "socket": socket}),
-                &message,
-            )?;
-            return Ok(0);
-        }
-        if started.elapsed() >= timeout {
-            eprintln!(
-                "error: advisord (pid {pid}) is still running {} s after SIGTERM (it gives \
-                 running exchanges their grace first); wait longer with `daemon stop --timeout \
-                 SECS`, or `kill -KILL {pid}`",
-                timeout.as_secs_f64()
-            );
-            return Ok(5);
-        }
-        // The daemon exits within milliseconds of SIGTERM when nothing runs: look again
-        // soon, then less often while it gives running exchanges their grace.
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(20));
+    // Wait on the process itself: a pidfd turns readable the moment the daemon exits, so
+    // `stop` returns then, not at the next look of a poll. Without one (a kernel before
+    // 5.3), look often.
+    let gone = match watch {
+        Some(watch) => tokio::time::timeout(timeout, watch.readable())
+            .await
+            .is_ok_and(|ready| ready.is_ok()),
+        None => poll_exit(target, timeout).await,
+    };
+    if gone || exited(target) {
+        // The listening socket closed with the process: nothing answers any more.
+        let message = format!(
+            "advisord (pid {pid}) stopped in {:.3} s; unfinished jobs resume when a daemon \
+             starts again",
+            started.elapsed().as_secs_f64()
+        );
+        print(
+            format,
+            &serde_json::json!({"stopped": true, "pid": pid, "socket": socket}),
+            &message,
+        )?;
+        return Ok(0);
     }
+    eprintln!(
+        "error: advisord (pid {pid}) is still running {} s after SIGTERM (it gives running \
+         exchanges their grace first); wait longer with `daemon stop --timeout SECS`, or \
+         `kill -KILL {pid}`",
+        timeout.as_secs_f64()
+    );
+    Ok(5)
+}
+
+/// A handle that turns readable when process `pid` exits (a Linux pidfd), or `None`
+/// where the kernel offers none or the process is already gone.
+#[allow(unsafe_code)]
+fn exit_watch(pid: nix::unistd::Pid) -> Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::FromRawFd;
+        // SAFETY: `pidfd_open` takes a pid and flags and returns a new descriptor or -1;
+        // on success the descriptor is ours alone, so `OwnedFd` may own and close it.
+        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid.as_raw(), 0) };
+        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+        // SAFETY: see above: a fresh descriptor nobody else holds, and `AsyncFd` owns it
+        // (it stays open for as long as it is registered).
+        unsafe {
+            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
+                .ok()
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
+}
+
+/// Where no pidfd can be had: look every millisecond or two until `pid` exited or
+/// `timeout` passed; whether it exited.
+async fn poll_exit(pid: nix::unistd::Pid, timeout: Duration) -> bool {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    while started.elapsed() < timeout {
+        if exited(pid) {
+            return true;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(4));
+    }
+    exited(pid)
 }
 
 /// Whether the process `pid` has exited: gone, or a zombie its parent has not reaped yet
