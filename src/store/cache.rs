@@ -35,6 +35,11 @@ pub(super) struct TaskCache {
     pub(super) bytes: usize,
     /// The citations between `records`, caught up when a view asks (`store::downstream`).
     pub(super) downstream: crate::core::views::downstream::Graph,
+    /// The kernel's watch on the task's directory, made before it was listed: which files
+    /// changed since (`identity::watch`); `None` when it cannot be watched.
+    pub(super) watch: Option<super::identity::watch::Subscription>,
+    /// How many record files the last check of the files looked at (`stat` or read).
+    pub(super) checked: usize,
 }
 
 /// How many bytes of records (their size on disk) a [`Store`] keeps cached across its
@@ -46,6 +51,16 @@ pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// (the sessions consulting at once), not every task the daemon has seen. A task dropped
 /// for this is small or idle, and reading it again costs a directory listing.
 pub const CACHE_MAX_TASKS: usize = 256;
+
+/// How long a large task's cache (more than [`LARGE_TASK_BYTES`] of records) is kept once
+/// nobody asks about it: the daemon sweeps its stores this often and hands what a dropped
+/// task held back to the system, so one big task asked about once does not keep the daemon
+/// hundreds of MiB larger for the minutes a small task's cache is kept.
+pub const IDLE_RELEASE: Duration = Duration::from_secs(15);
+
+/// A task whose cached records take more than this many bytes on disk is dropped after
+/// [`IDLE_RELEASE`] of disuse rather than after the daemon's general idle time.
+pub const LARGE_TASK_BYTES: usize = 4 * 1024 * 1024;
 
 /// A task's cache and when it was last used.
 pub(super) struct Slot {
@@ -78,6 +93,25 @@ impl Store {
         {
             tasks.pop_lru();
         }
+    }
+
+    /// Drop the cached records of every task holding more than [`LARGE_TASK_BYTES`] not
+    /// used for `idle`; the bytes dropped (what the caller may hand back to the system).
+    pub fn release_large_idle(&self, idle: Duration) -> usize {
+        let now = Instant::now();
+        let mut tasks = lock(&self.tasks);
+        let large: Vec<TaskName> = tasks
+            .iter()
+            .filter(|(_, slot)| {
+                slot.bytes > LARGE_TASK_BYTES && now.duration_since(slot.used) >= idle
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        large
+            .iter()
+            .filter_map(|name| tasks.pop(name))
+            .map(|slot| slot.bytes)
+            .sum()
     }
 
     /// The bytes of records cached now, and how many tasks they belong to.
@@ -174,6 +208,7 @@ impl Store {
         let dir = self.task_dir(task);
         let mut temps = Vec::new();
         if !cache.listed {
+            cache.watch = super::identity::watch::subscribe(&dir);
             temps = self.list(task, &dir, cache)?;
         }
         // Record n + 1 is created only once record n is in place: look for the next ones.

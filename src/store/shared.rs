@@ -29,6 +29,13 @@ impl Stores {
         }
     }
 
+    /// Drop the cached records of every large task not used for `idle`, in every store
+    /// ([`Store::release_large_idle`]); the bytes dropped.
+    pub fn release_large_idle(&self, idle: Duration) -> usize {
+        let stores: Vec<Arc<Store>> = lock(&self.stores).values().cloned().collect();
+        stores.iter().map(|s| s.release_large_idle(idle)).sum()
+    }
+
     /// The store of `state_dir`, opened on first use.
     pub fn get(&self, state_dir: &Path) -> Arc<Store> {
         lock(&self.stores)

@@ -887,3 +887,89 @@ fn a_write_flushes_its_bytes_before_the_rename_and_its_name_after_unless_in_a_jo
         .collect();
     assert!(left.is_empty());
 }
+
+/// How many record files the last view of `t` looked at.
+fn checked(store: &Store, t: &TaskName) -> usize {
+    let slot = store.cache(t);
+    let cache = lock(&slot);
+    cache.checked
+}
+
+/// A warm cache whose task directory is watched looks only at the files the kernel named
+/// since the last view, yet a record edited by hand (in place, to the same size, its
+/// modification time put back) is still seen by the next view, as a fresh read sees it,
+/// and by `verify`, which reads every byte.
+#[test]
+fn a_watched_view_looks_only_at_the_files_named_and_still_sees_a_hand_edit() {
+    let (dir, store, t) = task_of_assessments(40);
+    let path = store.task_dir(&t).join(sequence_file(7));
+    settle(&path);
+    assert_eq!(view(&store, &t).broken_at, None);
+    assert_eq!(view(&store, &t).broken_at, None);
+    assert_eq!(checked(&store, &t), 0, "nothing changed: no file looked at");
+    store.write(&t, &assessment("s40"), None).expect("written");
+    assert_eq!(view(&store, &t).records, 41);
+    assert!(
+        checked(&store, &t) <= 1,
+        "only the record written: {}",
+        checked(&store, &t)
+    );
+    let stat = fs::metadata(&path).expect("stat");
+    let text = fs::read_to_string(&path).expect("read");
+    let edited = text.replace("\"s6\"", "\"S6\"");
+    assert_eq!((edited.len(), edited != text), (text.len(), true));
+    fs::write(&path, &edited).expect("edited in place");
+    File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|f| f.set_times(fs::FileTimes::new().set_modified(stat.modified().expect("t"))))
+        .expect("modification time put back");
+    let seen = view(&store, &t);
+    assert_eq!(
+        seen.broken_at,
+        Some(7),
+        "the edited record is no longer vouched for"
+    );
+    assert_eq!(
+        seen,
+        view(&Store::open(dir.path()), &t),
+        "as a fresh read finds"
+    );
+    let subject = store
+        .with_records(&t, |r| match &r[6].body {
+            Body::Assessment(a) => a.subject.clone(),
+            other => panic!("{other:?}"),
+        })
+        .expect("read");
+    assert_eq!(subject, "S6", "the edited record is the one views see");
+    let files = store.stored_files(&t).expect("the files");
+    let files: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
+    let report = chain::verify_task(&t, String::new(), &files);
+    assert_eq!(report.state.broken_at, Some(7), "{:?}", report.findings);
+}
+
+/// A record file replaced by a rename (as an editor saves), removed, or a stray added,
+/// behind a watched cache: each is seen by the next view as a fresh read sees it.
+#[test]
+fn a_watched_view_sees_renames_removals_and_strays() {
+    let (dir, store, t) = task_of_assessments(6);
+    let task_dir = store.task_dir(&t);
+    let same = |store: &Store| {
+        let warm = store
+            .with_trusted_records(&t, |records, trust| (records.to_vec(), trust.state.clone()));
+        let fresh = Store::open(dir.path())
+            .with_trusted_records(&t, |records, trust| (records.to_vec(), trust.state.clone()));
+        assert_eq!(format!("{warm:?}"), format!("{fresh:?}"));
+    };
+    same(&store);
+    let three = task_dir.join(sequence_file(3));
+    let text = fs::read_to_string(&three).expect("read");
+    fs::write(task_dir.join("edit.swp"), text.replace("\"s2\"", "\"x2\"")).expect("saved");
+    same(&store);
+    fs::rename(task_dir.join("edit.swp"), &three).expect("renamed over");
+    same(&store);
+    fs::remove_file(task_dir.join(sequence_file(5))).expect("removed");
+    same(&store);
+    fs::write(task_dir.join("notes.txt"), b"x").expect("a stray");
+    same(&store);
+}

@@ -16,10 +16,23 @@ pub const TASK_IDLE: Duration = Duration::from_secs(120);
 /// Prune every `every`, and whenever a job ends, until shutdown begins.
 pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) -> &'static str {
     let mut ticks = tokio::time::interval(every);
+    let mut sweeps = tokio::time::interval(crate::store::IDLE_RELEASE / 3);
     let mut unjournal: Vec<JobId> = Vec::new();
     loop {
         let round = tokio::select! {
             () = jobs.drain.cancelled() => break,
+            _ = sweeps.tick() => {
+                // A large task nobody asks about any more: its records go, and their pages
+                // back to the system (`store::IDLE_RELEASE`).
+                let _ = tokio::task::spawn_blocking(|| {
+                    let store = crate::store::Stores::process();
+                    if store.release_large_idle(crate::store::IDLE_RELEASE) > 0 {
+                        crate::daemon::memory::release_free_memory();
+                    }
+                })
+                .await;
+                continue;
+            }
             _ = ticks.tick() => true,
             () = jobs.ended.notified() => false,
         };

@@ -1,0 +1,423 @@
+//! One task of 100,000 records against one of 100, through a warm daemon (client → daemon
+//! → store, over the daemon's socket), side by side in one process:
+//!
+//! - **`verify`** of the big task (`GET /api/v1/reasoning/verify`): every record file read
+//!   afresh and admitted again through the writer's rules. Bound: ≤ 2 s.
+//! - **Writes**: the median `POST /api/v1/reasoning/records` of an assessment (of a subject
+//!   with a standing conclusion), its plan (which reuses that conclusion) and a conclusion
+//!   on it, into each task, writes alternating so both meet the same disk. Bound: each
+//!   ≤ 1.5× the same write into the small task.
+//! - **`explain`** of a three-record chain (a consultation → its plan → its assessment),
+//!   and the cockpit's first page of 50 assessments (`GET /api/v1/reasoning?offset=0&limit=50`,
+//!   the route `share/cockpit/cockpit.js` calls). Bound: each ≤ 2× the small task's.
+//! - **Memory**: the daemon's RSS once the big task is no longer asked about, against its
+//!   RSS when idle before either task was read. Bound: within 64 MiB, polled until the
+//!   daemon's idle release ([`advisord::store::IDLE_RELEASE`]) has had time to run.
+//!
+//! Both tasks are filled straight to files in the store's layout (flows of an assessment,
+//! its plan, a completed consultation and a conclusion citing it, chained as the writer
+//! chains them) and their heads anchored in the daemon's data directory, as this machine's
+//! writer anchors them, so the daemon treats them as its own (not `foreign`).
+//!
+//! `cargo bench -p advisord --bench big_task` (`BIG_TASK_RECORDS=N` for another size).
+
+#[path = "../tests/integration/support/daemon.rs"]
+mod daemon_helper;
+
+#[path = "support/stats.rs"]
+mod stats;
+
+use advisord::core::chain::{self, Head};
+use advisord::core::records::{
+    Assessment, Body, Conclusion, Confidence, Consultation, ConsultationStatus, Envelope,
+    Materiality, Mode, Plan, Record, Selected, TaskName, SCHEMA_VERSION,
+};
+use advisord::machine::anchor::Anchors;
+use advisord::store::file_name;
+use daemon_helper::{call, call_json, Binary, Place};
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+use stats::{median, ms};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BIG: usize = 100_000;
+const SMALL: usize = 100;
+/// Write rounds (each an assessment, its plan and a conclusion per task); enough that the
+/// small task holds 50 assessments for the first page.
+const ROUNDS: usize = 25;
+const READS: usize = 15;
+const VERIFY_BOUND: Duration = Duration::from_secs(2);
+const WRITE_RATIO: f64 = 1.5;
+const READ_RATIO: f64 = 2.0;
+const RSS_BOUND_MIB: f64 = 64.0;
+const CREATED: &str = "2026-03-01T12:00:00.000Z";
+
+/// The id of record `sequence` of the task tagged `tag` (three letters).
+fn id(tag: &str, sequence: usize) -> String {
+    format!("01J{tag}{sequence:020}")
+}
+
+/// The `i`th flow's records: assessment, plan, consultation, conclusion.
+fn flow(tag: &str, i: usize) -> [Body; 4] {
+    let (a, p) = (id(tag, 4 * i + 1), id(tag, 4 * i + 2));
+    [
+        Body::Assessment(Assessment {
+            subject: format!("stored decision {i}"),
+            materiality: Materiality::Low,
+            confidence: Confidence::Medium,
+            hypothesis: "the simple option holds".into(),
+            facts: vec!["one fact".into()],
+            assumptions: vec![],
+            questions: vec![],
+            evidence: vec![],
+            capabilities: vec![],
+            new_evidence: false,
+        }),
+        Body::Plan(Plan {
+            assessment: a.clone(),
+            mode: Mode::Standard,
+            budget: 1,
+            capabilities: vec!["independent_reasoning".into()],
+            selected: vec![Selected {
+                advisor: "alpha".into(),
+                adapter: "process".into(),
+                covers: vec!["independent_reasoning".into()],
+                why: "covers the request".into(),
+            }],
+            left_out: vec![],
+            availability: vec![],
+            reuse: None,
+            local_review: vec![],
+            uncovered_capabilities: vec![],
+            question: None,
+            prior_opinion: None,
+            prompt_bytes: None,
+            prompt_sha256: None,
+        }),
+        Body::Consultation(Consultation {
+            plan: p,
+            advisor: "alpha".into(),
+            status: ConsultationStatus::Completed,
+            failure: None,
+            diagnostic: None,
+            conclusion: Some("it holds".into()),
+            stance: None,
+            assumptions: vec![],
+            risks: vec![],
+            actions: vec![],
+            falsifiers: vec![],
+            confidence: None,
+            duration_ms: None,
+            usage: None,
+            retry_after_s: None,
+            invariants: Vec::new(),
+            source: None,
+            attestation: None,
+            finished_at: CREATED.into(),
+        }),
+        Body::Conclusion(Conclusion {
+            assessment: a,
+            decision: "keep it".into(),
+            rationale: "alpha agrees".into(),
+            evidence: vec![],
+            consultations: vec![id(tag, 4 * i + 3)],
+            rejected_alternatives: vec![],
+            risks: vec![],
+            validation_plan: None,
+            supersedes: None,
+            invariants: Vec::new(),
+            reviewed_by: vec![],
+            independent_review_count: 0,
+        }),
+    ]
+}
+
+/// Fill `task` with `count` records (whole flows), chained as the writer chains them, and
+/// anchor its head in `data` as this machine's writer does.
+fn fill(state: &Path, data: &Path, task: &str, tag: &str, count: usize) {
+    let dir = state.join(task);
+    std::fs::create_dir_all(&dir).expect("the task directory");
+    let mut prev = chain::GENESIS.to_string();
+    let mut sequence = 0;
+    for i in 0..count / 4 {
+        for body in flow(tag, i) {
+            sequence += 1;
+            let record = Record {
+                envelope: Envelope {
+                    id: id(tag, sequence),
+                    task: task.to_string(),
+                    sequence: sequence as u64,
+                    created_at: CREATED.into(),
+                    schema: SCHEMA_VERSION,
+                    redacted: vec![],
+                    prev: Some(prev.clone()),
+                },
+                body,
+            };
+            let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
+            bytes.push(b'\n');
+            prev = chain::digest(&bytes);
+            std::fs::write(dir.join(file_name(&record)), bytes).expect("a record file");
+        }
+    }
+    let name = TaskName::new(task).expect("a task name");
+    Anchors::new(data, state)
+        .set(
+            &name,
+            &Head {
+                sequence: sequence as u64,
+                hash: prev,
+            },
+        )
+        .expect("the anchor");
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib / 1024.0
+}
+
+/// `value` percent-encoded for a query.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+struct Bench {
+    place: Place,
+    big: usize,
+    broken: bool,
+}
+
+impl Bench {
+    /// The query naming `task`'s context.
+    fn query(&self, task: &str) -> String {
+        format!(
+            "root={}&task={task}&state_dir={}&catalogue={}",
+            encode(&self.place.root().display().to_string()),
+            encode(&self.place.state().display().to_string()),
+            encode(&self.place.catalogue().display().to_string()),
+        )
+    }
+
+    async fn get(&self, task: &str, route: &str, extra: &str) -> (Duration, Value) {
+        let path = format!("{route}?{}{extra}", self.query(task));
+        let started = Instant::now();
+        let reply = call(&self.place.socket(), "GET", &path, None).await;
+        let took = started.elapsed();
+        (took, reply.expect(200))
+    }
+
+    async fn write(&self, task: &str, record: Value) -> (Duration, String) {
+        let body = json!({"context": self.place.context_for(task), "record": record});
+        let started = Instant::now();
+        let reply = call_json(
+            &self.place.socket(),
+            "POST",
+            "/api/v1/reasoning/records",
+            &body,
+        )
+        .await
+        .expect(201);
+        let took = started.elapsed();
+        (took, reply["id"].as_str().expect("an id").to_string())
+    }
+
+    fn judge(&mut self, what: &str, big: Duration, small: Duration, bound: f64) {
+        let ratio = big.as_secs_f64() / small.as_secs_f64();
+        let ok = ratio <= bound;
+        println!(
+            "big_task: {what}: {:.2} ms at {} records, {:.2} ms at {SMALL}: {ratio:.2}x \
+             (bound {bound}x){}",
+            ms(big),
+            self.big,
+            ms(small),
+            if ok { "" } else { "  BROKEN" }
+        );
+        self.broken |= !ok;
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let big = std::env::var("BIG_TASK_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BIG);
+    let place = Place::new("advisors: []\n");
+    let filling = Instant::now();
+    fill(&place.state(), &place.data(), "big", "BIG", big);
+    fill(&place.state(), &place.data(), "small", "SMA", SMALL);
+    println!(
+        "big_task: filled {big} + {SMALL} records in {:.1} s",
+        filling.elapsed().as_secs_f64()
+    );
+    // A daemon's files are older than the store's racy window (a file changed within it is
+    // judged by its bytes); let freshly written ones pass it once.
+    std::thread::sleep(advisord::store::RACY_WINDOW + Duration::from_millis(100));
+    let mut daemon = Binary::start(&place, &["--grace", "0"]);
+    let pid = daemon.child.id();
+    let mut bench = Bench {
+        place,
+        big,
+        broken: false,
+    };
+    // Idle: the daemon up, neither task read yet (one health call, so it served once).
+    call(&bench.place.socket(), "GET", "/api/v1/health", None)
+        .await
+        .expect(200);
+    let idle = rss_mib(pid);
+
+    // The daemon reads each task once (what any earlier use would have done).
+    for task in ["big", "small"] {
+        let started = Instant::now();
+        bench.get(task, "/api/v1/reasoning", "&limit=1").await;
+        println!(
+            "big_task: first read of `{task}` {:.0} ms",
+            ms(started.elapsed())
+        );
+    }
+
+    // verify, through the daemon.
+    let (small_verify, _) = bench.get("small", "/api/v1/reasoning/verify", "").await;
+    let (big_verify, report) = bench.get("big", "/api/v1/reasoning/verify", "").await;
+    let task = &report["tasks"][0];
+    assert_eq!(
+        task["records"].as_u64(),
+        Some(big as u64),
+        "verify walked every record: {task}"
+    );
+    assert!(
+        task["foreign"].is_null(),
+        "the filled task is anchored as this machine's: {}",
+        task["foreign"]
+    );
+    let ok = big_verify <= VERIFY_BOUND;
+    println!(
+        "big_task: verify {:.0} ms at {big} records (bound {} ms), {:.1} ms at {SMALL}{}",
+        ms(big_verify),
+        VERIFY_BOUND.as_millis(),
+        ms(small_verify),
+        if ok { "" } else { "  BROKEN" }
+    );
+    bench.broken |= !ok;
+
+    // Writes, alternating between the tasks.
+    let mut times: [[Vec<Duration>; 2]; 3] = Default::default();
+    for round in 0..ROUNDS {
+        for (t, task) in ["big", "small"].into_iter().enumerate() {
+            let (took, assessment) = bench
+                .write(
+                    task,
+                    json!({"kind": "assessment", "subject": "Stored decision 1",
+                        "materiality": "low", "hypothesis": format!("round {round}")}),
+                )
+                .await;
+            times[0][t].push(took);
+            let (took, _) = bench
+                .write(task, json!({"kind": "plan", "assessment": assessment}))
+                .await;
+            times[1][t].push(took);
+            let (took, _) = bench
+                .write(
+                    task,
+                    json!({"kind": "conclusion", "assessment": assessment,
+                        "decision": "keep it", "rationale": format!("round {round}")}),
+                )
+                .await;
+            times[2][t].push(took);
+        }
+    }
+    for (kind, [b, s]) in ["assessment", "plan", "conclusion"].iter().zip(times) {
+        bench.judge(
+            &format!("{kind} write (median of {ROUNDS})"),
+            median(b),
+            median(s),
+            WRITE_RATIO,
+        );
+    }
+
+    // explain of a three-record chain and the cockpit's first page, alternating.
+    let mut explain: [Vec<Duration>; 2] = Default::default();
+    let mut page: [Vec<Duration>; 2] = Default::default();
+    for _ in 0..READS {
+        for (t, (task, tag)) in [("big", "BIG"), ("small", "SMA")].into_iter().enumerate() {
+            let consultation = id(tag, 4 * 10 + 3);
+            let (took, view) = bench
+                .get(
+                    task,
+                    "/api/v1/reasoning/explain",
+                    &format!("&id={consultation}"),
+                )
+                .await;
+            assert!(view.to_string().contains(&id(tag, 4 * 10 + 1)), "{view}");
+            explain[t].push(took);
+            let (took, view) = bench
+                .get(task, "/api/v1/reasoning", "&offset=0&limit=50")
+                .await;
+            assert_eq!(
+                view["assessments"].as_array().map(Vec::len),
+                Some(50),
+                "a page of 50"
+            );
+            page[t].push(took);
+        }
+    }
+    let [b, s] = explain;
+    bench.judge(
+        "explain of a three-record chain",
+        median(b),
+        median(s),
+        READ_RATIO,
+    );
+    let [b, s] = page;
+    bench.judge(
+        "the cockpit's first page of 50 assessments",
+        median(b),
+        median(s),
+        READ_RATIO,
+    );
+
+    // Memory: the big task no longer asked about (the small one still is, now and then).
+    let busy = rss_mib(pid);
+    let started = Instant::now();
+    let patience = advisord::store::IDLE_RELEASE * 3 + Duration::from_secs(10);
+    let mut now = busy;
+    while started.elapsed() < patience {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        bench.get("small", "/api/v1/reasoning", "&limit=1").await;
+        now = rss_mib(pid);
+        if now - idle <= RSS_BOUND_MIB {
+            break;
+        }
+    }
+    let ok = now - idle <= RSS_BOUND_MIB;
+    println!(
+        "big_task: daemon RSS idle {idle:.1} MiB, {busy:.1} MiB after the calls, {now:.1} MiB \
+         {:.0} s after the big task was last asked about (+{:.1} MiB; bound +{RSS_BOUND_MIB} \
+         MiB){}",
+        started.elapsed().as_secs_f64(),
+        now - idle,
+        if ok { "" } else { "  BROKEN" }
+    );
+    bench.broken |= !ok;
+
+    let status = daemon.signal_and_wait(Signal::SIGTERM);
+    assert!(status.success(), "{status:?}");
+    if bench.broken {
+        eprintln!("big_task: a bound is broken");
+        std::process::exit(1);
+    }
+}
