@@ -227,6 +227,10 @@ pub async fn run(
         Some(mesh_config) => Some(mesh::Mesh::join(mesh_config, &config.data_dir).await),
         None => None,
     };
+    if let Some(mesh) = &mesh {
+        // Its runtime signs the consultations its jobs write, for other machines to check.
+        machine.set_runtime(mesh.identity().clone());
+    }
     if let Some(link) = mesh.as_ref().and_then(|m| m.adapter_link()) {
         registry.insert(
             advisord_adapters::mesh::ADAPTER,

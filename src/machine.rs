@@ -7,6 +7,11 @@
 //! installs its `--data-dir`, the CLI the one its daemon would use (`ADVISORD_DATA_DIR`,
 //! else `$XDG_STATE_HOME/advisord`, else `~/.local/state/advisord`). A process that
 //! installed none (a program using the library directly) neither anchors nor judges.
+//!
+//! A daemon on the mesh also hands it its runtime identity ([`Machine::set_runtime`]),
+//! whose key signs the consultations its jobs write so that other machines can check them;
+//! and every process reads the user's pinned peers (`peers.yaml`, [`crate::pins`]) from its
+//! config directory to judge the consultations other machines signed.
 
 pub mod anchor;
 pub mod attest;
@@ -28,6 +33,12 @@ pub struct Machine {
     anchors: Mutex<HashMap<PathBuf, Arc<Anchors>>>,
     /// Held while the key is made.
     making: Mutex<()>,
+    /// This daemon's mesh identity, when it joined the mesh: it signs the consultations.
+    runtime: std::sync::RwLock<Option<advisord_adapters::mesh::identity::Identity>>,
+    /// The user's pinned peers file, when a config directory is known.
+    peers_file: Option<PathBuf>,
+    /// The pins, read again only when the file changed.
+    pins: Mutex<crate::pins::Cached>,
 }
 
 static INSTALLED: OnceLock<Machine> = OnceLock::new();
@@ -51,7 +62,36 @@ impl Machine {
             key: OnceLock::new(),
             anchors: Mutex::new(HashMap::new()),
             making: Mutex::new(()),
+            runtime: std::sync::RwLock::new(None),
+            peers_file: crate::trust::own_config_dir().map(|dir| crate::pins::file_in(&dir)),
+            pins: Mutex::new(crate::pins::Cached::default()),
         }
+    }
+
+    /// Sign the consultations written from now on with `identity` (the daemon's mesh
+    /// runtime): what the daemon does once it joined the mesh.
+    pub fn set_runtime(&self, identity: advisord_adapters::mesh::identity::Identity) {
+        *self
+            .runtime
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(identity);
+    }
+
+    /// The mesh identity that signs consultations, if the daemon joined the mesh.
+    pub fn runtime(&self) -> Option<advisord_adapters::mesh::identity::Identity> {
+        self.runtime
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// The user's pinned peers now (a `stat` of the file when it did not change; nobody
+    /// when the file is missing, unreadable or no config directory is known).
+    pub fn pins(&self) -> Arc<crate::pins::Pins> {
+        self.pins
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .shared(self.peers_file.as_deref())
     }
 
     /// The data directory.

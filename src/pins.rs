@@ -152,6 +152,32 @@ impl Pins {
     pub fn of_key(&self, key: &str) -> Option<&Pin> {
         self.peers.iter().find(|p| p.key == key)
     }
+
+    /// The pin of runtime id `runtime`, if it is pinned.
+    pub fn of_runtime(&self, runtime: &str) -> Option<&Pin> {
+        self.peers.iter().find(|p| p.runtime == runtime)
+    }
+
+    /// What the pins vouch for, as a short digest: the SHA-256 (first 16 hex digits) of
+    /// each pinned runtime id and key, sorted. Reviews judged under other pins are judged
+    /// again ([`crate::core::chain::Attestations`]).
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut pairs: Vec<(&str, &str)> = self
+            .peers
+            .iter()
+            .map(|p| (p.runtime.as_str(), p.key.as_str()))
+            .collect();
+        pairs.sort_unstable();
+        let mut hash = Sha256::new();
+        for (runtime, key) in pairs {
+            hash.update(runtime.as_bytes());
+            hash.update(b" ");
+            hash.update(key.as_bytes());
+            hash.update(b"\n");
+        }
+        hex::encode(&hash.finalize()[..8])
+    }
 }
 
 /// The peers file in `config_dir`.
@@ -253,30 +279,44 @@ pub fn unpin(file: &Path, runtime: &str) -> Result<bool, PinsError> {
 #[derive(Debug, Default)]
 pub struct Cached {
     seen: Option<(Option<std::time::SystemTime>, u64)>,
-    pins: Pins,
+    pins: std::sync::Arc<Pins>,
     problem: Option<String>,
 }
 
 impl Cached {
     /// The pins now, and the problem reading them (nobody is pinned then).
     pub fn get(&mut self, file: Option<&Path>) -> (&Pins, Option<&str>) {
+        self.refresh(file);
+        (&self.pins, self.problem.as_deref())
+    }
+
+    /// The pins now, shared (nobody is pinned when they cannot be read).
+    pub fn shared(&mut self, file: Option<&Path>) -> std::sync::Arc<Pins> {
+        self.refresh(file);
+        self.pins.clone()
+    }
+
+    fn refresh(&mut self, file: Option<&Path>) {
         let Some(file) = file else {
-            return (&self.pins, None);
+            return;
         };
         let stamp = std::fs::metadata(file)
             .ok()
             .map(|m| (m.modified().ok(), m.len()));
         if stamp.is_none() || self.seen != stamp {
-            match read(file) {
-                Ok(pins) => (self.pins, self.problem) = (pins, None),
+            let (pins, problem) = match read(file) {
+                Ok(pins) => (pins, None),
                 Err(problem) => {
                     tracing::warn!(%problem, "the pinned peers cannot be read; nobody is pinned");
-                    (self.pins, self.problem) = (Pins::default(), Some(problem.to_string()));
+                    (Pins::default(), Some(problem.to_string()))
                 }
+            };
+            if *self.pins != pins {
+                self.pins = std::sync::Arc::new(pins);
             }
+            self.problem = problem;
             self.seen = stamp;
         }
-        (&self.pins, self.problem.as_deref())
     }
 }
 

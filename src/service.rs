@@ -219,8 +219,8 @@ fn verify_tasks(store: &Store, tasks: &[TaskName]) -> Result<VerifyReport, Error
 }
 
 /// What this machine adds to a task's verification: an `unattested` finding for each
-/// consultation without a valid attestation of its key (every one, said plainly, when it
-/// has no key), and whether the task is `foreign` (its anchored head not in place).
+/// consultation without a valid attestation of its key or of a runtime pinned here
+/// (every one, said plainly, when it has neither), and whether the task is `foreign` (its anchored head not in place).
 fn judge_by_machine(
     report: &mut chain::TaskReport,
     machine: &crate::machine::Machine,
@@ -228,8 +228,9 @@ fn judge_by_machine(
     task: &TaskName,
     files: &[chain::File],
 ) {
-    use crate::machine::attest::{Unattested, Verdict};
+    use crate::machine::attest::Verdict;
     let key = machine.key();
+    let pins = machine.pins();
     for file in files {
         let Ok(record) = serde_json::from_slice::<Record>(file.bytes) else {
             continue; // `unreadable` already
@@ -237,10 +238,8 @@ fn judge_by_machine(
         if !matches!(record.body, crate::core::records::Body::Consultation(_)) {
             continue;
         }
-        let verdict = match &key {
-            Ok(key) => key.check(&record),
-            Err(why) => Verdict::Unattested(Unattested::NoKey(why.clone())),
-        };
+        // Another machine's consultation: its runtime's signature against the pins.
+        let verdict = crate::machine::attest::verdict(&record, &key, &pins);
         if let Verdict::Unattested(why) = verdict {
             report.findings.push(chain::Finding {
                 file: file.name.to_string(),

@@ -65,6 +65,7 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
     };
     let anchors = machine.anchors(&resolved.state_dir);
     let key = machine.key();
+    let pins = machine.pins();
     let mut adopted = Vec::new();
     for task in &tasks {
         let files = store.stored_files(task)?;
@@ -93,9 +94,10 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
             };
             if matches!(record.body, Body::Consultation(_)) {
                 consultations += 1;
-                let attested = key
-                    .as_ref()
-                    .is_ok_and(|k| !matches!(k.check(&record), Verdict::Unattested(_)));
+                let attested = !matches!(
+                    crate::machine::attest::verdict(&record, &key, &pins),
+                    Verdict::Unattested(_)
+                );
                 unattested += usize::from(!attested);
             }
         }

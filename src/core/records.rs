@@ -499,7 +499,7 @@ pub struct Consultation {
     /// consultation is `unattested` and never counts as a review. Absent in records written
     /// before attestations, and in any written outside a job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attestation: Option<Attestation>,
+    pub attestation: Option<Box<Attestation>>,
 }
 
 /// What an advisor said of one invariant it was asked about.
@@ -531,6 +531,18 @@ pub struct Attestation {
     /// `hmac-sha256:` and the lower-case hex HMAC-SHA256 of the record serialised compactly
     /// with this field's value empty.
     pub mac: String,
+    /// The mesh runtime id of the daemon that ran the job, when it had one: the runtime
+    /// whose key made `signature`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// That runtime's public key (`U...`), to which `runtime` is bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_key: Option<String>,
+    /// `ed25519:` and the lower-case hex ed25519 signature, under the runtime's key, of the
+    /// record serialised compactly with this field and `mac` empty: what another machine
+    /// checks against the key it pinned for `runtime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// One side of a disagreement.

@@ -9,9 +9,21 @@
 //! `attestation.mac` set to the empty string. So the MAC covers every stored field, the
 //! job, the key id and the `counts` bit, and binds the consultation to its task, sequence
 //! and place in the chain.
+//!
+//! A daemon on the mesh also signs it with its runtime's ed25519 key (the mesh identity,
+//! whose seed stays in the data directory), so another machine can check it: the
+//! attestation then carries `runtime`, `runtime_key` and `signature`, `ed25519:` and the
+//! hex signature of [`signature_bytes`]: the line `advisord-attestation-signature-v1`, a
+//! newline, then the whole record serialised the same way with `attestation.mac` and
+//! `attestation.signature` empty. The MAC is made last and covers the signature too. On a
+//! machine whose key is not the one named, the signature decides ([`judge`]): it counts
+//! only when `runtime` is pinned in the user's `peers.yaml`, bound to the pinned key, and
+//! the signature holds under that key.
 
 use crate::core::chain::Attestations;
 use crate::core::records::{Attestation, Body, ConsultationStatus, Record};
+use crate::pins::Pins;
+use advisord_adapters::mesh::identity::{self, Identity};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -28,6 +40,12 @@ pub const KEY_FILE: &str = "attest.key";
 const DOMAIN: &[u8] = b"advisord-attestation-v1\n";
 
 const MAC_PREFIX: &str = "hmac-sha256:";
+
+/// The first line of what a runtime's signature covers: distinct from [`DOMAIN`], so a
+/// signature is never taken for a MAC's input or the reverse.
+const SIGNATURE_DOMAIN: &[u8] = b"advisord-attestation-signature-v1\n";
+
+const SIGNATURE_PREFIX: &str = "ed25519:";
 
 /// Where the key of a daemon using `data_dir` lives.
 pub fn key_path(data_dir: &Path) -> PathBuf {
@@ -53,10 +71,25 @@ pub enum Unattested {
     Missing,
     /// Attested with another key: another machine's daemon (or a key since replaced).
     OtherKey(String),
-    /// The MAC does not match: changed after the daemon wrote it, or forged.
+    /// The MAC does not match, or the runtime's signature does not hold: changed after
+    /// the daemon wrote it, or forged.
     Mismatch,
     /// This machine has no key to check it with (the sentence says why).
     NoKey(String),
+    /// Signed by another machine's runtime that is not pinned here (the signature holds
+    /// under the key the attestation names).
+    Unpinned {
+        /// The runtime id that signed it.
+        runtime: String,
+        /// Its public key, as the attestation names it.
+        key: String,
+    },
+    /// Signed in the name of a runtime whose id is not bound to the key pinned for it (or,
+    /// unpinned, to the key the attestation names).
+    Unbound {
+        /// The runtime id the attestation names.
+        runtime: String,
+    },
 }
 
 impl Unattested {
@@ -78,6 +111,21 @@ impl Unattested {
             Unattested::NoKey(why) => {
                 format!("cannot be checked: {why}; it never counts as a review")
             }
+            Unattested::Unpinned { runtime, key } => format!(
+                "is signed by runtime `{}` of another machine, which is not pinned here, so it \
+                 never counts as a review here; pinning it means trusting every review that \
+                 machine's daemon records: `advisor-consult mesh pin {} --key {}`",
+                runtime.escape_debug(),
+                runtime.escape_debug(),
+                key.escape_debug()
+            ),
+            Unattested::Unbound { runtime } => format!(
+                "names runtime `{}`, whose id is not bound to the key pinned for it (or named \
+                 with it): a runtime id ends with the first {} hex digits of its key's \
+                 SHA-256; it never counts as a review",
+                runtime.escape_debug(),
+                identity::FINGERPRINT_CHARS
+            ),
         }
     }
 }
@@ -176,15 +224,41 @@ impl Key {
     /// Attest `record` (a consultation; anything else is left as it is) as written by
     /// `job`; `counts` is whether its transport vouched for who answered.
     pub fn attest(&self, record: &mut Record, job: &str, counts: bool) {
+        self.attest_signed(record, job, counts, None);
+    }
+
+    /// [`Key::attest`], also signed by `runtime` (this daemon's mesh identity) when it has
+    /// one, so that other machines can check it: the signature is made first, over the
+    /// record with `mac` and `signature` empty, then the MAC over the record with the
+    /// signature.
+    pub fn attest_signed(
+        &self,
+        record: &mut Record,
+        job: &str,
+        counts: bool,
+        runtime: Option<&Identity>,
+    ) {
         let Body::Consultation(c) = &mut record.body else {
             return;
         };
-        c.attestation = Some(Attestation {
+        c.attestation = Some(Box::new(Attestation {
             job: job.to_string(),
             key: self.id.clone(),
             counts,
             mac: String::new(),
-        });
+            runtime: runtime.map(|r| r.runtime().to_string()),
+            runtime_key: runtime.map(Identity::public_key),
+            signature: runtime.map(|_| String::new()),
+        }));
+        if let Some(runtime) = runtime {
+            let signature = runtime.sign(&signature_bytes(record));
+            let signature = format!("{SIGNATURE_PREFIX}{}", hex::encode(signature));
+            if let Body::Consultation(c) = &mut record.body {
+                if let Some(attestation) = &mut c.attestation {
+                    attestation.signature = Some(signature);
+                }
+            }
+        }
         let tag = self.mac(&signed_bytes(record)).finalize().into_bytes();
         let mut mac = String::with_capacity(MAC_PREFIX.len() + 64);
         mac.push_str(MAC_PREFIX);
@@ -248,6 +322,95 @@ pub fn signed_bytes(record: &Record) -> Vec<u8> {
     bytes
 }
 
+/// The bytes a runtime's signature covers: [`SIGNATURE_DOMAIN`], then the record as
+/// compact JSON with `attestation.mac` and `attestation.signature` empty.
+pub fn signature_bytes(record: &Record) -> Vec<u8> {
+    let mut unsigned = record.clone();
+    if let Body::Consultation(c) = &mut unsigned.body {
+        if let Some(a) = &mut c.attestation {
+            a.mac.clear();
+            if let Some(signature) = &mut a.signature {
+                signature.clear();
+            }
+        }
+    }
+    let mut bytes = SIGNATURE_DOMAIN.to_vec();
+    // A record always serialises: its types hold only strings, numbers and lists.
+    let _ = serde_json::to_writer(&mut bytes, &unsigned);
+    bytes
+}
+
+/// Check the runtime's signature of `record` against `pins`: `None` when it carries no
+/// signature (the caller keeps its own verdict). Counts only when the runtime is pinned,
+/// bound to the pinned key, and the signature holds under that key.
+pub fn check_signature(record: &Record, pins: &Pins) -> Option<Verdict> {
+    let Body::Consultation(c) = &record.body else {
+        return None;
+    };
+    let attestation = c.attestation.as_ref()?;
+    let (Some(runtime), Some(signature)) = (&attestation.runtime, &attestation.signature) else {
+        return None;
+    };
+    let Some(signature) = signature
+        .strip_prefix(SIGNATURE_PREFIX)
+        .and_then(|s| hex::decode(s).ok())
+    else {
+        return Some(Verdict::Unattested(Unattested::Mismatch));
+    };
+    let holds = |key: &str| identity::verify(key, &signature_bytes(record), &signature);
+    let unbound = || {
+        Verdict::Unattested(Unattested::Unbound {
+            runtime: runtime.clone(),
+        })
+    };
+    let Some(pin) = pins.peers.iter().find(|p| &p.runtime == runtime) else {
+        // Not pinned: never counted, but a forgery is named as one.
+        let Some(key) = &attestation.runtime_key else {
+            return Some(Verdict::Unattested(Unattested::Unpinned {
+                runtime: runtime.clone(),
+                key: "<its key, from `advisor-consult advisors` on that machine>".into(),
+            }));
+        };
+        if !identity::bound(runtime, key) {
+            return Some(unbound());
+        }
+        if !holds(key) {
+            return Some(Verdict::Unattested(Unattested::Mismatch));
+        }
+        return Some(Verdict::Unattested(Unattested::Unpinned {
+            runtime: runtime.clone(),
+            key: key.clone(),
+        }));
+    };
+    if !identity::bound(runtime, &pin.key) {
+        return Some(unbound());
+    }
+    if !holds(&pin.key) {
+        return Some(Verdict::Unattested(Unattested::Mismatch));
+    }
+    Some(if attestation.counts {
+        Verdict::Counts
+    } else {
+        Verdict::Uncounted
+    })
+}
+
+/// The verdict on `record` (a consultation) on this machine: its MAC checked against
+/// `key` when the attestation names it; otherwise (another machine's key, or no key here)
+/// the runtime's signature checked against `pins` when it carries one.
+pub fn verdict(record: &Record, key: &Result<std::sync::Arc<Key>, String>, pins: &Pins) -> Verdict {
+    let local = match key {
+        Ok(key) => key.check(record),
+        Err(why) => Verdict::Unattested(Unattested::NoKey(why.clone())),
+    };
+    match local {
+        Verdict::Unattested(Unattested::OtherKey(_) | Unattested::NoKey(_)) => {
+            check_signature(record, pins).unwrap_or(local)
+        }
+        local => local,
+    }
+}
+
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
     if text.len() != 64 {
         return None;
@@ -258,23 +421,22 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Check every consultation of `records` (a task's, in order) against `key`, adding what
+/// Check every consultation of `records` (a task's, in order) against `key`, or, for
+/// another machine's, its runtime's signature against `pins` ([`verdict`]), adding what
 /// was found to `into`: the edge's part of judging reviews (the core is handed the
 /// result). Failed consultations are judged too: they count for nothing either way, but
 /// `verify` names every consultation it cannot vouch for.
 pub fn judge(
     records: &[Record],
     key: &Result<std::sync::Arc<Key>, String>,
+    pins: &Pins,
     into: &mut Attestations,
 ) {
     for record in records {
         let Body::Consultation(c) = &record.body else {
             continue;
         };
-        let verdict = match key {
-            Ok(key) => key.check(record),
-            Err(why) => Verdict::Unattested(Unattested::NoKey(why.clone())),
-        };
+        let verdict = verdict(record, key, pins);
         let completed = c.status == ConsultationStatus::Completed;
         match verdict {
             Verdict::Counts if completed => into.counting(record.id()),
@@ -345,6 +507,187 @@ mod tests {
         let mut unvouched = consultation();
         key.attest(&mut unvouched, "J1", false);
         assert_eq!(key.check(&unvouched), Verdict::Uncounted);
+    }
+
+    fn pinned(runtime: &str, key: &str) -> Pins {
+        Pins {
+            peers: vec![crate::pins::Pin {
+                runtime: runtime.to_string(),
+                key: key.to_string(),
+                owner: None,
+            }],
+        }
+    }
+
+    fn attestation(record: &mut Record) -> &mut Attestation {
+        match &mut record.body {
+            Body::Consultation(c) => c.attestation.as_mut().expect("attested"),
+            _ => unreachable!("a consultation"),
+        }
+    }
+
+    #[test]
+    fn a_runtime_signature_counts_on_another_machine_only_when_its_runtime_is_pinned() {
+        let theirs = Key::from_bytes([1; 32]);
+        let ours: Result<std::sync::Arc<Key>, String> =
+            Ok(std::sync::Arc::new(Key::from_bytes([2; 32])));
+        let runtime = Identity::generate("machine-a");
+        let mut record = consultation();
+        theirs.attest_signed(&mut record, "J1", true, Some(&runtime));
+        let pins = pinned(runtime.runtime(), &runtime.public_key());
+        // Read back from its stored bytes, it still holds, on a machine with its own key
+        // and on one with none.
+        let stored = serde_json::to_vec_pretty(&record).expect("serialises");
+        let read: Record = serde_json::from_slice(&stored).expect("reads");
+        assert_eq!(verdict(&read, &ours, &pins), Verdict::Counts);
+        assert_eq!(
+            verdict(&read, &Err("no key here".into()), &pins),
+            Verdict::Counts
+        );
+        // The machine that wrote it still checks its MAC, which covers the signature.
+        assert_eq!(theirs.check(&read), Verdict::Counts);
+        let text = String::from_utf8(stored).expect("utf-8");
+        assert!(
+            !text.contains(&runtime.seed()),
+            "the seed never travels: {text}"
+        );
+        // Every edited field breaks the signature (the MAC is of another machine's key).
+        let edits: [fn(&mut Record); 9] = [
+            |r| r.envelope.sequence = 4,
+            |r| r.envelope.prev = Some("sha256:0000".into()),
+            |r| r.envelope.task = "other".into(),
+            |r| {
+                if let Body::Consultation(c) = &mut r.body {
+                    c.conclusion = Some("forged".into());
+                }
+            },
+            |r| {
+                if let Body::Consultation(c) = &mut r.body {
+                    c.advisor = "beta".into();
+                }
+            },
+            |r| attestation(r).counts = false,
+            |r| attestation(r).job = "J2".into(),
+            |r| attestation(r).key = "sha256:0000000000000000".into(),
+            |r| {
+                let a = attestation(r);
+                let signature = a.signature.clone().expect("signed");
+                // One hex digit of the signature flipped.
+                let last = if signature.ends_with('0') { "1" } else { "0" };
+                a.signature = Some(format!("{}{last}", &signature[..signature.len() - 1]));
+            },
+        ];
+        for (i, edit) in edits.iter().enumerate() {
+            let mut edited = read.clone();
+            edit(&mut edited);
+            assert_eq!(
+                verdict(&edited, &ours, &pins),
+                Verdict::Unattested(Unattested::Mismatch),
+                "edit {i}"
+            );
+        }
+        // Not vouched for by its transport: valid, never counted.
+        let mut unvouched = consultation();
+        theirs.attest_signed(&mut unvouched, "J1", false, Some(&runtime));
+        assert_eq!(verdict(&unvouched, &ours, &pins), Verdict::Uncounted);
+
+        // An unpinned runtime: unattested, with the exact command that pins it.
+        let Verdict::Unattested(why) = verdict(&read, &ours, &Pins::default()) else {
+            panic!("counted unpinned");
+        };
+        assert_eq!(
+            why,
+            Unattested::Unpinned {
+                runtime: runtime.runtime().to_string(),
+                key: runtime.public_key()
+            }
+        );
+        let message = why.message();
+        assert!(
+            message.contains(&format!(
+                "advisor-consult mesh pin {} --key {}",
+                runtime.runtime(),
+                runtime.public_key()
+            )) && message.contains("trusting"),
+            "{message}"
+        );
+        // Unpinned and forged: a mismatch still.
+        let mut forged = read.clone();
+        attestation(&mut forged).job = "J9".into();
+        assert_eq!(
+            verdict(&forged, &ours, &Pins::default()),
+            Verdict::Unattested(Unattested::Mismatch)
+        );
+
+        // A runtime id not bound to the key: another key signing in machine A's name.
+        let thief = Identity::generate("machine-a");
+        let mut claimed = consultation();
+        theirs.attest_signed(&mut claimed, "J1", true, Some(&thief));
+        attestation(&mut claimed).runtime = Some(runtime.runtime().to_string());
+        let unbound = Verdict::Unattested(Unattested::Unbound {
+            runtime: runtime.runtime().to_string(),
+        });
+        assert_eq!(verdict(&claimed, &ours, &Pins::default()), unbound);
+        // Pinned, it is checked against the pinned key, under which it does not hold.
+        assert_eq!(
+            verdict(&claimed, &ours, &pins),
+            Verdict::Unattested(Unattested::Mismatch)
+        );
+
+        // A pin of another key for the runtime: not bound, never counted.
+        let other = Identity::generate("machine-a");
+        let wrong_pin = pinned(runtime.runtime(), &other.public_key());
+        assert_eq!(verdict(&read, &ours, &wrong_pin), unbound);
+        // The other key pinned under its own runtime id vouches for nothing of A's.
+        let others = pinned(other.runtime(), &other.public_key());
+        assert!(matches!(
+            verdict(&read, &ours, &others),
+            Verdict::Unattested(Unattested::Unpinned { .. })
+        ));
+
+        // Without a signature, another machine's consultation stays `OtherKey`.
+        let mut unsigned = consultation();
+        theirs.attest(&mut unsigned, "J1", true);
+        assert!(matches!(
+            verdict(&unsigned, &ours, &pins),
+            Verdict::Unattested(Unattested::OtherKey(_))
+        ));
+        // And judged into the task's attestations as the views read them.
+        let mut into = Attestations::default();
+        judge(std::slice::from_ref(&read), &ours, &pins, &mut into);
+        assert!(into.why_unattested(read.id()).is_none());
+        let mut into = Attestations::default();
+        judge(
+            std::slice::from_ref(&read),
+            &ours,
+            &Pins::default(),
+            &mut into,
+        );
+        assert!(into
+            .why_unattested(read.id())
+            .is_some_and(|why| why.contains("mesh pin")));
+    }
+
+    #[test]
+    fn a_signed_attestation_keeps_old_records_byte_identical() {
+        let key = Key::from_bytes([7; 32]);
+        let mut record = consultation();
+        key.attest(&mut record, "J1", true);
+        let text = serde_json::to_string(&record).expect("serialises");
+        assert!(
+            !text.contains("runtime") && !text.contains("signature"),
+            "{text}"
+        );
+        let a = match &record.body {
+            Body::Consultation(c) => c.attestation.clone().expect("attested"),
+            _ => unreachable!(),
+        };
+        let json = serde_json::to_value(&a).expect("serialises");
+        let mut fields: Vec<&String> = json.as_object().expect("an object").keys().collect();
+        fields.sort_unstable();
+        assert_eq!(fields, ["counts", "job", "key", "mac"]);
+        // The two domains differ, so neither input can stand for the other.
+        assert_ne!(signed_bytes(&record), signature_bytes(&record));
     }
 
     #[test]

@@ -67,15 +67,21 @@ impl Store {
         let Some(machine) = crate::machine::installed() else {
             return trust;
         };
-        if cache.attestations.judged() > cache.records.len() {
-            cache.attestations = Arc::default();
+        // Another machine's consultations count only while its runtime is pinned: a change
+        // of the pins (a `stat` of the file) judges the task again.
+        let pins = machine.pins();
+        let fingerprint = pins.fingerprint();
+        if cache.attestations.judged() > cache.records.len()
+            || cache.attestations.pins() != fingerprint
+        {
+            cache.attestations = Arc::new(chain::Attestations::under_pins(fingerprint));
         }
         let from = cache.attestations.judged();
         if from < cache.records.len() {
             let key = machine.key();
             // Shared with the trusts handed out before: copied only when new records came.
             let attestations = Arc::make_mut(&mut cache.attestations);
-            crate::machine::attest::judge(&cache.records[from..], &key, attestations);
+            crate::machine::attest::judge(&cache.records[from..], &key, &pins, attestations);
             attestations.set_judged(cache.records.len());
         }
         let anchored = machine.anchors(&self.state_dir).head(task);

@@ -210,7 +210,14 @@ impl Store {
             });
         }
         if let Some((key, provenance)) = attest {
-            key.attest(&mut record, provenance.job, provenance.counts);
+            // Signed by this daemon's mesh runtime too, when it joined the mesh.
+            let runtime = crate::machine::installed().and_then(|m| m.runtime());
+            key.attest_signed(
+                &mut record,
+                provenance.job,
+                provenance.counts,
+                runtime.as_ref(),
+            );
         }
         // This machine anchors the new head when it vouched for the task before it (or
         // the task is new); a foreign task stays foreign until adopted.

@@ -13,11 +13,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The shared task of these tests.
-const TASK: &str = "shared";
+pub(crate) const TASK: &str = "shared";
 /// The journal the repositories name.
 const JOURNAL: &str = "team";
 /// How long a poll for something the replicas converge on may take.
-const CONVERGE: Duration = Duration::from_secs(60);
+pub(crate) const CONVERGE: Duration = Duration::from_secs(60);
 
 /// Run the real `git` in `dir`; panics with its output when it fails.
 fn git(dir: &Path, args: &[&str]) {
@@ -35,7 +35,7 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
-fn assessment(subject: &str) -> Value {
+pub(crate) fn assessment(subject: &str) -> Value {
     json!({"kind": "assessment", "subject": subject, "materiality": "high",
         "hypothesis": "one writer is enough",
         "evidence": [{"kind": "file", "ref": "src/queue.rs", "showed": "one writer"}]})
@@ -134,15 +134,15 @@ fn two_worktrees_of_one_repository_share_one_task_with_no_bus() {
 
 /// One machine: a clone of the repository naming the journal, and its `advisord
 /// --journal` on the cluster.
-struct Machine {
-    world: World,
+pub(crate) struct Machine {
+    pub(crate) world: World,
     name: String,
     urls: String,
     daemon: Option<Child>,
 }
 
 impl Machine {
-    fn new(name: &str, cluster: &[NatsServer]) -> Machine {
+    pub(crate) fn new(name: &str, cluster: &[NatsServer]) -> Machine {
         let world = World::new(&[Advisor::new("adv1", "supports", 0)]);
         std::fs::write(
             world.root().join(".advisord/project.yaml"),
@@ -164,7 +164,7 @@ impl Machine {
         machine
     }
 
-    fn log(&self) -> std::path::PathBuf {
+    pub(crate) fn log(&self) -> std::path::PathBuf {
         self.world.tmp().join(format!("{}.log", self.name))
     }
 
@@ -196,14 +196,14 @@ impl Machine {
         self.world.wait_for_socket();
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         let mut all = args.to_vec();
         all.extend(["--task", TASK, "--format", "json"]);
         self.world.run(&all)
     }
 
     /// Record `input` in the shared task; the run's output, whatever its exit.
-    fn record(&self, input: &Value) -> Output {
+    pub(crate) fn record(&self, input: &Value) -> Output {
         let path = self
             .world
             .tmp()
@@ -212,7 +212,7 @@ impl Machine {
         self.run(&["record", "--file", path.to_str().expect("utf-8")])
     }
 
-    fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         self.run(&["status"]).expect_exit(0).json()
     }
 
@@ -224,7 +224,7 @@ impl Machine {
     }
 
     /// Poll `status` until it holds `records` records.
-    fn wait_for_records(&self, records: u64) -> Value {
+    pub(crate) fn wait_for_records(&self, records: u64) -> Value {
         let started = Instant::now();
         loop {
             let status = self.status();
@@ -256,7 +256,7 @@ fn low_assessment(subject: &str) -> Value {
         "hypothesis": "one writer is enough"})
 }
 
-fn conclusion(assessment: &str, decision: &str) -> Value {
+pub(crate) fn conclusion(assessment: &str, decision: &str) -> Value {
     json!({"kind": "conclusion", "assessment": assessment, "decision": decision,
         "rationale": "measured", "consultations": [],
         "evidence": [{"kind": "test", "ref": "queue_bench"}],
@@ -265,7 +265,7 @@ fn conclusion(assessment: &str, decision: &str) -> Value {
 
 /// A JetStream cluster whose meta group has a leader and places three replicas (polled,
 /// bounded).
-fn formed_cluster() -> Vec<NatsServer> {
+pub(crate) fn formed_cluster() -> Vec<NatsServer> {
     let cluster = NatsServer::jetstream_cluster(3);
     let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");

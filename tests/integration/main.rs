@@ -21,6 +21,7 @@ mod golden;
 mod hardening;
 mod invariants;
 mod journal;
+mod journal_attest;
 mod journal_lag;
 mod layering;
 mod mcp;

@@ -141,6 +141,12 @@ impl Identity {
         &self.runtime
     }
 
+    /// The ed25519 signature of `bytes` under this runtime's key (64 bytes; what the
+    /// caller signs names its own domain). Only the signature leaves; never the seed.
+    pub fn sign(&self, bytes: &[u8]) -> Vec<u8> {
+        self.keys.sign(bytes).unwrap_or_default()
+    }
+
     /// `body` (a message's JSON) sealed as `kind`: the envelope's bytes.
     pub fn seal(&self, kind: Kind, body: &[u8]) -> Vec<u8> {
         let body = String::from_utf8_lossy(body).into_owned();
@@ -224,6 +230,14 @@ pub fn open(kind: Kind, payload: &[u8]) -> Result<Opened, Unsealed> {
         key: sealed.key,
         body: sealed.body,
     })
+}
+
+/// Whether `signature` is the ed25519 signature of `bytes` under the user public key
+/// `public_key` (what [`Identity::sign`] made).
+pub fn verify(public_key: &str, bytes: &[u8], signature: &[u8]) -> bool {
+    public_key.starts_with('U')
+        && nkeys::KeyPair::from_public_key(public_key)
+            .is_ok_and(|verifier| verifier.verify(bytes, signature).is_ok())
 }
 
 fn signed_bytes(kind: Kind, runtime: &str, body: &str) -> Vec<u8> {

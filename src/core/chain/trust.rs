@@ -114,6 +114,9 @@ pub struct Attestations {
     unattested: FxHashMap<String, String>,
     /// How many records of the task were judged.
     judged: usize,
+    /// The fingerprint of the pinned peers they were judged under: another machine's
+    /// consultations count only while their runtime is pinned, so other pins judge anew.
+    pins: String,
 }
 
 impl Attestations {
@@ -135,6 +138,19 @@ impl Attestations {
     /// Note that the task's first `records` were judged.
     pub fn set_judged(&mut self, records: usize) {
         self.judged = records;
+    }
+
+    /// Nothing judged yet, under the pinned peers of fingerprint `pins`.
+    pub fn under_pins(pins: String) -> Attestations {
+        Attestations {
+            pins,
+            ..Attestations::default()
+        }
+    }
+
+    /// The fingerprint of the pinned peers the attestations were judged under.
+    pub fn pins(&self) -> &str {
+        &self.pins
     }
 
     /// Why consultation `id` is unattested, if it is.
