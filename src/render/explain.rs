@@ -184,8 +184,8 @@ fn header<T>(out: &mut Out, indent: usize, kind: Kind, item: &Item<T>) {
         out.para(
             indent + 2,
             2,
-            "UNATTESTED: not written by this machine's daemon; never counted as a review \
-             (`advisor-consult verify` says why)",
+            "UNATTESTED: written by no daemon this machine vouches for (not its own, nor a \
+             pinned runtime's); never counted as a review (`advisor-consult verify` says why)",
         );
     }
     if !item.redacted.is_empty() {

@@ -283,8 +283,6 @@ pub(super) fn chain_plain(out: &mut Out, chain: &ChainState) {
     }
 }
 
-/// Whether this machine vouches for the task (`FOREIGN` and why) and how many of its
-/// consultations are unattested; nothing for a local task whose consultations all are.
 /// The line of a task shared through a journal: its name, and, when the bus is not
 /// reachable, how far behind this machine's replica (what the view shows) may be.
 pub(super) fn journal_plain(out: &mut Out, journal: &JournalState) {
@@ -314,6 +312,8 @@ pub(super) fn journal_plain(out: &mut Out, journal: &JournalState) {
     out.para(0, 2, &line);
 }
 
+/// Whether this machine vouches for the task (`FOREIGN` and why) and how many of its
+/// consultations are unattested; nothing for a local task whose consultations all are.
 pub(super) fn trust_plain(out: &mut Out, foreign: Option<&str>, unattested: usize) {
     if let Some(why) = foreign {
         out.para(0, 2, &format!("trust: FOREIGN: {why}"));
@@ -323,9 +323,9 @@ pub(super) fn trust_plain(out: &mut Out, foreign: Option<&str>, unattested: usiz
             0,
             2,
             &format!(
-                "attestation: {unattested} consultation{} UNATTESTED (not written by this \
-                 machine's daemon): shown, never counted as a review; `advisor-consult verify` \
-                 says why",
+                "attestation: {unattested} consultation{} UNATTESTED (written by no daemon this \
+                 machine vouches for: not its own, nor a pinned runtime's): shown, never counted \
+                 as a review; `advisor-consult verify` says why and how to pin",
                 plural(unattested)
             ),
         );
