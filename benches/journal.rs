@@ -265,6 +265,46 @@ fn write_latency(machine: &Machine) -> bool {
     added <= WRITE_GOAL_MS
 }
 
+/// What the cluster itself takes to acknowledge a publish like the journal's (an R3 file
+/// stream, the expected last subject sequence, a message id), for reading the added
+/// latency beside: the median of [`WRITES`] publishes into a stream of the bench's own.
+fn bus_acknowledgement(runtime: &tokio::runtime::Runtime, cluster: &[NatsServer]) {
+    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
+    let samples = runtime.block_on(async {
+        let client = async_nats::connect(urls).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        let stream = async_nats::jetstream::stream::Config {
+            name: "BENCH_ACK".into(),
+            subjects: vec!["bench.ack".into()],
+            storage: async_nats::jetstream::stream::StorageType::File,
+            num_replicas: 3,
+            ..Default::default()
+        };
+        js.create_stream(stream).await.expect("the probe stream");
+        let mut samples = Vec::with_capacity(WRITES);
+        for i in 0..WRITES as u64 {
+            let message = async_nats::jetstream::message::PublishMessage::build()
+                .payload(vec![b'x'; 1024].into())
+                .message_id(ulid::Ulid::new().to_string())
+                .expected_last_subject_sequence(i);
+            let started = Instant::now();
+            js.send_publish("bench.ack", message)
+                .await
+                .expect("publish")
+                .await
+                .expect("acknowledged");
+            samples.push(started.elapsed());
+        }
+        let _ = js.delete_stream("BENCH_ACK").await;
+        samples
+    });
+    println!(
+        "journal bus: the cluster acknowledges a 1 KiB publish to an R3 file stream in \
+         {:.2} ms (median of {WRITES}; context for the added latency, not a goal)",
+        ms(median(samples))
+    );
+}
+
 /// Publish records 2..=[`BIG_RECORDS`] of task [`BIG`], chained on its first record
 /// (`seed`, written through `machine`), straight into the stream.
 fn fill_big(runtime: &tokio::runtime::Runtime, cluster: &[NatsServer], machine: &Machine) {
@@ -411,6 +451,7 @@ fn main() {
     machines[0].start();
     machines[1].start();
     let mut results = vec![("write", write_latency(&machines[0]))];
+    bus_acknowledgement(&runtime, &cluster);
     fill_big(&runtime, &cluster, &machines[1]);
     // The machines already on the journal apply the records first (alone on the machine,
     // the late one is measured catching up, not sharing the disk and CPUs with them).
