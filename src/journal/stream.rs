@@ -574,6 +574,7 @@ impl Shared {
             .await
             .map_err(|e| e.to_string())?;
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+        tracing::debug!(journal = %self.name, start, last, "following the journal");
         let mut unanchored: HashMap<String, (u64, bytes::Bytes)> = HashMap::new();
         while let Some(message) = messages.next().await {
             // What the consumer already holds is applied in one batch, on one blocking
@@ -627,6 +628,7 @@ impl Shared {
                 })
                 .await;
                 mark_current(self);
+                tracing::debug!(journal = %self.name, applied = last_seq, "the replica is current");
                 if !*told {
                     *told = true;
                     let _ = caught_up.send(());
