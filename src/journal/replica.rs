@@ -47,8 +47,13 @@ pub fn apply(
     anchor: bool,
 ) -> std::io::Result<Applied> {
     let dir = state_dir.join(task.as_str());
-    DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-    let _held = if take_lock { Some(lock(&dir)?) } else { None };
+    // A caller holding the task's lock holds it in this directory: it exists.
+    let _held = if take_lock {
+        DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        Some(lock(&dir)?)
+    } else {
+        None
+    };
     let name = format!("{sequence:010}.json");
     let target = dir.join(&name);
     match fs::read(&target) {

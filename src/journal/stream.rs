@@ -68,17 +68,19 @@ pub fn start(config: JournalConfig) -> Result<(), String> {
     }
     let creds = config.creds.clone();
     let name = format!("advisord journal {}", config.machine);
-    let lost: Lost = Arc::new(Mutex::new(None));
-    let noted = lost.clone();
+    let link: LinkState = Arc::new(Mutex::new(Link::default()));
+    let noted = link.clone();
     let client = runtime.block_on(async move {
         let mut options = async_nats::ConnectOptions::new()
             .name(name)
             .event_callback(move |event| {
+                let mut link = lock(&noted);
                 match event {
-                    async_nats::Event::Disconnected => {
-                        lock(&noted).get_or_insert_with(SystemTime::now);
+                    async_nats::Event::Disconnected if link.lost_at.is_none() => {
+                        link.lost_at = Some(SystemTime::now());
+                        link.losses += 1;
                     }
-                    async_nats::Event::Connected => *lock(&noted) = None,
+                    async_nats::Event::Connected => link.lost_at = None,
                     _ => {}
                 }
                 async {}
@@ -117,7 +119,7 @@ pub fn start(config: JournalConfig) -> Result<(), String> {
         machine: config.machine,
         runtime,
         attached: Mutex::new(HashMap::new()),
-        lost,
+        link,
     });
     JOURNAL
         .set(journal)
@@ -132,11 +134,19 @@ pub(super) struct Journal {
     machine: String,
     /// Each state directory seen, and whether (and to which journal) it is shared.
     attached: Mutex<HashMap<PathBuf, Option<Arc<Shared>>>>,
-    lost: Lost,
+    link: LinkState,
 }
 
-/// When the connection to the bus was lost; `None` while it holds.
-type Lost = Arc<Mutex<Option<SystemTime>>>;
+/// The connection to the bus as its events told it.
+#[derive(Default)]
+struct Link {
+    /// When it was lost; `None` while it holds.
+    lost_at: Option<SystemTime>,
+    /// How many times it was lost.
+    losses: u64,
+}
+
+type LinkState = Arc<Mutex<Link>>;
 
 /// One state directory shared through one journal.
 pub(super) struct Shared {
@@ -151,7 +161,7 @@ pub(super) struct Shared {
     /// The stream's sequence this machine applied everything up to, and when it last knew
     /// itself current.
     progress: Mutex<Progress>,
-    lost: Lost,
+    link: LinkState,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -171,6 +181,9 @@ struct Progress {
     /// Whether the follower had applied everything the stream held when it last heard
     /// from it (no message pending).
     current: bool,
+    /// The link's losses when it was last current: a replica current before the bus was
+    /// lost is not known current after it comes back until it is checked again.
+    losses: u64,
 }
 
 /// One message the follower received, to apply off the runtime.
@@ -180,6 +193,9 @@ struct Received {
     headers: Option<async_nats::HeaderMap>,
     payload: bytes::Bytes,
 }
+
+/// How often a replica not known current checks the stream's last sequence.
+const CONFIRM_EVERY: Duration = Duration::from_millis(500);
 
 /// The most messages the follower applies in one batch.
 const APPLY_BATCH: usize = 512;
@@ -236,7 +252,7 @@ impl Journal {
             machine: self.machine.clone(),
             heads: Mutex::new(HashMap::new()),
             progress: Mutex::new(Progress::default()),
-            lost: self.lost.clone(),
+            link: self.link.clone(),
         });
         {
             let mut attached = lock(&self.attached);
@@ -298,9 +314,16 @@ impl Shared {
         let reachable = self.client.connection_state() == async_nats::connection::State::Connected;
         let now = SystemTime::now();
         let progress = lock(&self.progress);
-        let current_at = match (reachable, progress.current, *lock(&self.lost)) {
-            (true, true, _) => Some(now),
-            (false, true, Some(lost)) => Some(progress.current_at.map_or(lost, |at| at.max(lost))),
+        let (lost_at, losses) = {
+            let link = lock(&self.link);
+            (link.lost_at, link.losses)
+        };
+        let current_at = match (reachable, lost_at) {
+            (true, _) if progress.current && progress.losses == losses => Some(now),
+            // Current when the bus was lost: current until then.
+            (false, Some(lost)) if progress.current && progress.losses + 1 == losses => {
+                Some(progress.current_at.map_or(lost, |at| at.max(lost)))
+            }
             _ => progress.current_at,
         };
         JournalState {
@@ -472,9 +495,45 @@ impl Shared {
         applied
     }
 
+    /// Note the replica current: it holds everything the stream held.
+    fn mark_current(&self) {
+        let losses = lock(&self.link).losses;
+        let mut progress = lock(&self.progress);
+        progress.current_at = Some(SystemTime::now());
+        progress.current = true;
+        progress.losses = losses;
+    }
+
+    /// While the bus is reachable but the replica is not known current (the bus came back
+    /// and nothing new arrived since), ask the stream how far it goes: a replica that has
+    /// applied that far is current again.
+    async fn confirm_current(self: Arc<Self>) {
+        loop {
+            tokio::time::sleep(CONFIRM_EVERY).await;
+            let known = {
+                let losses = lock(&self.link).losses;
+                let progress = lock(&self.progress);
+                progress.current && progress.losses == losses
+            };
+            if known || self.client.connection_state() != async_nats::connection::State::Connected {
+                continue;
+            }
+            let Ok(Ok(stream)) =
+                tokio::time::timeout(CONFIRM_EVERY, self.js.get_stream(&self.stream)).await
+            else {
+                continue;
+            };
+            let last = stream.cached_info().state.last_sequence;
+            if last <= lock(&self.progress).applied {
+                self.mark_current();
+            }
+        }
+    }
+
     /// Follow the stream from what was applied, for ever: each message written to the
     /// replica (under the task's lock), `caught_up` told once the replica is current.
     async fn follow(self: Arc<Self>, caught_up: std::sync::mpsc::Sender<()>) {
+        tokio::spawn(self.clone().confirm_current());
         let mut told = false;
         loop {
             if let Err(e) = self.follow_once(&caught_up, &mut told).await {
@@ -497,11 +556,7 @@ impl Shared {
             .state
             .last_sequence;
         let start = lock(&self.progress).applied + 1;
-        let mark_current = |this: &Arc<Self>| {
-            let mut progress = lock(&this.progress);
-            progress.current_at = Some(SystemTime::now());
-            progress.current = true;
-        };
+        let mark_current = |this: &Arc<Self>| this.mark_current();
         if last < start {
             mark_current(self);
             if !*told {
@@ -519,6 +574,7 @@ impl Shared {
             .await
             .map_err(|e| e.to_string())?;
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+        tracing::debug!(journal = %self.name, start, last, "following the journal");
         let mut unanchored: HashMap<String, (u64, bytes::Bytes)> = HashMap::new();
         while let Some(message) = messages.next().await {
             // What the consumer already holds is applied in one batch, on one blocking
@@ -572,6 +628,7 @@ impl Shared {
                 })
                 .await;
                 mark_current(self);
+                tracing::debug!(journal = %self.name, applied = last_seq, "the replica is current");
                 if !*told {
                     *told = true;
                     let _ = caught_up.send(());

@@ -222,8 +222,14 @@ fn the_views_of_a_machine_cut_off_from_the_bus_say_how_far_behind_they_may_be() 
     for node in &mut cluster {
         node.restart();
     }
-    // Once the bus is back, another machine's record reaches this one and the views stop
-    // saying the replica may be behind.
+    // Once the bus is back the replica is checked against the stream (nothing new was
+    // written) and known current again.
+    let back = m1.status_until("the replica known current again", |s| {
+        s["journal"]["reachable"] == true && s["journal"]["current_s_ago"] == 0
+    });
+    assert_eq!(back["journal"]["stream_sequence"], 1, "{back}");
+    // Another machine's record reaches this one and the views stop saying the replica may
+    // be behind.
     let started = Instant::now();
     while m2.record("cache").code != 0 {
         assert!(
