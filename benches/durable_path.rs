@@ -6,11 +6,11 @@
 //!   over ten consultations after two to warm up. Bound ≤ 4.
 //! - **round trip**: `advisor-consult --assessment ID` (two instant advisors, a warm
 //!   daemon, output piped as a script reads it) ÷ `advisor-consult --version`, medians of
-//!   interleaved runs, on the temporary directory's disk and in `/dev/shm` side by side.
+//!   runs interleaved on the temporary directory's disk and in `/dev/shm`, side by side.
 //!   Bound ≤ 2.0 on the disk, where users keep their records; memory shows what the
 //!   flushes cost. `DURABLE_TRACE=DIR` instead runs the daemon and one consultation under
-//!   `strace -f -tt` (`DIR/daemon-disk.log`, `DIR/client-disk.log`, and `-memory`): the breakdown in
-//!   `docs/DAEMON.md`, "What a round trip costs".
+//!   `strace -f -tt` (`DIR/daemon-disk.log`, `DIR/client-disk.log`, and `-memory`): the
+//!   breakdown in `docs/DAEMON.md`, "What a round trip costs".
 //! - **throughput**: 500 detached consultations over 50 tasks (`max_concurrent: 64`) on
 //!   the temporary directory's disk ÷ the same in `/dev/shm`, jobs per second from the
 //!   first request to the last job ended (nothing queued or running, then each job's two
@@ -257,101 +257,250 @@ fn time_client(args: &[String]) -> Duration {
     took
 }
 
-/// Medians of the consultation through the client and of `--version`, under `parent`.
-async fn round_trip(parent: &Path) -> (Duration, Duration) {
-    const WARM: usize = 3;
-    const RUNS: usize = 21;
-    let server = FakeLlmServer::start(Script::new()).await;
-    let scratch = tempfile::tempdir_in(parent).expect("a temporary directory");
-    let place = place_in(scratch.path(), &server, 4);
-    // `DURABLE_TRACE=DIR`: the daemon and one consultation under `strace -f -tt` (logs
-    // `DIR/daemon.log`, `DIR/client.log`), for the breakdown in `docs/DAEMON.md`.
-    let trace = std::env::var_os("DURABLE_TRACE").map(PathBuf::from);
-    let side = if parent.starts_with("/dev/shm") {
-        "memory"
-    } else {
-        "disk"
-    };
-    let wrapper: Vec<String> = match &trace {
-        Some(dir) => ["strace", "-f", "-tt", "-o"]
-            .map(String::from)
-            .into_iter()
-            .chain([dir.join(format!("daemon-{side}.log")).display().to_string()])
-            .collect(),
-        None => Vec::new(),
-    };
-    let daemon = Spawned::start(&place, &wrapper, &[]);
-    let assessment = assess(&place.socket(), &place.context()).await;
-    let path = |p: &Path| p.display().to_string();
-    let consult: Vec<String> = [
-        "--no-autostart",
-        "--socket",
-        &path(&place.socket()),
-        "--root",
-        &path(&place.root()),
-        "--state-dir",
-        &path(&place.state()),
-        "--catalogue",
-        &path(&place.catalogue()),
-        "--task",
-        daemon_helper::TASK,
-        "--format",
-        "json",
-        "--assessment",
-        &assessment,
-    ]
-    .map(String::from)
-    .to_vec();
-    let version = vec!["--version".to_string()];
-    if let Some(dir) = &trace {
-        for _ in 0..WARM {
-            tokio::task::block_in_place(|| time_client(&consult));
-        }
-        let log = dir.join(format!("client-{side}.log")).display().to_string();
-        let traced: Vec<String> = [
-            "-f",
-            "-tt",
-            "-o",
-            &log,
-            env!("CARGO_BIN_EXE_advisor-consult"),
+/// A warm daemon with two instant advisors under one parent directory, and the client's
+/// arguments for a consultation on an assessment recorded there.
+struct Warm {
+    side: &'static str,
+    daemon: Spawned,
+    consult: Vec<String>,
+    _place: Place,
+    _scratch: tempfile::TempDir,
+}
+
+impl Warm {
+    /// A daemon under `parent` (`side` names it in logs), under `wrapper` when given.
+    async fn start(
+        parent: &Path,
+        side: &'static str,
+        server: &FakeLlmServer,
+        wrapper: &[String],
+    ) -> Warm {
+        let scratch = tempfile::tempdir_in(parent).expect("a temporary directory");
+        let place = place_in(scratch.path(), server, 4);
+        let daemon = Spawned::start(&place, wrapper, &[]);
+        let assessment = assess(&place.socket(), &place.context()).await;
+        let path = |p: &Path| p.display().to_string();
+        let consult: Vec<String> = [
+            "--no-autostart",
+            "--socket",
+            &path(&place.socket()),
+            "--root",
+            &path(&place.root()),
+            "--state-dir",
+            &path(&place.state()),
+            "--catalogue",
+            &path(&place.catalogue()),
+            "--task",
+            daemon_helper::TASK,
+            "--format",
+            "json",
+            "--assessment",
+            &assessment,
         ]
         .map(String::from)
-        .into_iter()
-        .chain(consult.iter().cloned())
-        .collect();
-        let took = tokio::task::block_in_place(|| {
-            let started = Instant::now();
-            let status = Command::new("strace")
-                .args(&traced)
-                .env_clear()
-                .env("PATH", "/usr/bin:/bin")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("run strace");
-            assert!(status.success(), "the traced consultation failed");
-            started.elapsed()
-        });
-        // The child is strace: the daemon itself is told to stop.
-        let pid = nix::unistd::Pid::from_raw(daemon.pid().await as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        daemon.stop();
-        server.shutdown().await;
-        return (took, took);
-    }
-    let (mut client, mut versions) = (Vec::new(), Vec::new());
-    for run in 0..WARM + RUNS {
-        let v = time_client(&version);
-        let c = tokio::task::block_in_place(|| time_client(&consult));
-        if run >= WARM {
-            versions.push(v);
-            client.push(c);
+        .to_vec();
+        Warm {
+            side,
+            daemon,
+            consult,
+            _place: place,
+            _scratch: scratch,
         }
     }
-    daemon.stop();
+}
+
+/// Medians of the round trip: the consultation through the client on the disk and in
+/// memory, and `advisor-consult --version`, the three interleaved run by run so that a
+/// change of load on the machine weighs on each alike.
+struct RoundTrip {
+    disk: Duration,
+    memory: Duration,
+    version: Duration,
+}
+
+const ROUND_TRIP_WARM: usize = 3;
+const ROUND_TRIP_RUNS: usize = 21;
+
+async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
+    let server = FakeLlmServer::start(Script::new()).await;
+    let on_disk = Warm::start(disk, "disk", &server, &[]).await;
+    let in_memory = Warm::start(memory, "memory", &server, &[]).await;
+    let version = vec!["--version".to_string()];
+    let (mut disks, mut memories, mut versions) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..ROUND_TRIP_WARM + ROUND_TRIP_RUNS {
+        let (v, d, m) = tokio::task::block_in_place(|| {
+            (
+                time_client(&version),
+                time_client(&on_disk.consult),
+                time_client(&in_memory.consult),
+            )
+        });
+        if run >= ROUND_TRIP_WARM {
+            versions.push(v);
+            disks.push(d);
+            memories.push(m);
+        }
+    }
+    on_disk.daemon.stop();
+    in_memory.daemon.stop();
     server.shutdown().await;
-    (median(client), median(versions))
+    RoundTrip {
+        disk: median(disks),
+        memory: median(memories),
+        version: median(versions),
+    }
+}
+
+/// The seconds since midnight of an `strace -tt` line (`PID HH:MM:SS.micros call…`).
+fn stamp(line: &str) -> Option<f64> {
+    let time = line.split_whitespace().nth(1)?;
+    let mut parts = time.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+}
+
+/// The phases of one traced consultation, in milliseconds, each from the system call that
+/// begins it to the one that begins the next (the client's log, and the daemon's for what
+/// it did between reading the request and replying); and the daemon's flushes from the
+/// request on.
+fn phases(client: &str, daemon: &str) -> (Vec<(&'static str, f64)>, usize) {
+    let first = |log: &str, marks: &[&str]| {
+        log.lines()
+            .find(|l| marks.iter().all(|m| l.contains(m)))
+            .and_then(stamp)
+    };
+    let last = |log: &str, marks: &[&str]| {
+        log.lines()
+            .rev()
+            .find(|l| marks.iter().all(|m| l.contains(m)))
+            .and_then(stamp)
+    };
+    let nth_connect = |n: usize| {
+        client
+            .lines()
+            .filter(|l| l.contains(" connect("))
+            .nth(n)
+            .and_then(stamp)
+    };
+    let marks = [
+        (
+            "process start, runtime and command line",
+            client.lines().next().and_then(stamp),
+        ),
+        (
+            "context (cwd, TZ, catalogue for the credentials)",
+            first(client, &["getcwd("]),
+        ),
+        ("connect and send the request", nth_connect(0)),
+        (
+            "daemon: resolve, journal the job (a flush)",
+            last(daemon, &["POST /api/v1/consultations"]),
+        ),
+        (
+            "the reply reaches the client",
+            last(daemon, &["HTTP/1.1 202"]),
+        ),
+        (
+            "client: open the event stream",
+            first(client, &["HTTP/1.1 202"]),
+        ),
+        ("to the plan recorded", nth_connect(1)),
+        ("the exchanges", first(client, &["event\\\":\\\"plan"])),
+        (
+            "to the last record",
+            last(client, &["event\\\":\\\"finished"]),
+        ),
+        ("to done", last(client, &["event\\\":\\\"recorded"])),
+        ("print and exit", first(client, &["event\\\":\\\"done"])),
+        ("", last(client, &["exit_group("])),
+    ];
+    let mut out = Vec::new();
+    for pair in marks.windows(2) {
+        if let ((phase, Some(from)), (_, Some(to))) = (pair[0], pair[1]) {
+            out.push((phase, (to - from) * 1000.0));
+        }
+    }
+    let total = marks[0].1.zip(marks[marks.len() - 1].1);
+    if let Some((from, to)) = total {
+        out.push(("whole", (to - from) * 1000.0));
+    }
+    // The daemon's flushes from the traced consultation's request on.
+    let request = daemon
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("POST /api/v1/consultations"))
+        .map(|(at, _)| at)
+        .max()
+        .unwrap_or(0);
+    let flushes = daemon
+        .lines()
+        .skip(request)
+        .filter(|l| !l.contains("resumed>"))
+        .filter(|l| {
+            ["fsync(", "fdatasync(", "syncfs("]
+                .iter()
+                .any(|c| l.contains(c))
+        })
+        .count();
+    (out, flushes)
+}
+
+/// `DURABLE_TRACE=DIR`: under `parent`, the daemon and one consultation (after a few to
+/// warm up) under `strace -f -tt`, logged to `DIR/daemon-SIDE.log` and
+/// `DIR/client-SIDE.log`: the breakdown in `docs/DAEMON.md`, "What a round trip costs".
+async fn trace_round_trip(dir: &Path, parent: &Path, side: &'static str) {
+    let server = FakeLlmServer::start(Script::new()).await;
+    let log = |who: &str| dir.join(format!("{who}-{side}.log")).display().to_string();
+    let wrapper: Vec<String> = ["strace", "-f", "-tt", "-o", &log("daemon")]
+        .map(String::from)
+        .to_vec();
+    let warm = Warm::start(parent, side, &server, &wrapper).await;
+    for _ in 0..ROUND_TRIP_WARM {
+        tokio::task::block_in_place(|| time_client(&warm.consult));
+    }
+    let traced: Vec<String> = [
+        "-f",
+        "-tt",
+        "-s",
+        "48",
+        "-o",
+        &log("client"),
+        env!("CARGO_BIN_EXE_advisor-consult"),
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain(warm.consult.iter().cloned())
+    .collect();
+    let status = tokio::task::block_in_place(|| {
+        Command::new("strace")
+            .args(&traced)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("run strace")
+    });
+    assert!(status.success(), "the traced consultation failed");
+    // The child is strace: the daemon itself is told to stop.
+    let pid = nix::unistd::Pid::from_raw(warm.daemon.pid().await as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    println!(
+        "durable_path: traced one consultation {}: {} and {}",
+        warm.side,
+        log("client"),
+        log("daemon")
+    );
+    let client = std::fs::read_to_string(log("client")).unwrap_or_default();
+    let daemon = std::fs::read_to_string(log("daemon")).unwrap_or_default();
+    let (phases, flushes) = phases(&client, &daemon);
+    for (phase, took) in phases {
+        println!("durable_path:   {side}: {phase}: {took:.2} ms");
+    }
+    println!("durable_path:   {side}: the daemon's flushes for it: {flushes}");
+    warm.daemon.stop();
+    server.shutdown().await;
 }
 
 /// What a burst of detached consultations showed: jobs per second, and the daemon's
@@ -492,29 +641,34 @@ async fn main() {
     }
 
     if wanted("round_trip") {
-        // The disk first, then memory, each with its own `--version` runs interleaved;
-        // printed side by side, the bound applied to the disk's (the user's) figure.
-        let on_disk = round_trip(&disk).await;
-        let in_memory = round_trip(if memory.is_dir() { memory } else { &disk }).await;
-        let ratio =
-            |(client, version): (Duration, Duration)| client.as_secs_f64() / version.as_secs_f64();
-        let (disk_ratio, memory_ratio) = (ratio(on_disk), ratio(in_memory));
-        println!(
-            "durable_path: round trip of a two-advisor consultation ÷ `--version`: on the \
-             disk ({}) client {:.2} ms, `--version` {:.2} ms, ratio {disk_ratio:.2} (bound \
-             <= {ROUND_TRIP_BOUND}) | in {} client {:.2} ms, `--version` {:.2} ms, ratio \
-             {memory_ratio:.2}",
-            disk.display(),
-            ms(on_disk.0),
-            ms(on_disk.1),
-            memory.display(),
-            ms(in_memory.0),
-            ms(in_memory.1)
-        );
-        if disk_ratio > ROUND_TRIP_BOUND {
-            broken.push(format!(
-                "round trip on the disk {disk_ratio:.2} > {ROUND_TRIP_BOUND}"
-            ));
+        let in_memory = if memory.is_dir() {
+            memory.to_path_buf()
+        } else {
+            disk.clone()
+        };
+        if let Some(dir) = std::env::var_os("DURABLE_TRACE").map(PathBuf::from) {
+            trace_round_trip(&dir, &disk, "disk").await;
+            trace_round_trip(&dir, &in_memory, "memory").await;
+        } else {
+            // Printed side by side; the bound applies to the disk's, the user's, figure.
+            let times = round_trip(&disk, &in_memory).await;
+            let ratio = |client: Duration| client.as_secs_f64() / times.version.as_secs_f64();
+            let (on_disk, in_mem) = (ratio(times.disk), ratio(times.memory));
+            println!(
+                "durable_path: round trip of a two-advisor consultation ÷ `--version` ({:.2} \
+                 ms): on the disk ({}) {:.2} ms, ratio {on_disk:.2} (bound <= \
+                 {ROUND_TRIP_BOUND}) | in {} {:.2} ms, ratio {in_mem:.2}",
+                ms(times.version),
+                disk.display(),
+                ms(times.disk),
+                in_memory.display(),
+                ms(times.memory),
+            );
+            if on_disk > ROUND_TRIP_BOUND {
+                broken.push(format!(
+                    "round trip on the disk {on_disk:.2} > {ROUND_TRIP_BOUND}"
+                ));
+            }
         }
     }
 

@@ -423,19 +423,23 @@ mod tests {
             let client = Client::connect(socket.clone(), false)
                 .await
                 .expect("no connection is made yet");
-            let (code, shown) = exit_of(
-                client
-                    .health(HealthRequest::default())
-                    .await
-                    .expect_err("nobody answers"),
-            );
-            assert_eq!(code, 4, "{shown}");
-            for fragment in [
-                "there is no socket there",
-                "--no-autostart",
-                "advisord --detach",
-            ] {
-                assert!(shown.contains(fragment), "{fragment}: {shown}");
+            // Every request until one connects says so (a verb may pass over a failed
+            // lookup, as `wait` does, and still say why on its next request).
+            for _ in 0..2 {
+                let (code, shown) = exit_of(
+                    client
+                        .health(HealthRequest::default())
+                        .await
+                        .expect_err("nobody answers"),
+                );
+                assert_eq!(code, 4, "{shown}");
+                for fragment in [
+                    "there is no socket there",
+                    "`--no-autostart` is set",
+                    "advisord --detach",
+                ] {
+                    assert!(shown.contains(fragment), "{fragment}: {shown}");
+                }
             }
             // Somebody answers: each request is one connection, the first included (no
             // connection of its own to check the daemon first).

@@ -230,19 +230,23 @@ impl Client {
         let Some(first) = &self.first_use else {
             return Ok(None);
         };
-        if !first.pending.swap(false, Ordering::AcqRel) {
+        if !first.pending.load(Ordering::Acquire) {
             return Ok(None);
         }
         let me = ownership::me();
         if ownership::check_socket_path(&self.socket, me).is_ok() {
             if let Ok(stream) = UnixStream::connect(&self.socket).await {
+                first.pending.store(false, Ordering::Release);
                 return Ok(Some(stream));
             }
         }
+        // Until a daemon answers, every request says why not (a verb may pass over the
+        // first failure, as `wait` does when it looks the job up).
         let (socket, autostart) = (self.socket.clone(), first.autostart);
         tokio::task::spawn_blocking(move || ensure_daemon(&socket, autostart))
             .await
             .map_err(|e| Error::Internal(format!("a worker thread failed: {e}")))??;
+        first.pending.store(false, Ordering::Release);
         Ok(None)
     }
 }

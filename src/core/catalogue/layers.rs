@@ -80,8 +80,11 @@ impl Layered {
 /// Read `layers` bottom first (the first one, the embedded catalogue, is never an
 /// extension). Each is judged by `validate`.
 pub fn layered(layers: &[Layer], validate: SettingsValidator) -> Result<Layered, CatalogueError> {
+    // Read from the top down, stopping at the first whole catalogue: what it replaces is
+    // not even parsed (a client naming its credentials with `--catalogue` never parses the
+    // embedded one).
     let mut read = Vec::with_capacity(layers.len());
-    for layer in layers {
+    for layer in layers.iter().rev() {
         let yaml: Yaml = serde_yaml_ng::from_str(layer.text).unwrap_or(Yaml::Null);
         let extends = match yaml.as_mapping().and_then(|m| m.get(EXTENDS_KEY)) {
             None => false,
@@ -97,7 +100,11 @@ pub fn layered(layers: &[Layer], validate: SettingsValidator) -> Result<Layered,
             }
         };
         read.push((layer, yaml, extends));
+        if !extends {
+            break;
+        }
     }
+    read.reverse();
     // What a whole catalogue replaces is not read at all: it starts at the last one.
     let start = read
         .iter()
@@ -111,7 +118,7 @@ pub fn layered(layers: &[Layer], validate: SettingsValidator) -> Result<Layered,
             }
         })?;
     let mut merged: Option<(Yaml, Catalogue)> = None;
-    let mut used = Vec::with_capacity(layers.len() - start);
+    let mut used = Vec::with_capacity(read.len() - start);
     for (layer, yaml, extends) in read.into_iter().skip(start) {
         let error = |field: Option<&str>, message: String| CatalogueError {
             source_name: layer.name.to_string(),
@@ -282,6 +289,37 @@ mod tests {
         assert!(!text.contains("extends"));
         let again = Catalogue::parse(&text, "copy", &accept_any_settings).unwrap();
         assert_eq!(&again, got);
+    }
+
+    #[test]
+    fn what_a_whole_file_replaces_is_not_even_parsed() {
+        // Below a whole catalogue, a file whose `extends` is wrong (an error on its own)
+        // and one that is not YAML do not matter: they are never read.
+        let whole = "advisors:\n  - id: only\n    title: Only\n    transport: process\n    \
+                     adapter: process\n    executable: only-bin\n    capabilities: [debugging]\n";
+        let layered = read_with(&[
+            Layer {
+                name: "wrong.yaml",
+                text: "extends: yes please\nadvisors: []\n",
+            },
+            Layer {
+                name: "broken.yaml",
+                text: "advisors: [\n",
+            },
+            Layer {
+                name: "whole.yaml",
+                text: whole,
+            },
+        ])
+        .expect("only the whole catalogue is read");
+        assert_eq!(layered.catalogue.advisors.len(), 1);
+        assert_eq!(
+            layered.layers,
+            vec![LayerUsed {
+                source: "whole.yaml".into(),
+                how: "replaces".into()
+            }]
+        );
     }
 
     #[test]
