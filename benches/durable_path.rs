@@ -518,7 +518,12 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     let server = FakeLlmServer::start(Script::new()).await;
     let scratch = tempfile::tempdir_in(parent).expect("a temporary directory");
     let place = place_in(scratch.path(), &server, 64);
-    let daemon = Spawned::start(&place, &[], env);
+    // `DURABLE_WRAPPER="heaptrack -o FILE"` (or `strace -c -f -o FILE`, `perf record -g
+    // -o FILE`) runs each burst's daemon under that tool, to see where it spends.
+    let wrapper: Vec<String> = std::env::var("DURABLE_WRAPPER")
+        .map(|w| w.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    let daemon = Spawned::start(&place, &wrapper, env);
     let socket = place.socket();
     let pid = daemon.pid().await;
     let mut asked = Vec::new();

@@ -117,6 +117,19 @@ pub struct Jobs {
 /// How long a resumed job waits for the peers to be reachable before finding them.
 const RESUME_MESH_WAIT: Duration = Duration::from_secs(3);
 
+/// How long a connection to an HTTP advisor stays open unused: long enough to serve a
+/// burst's next exchanges, short enough that the buffers of a burst's connections are
+/// freed before the daemon hands its memory back ([`crate::daemon::memory::QUIET`]).
+const ADVISOR_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The HTTP client every job's advisors share (its pool of connections with it).
+fn advisor_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_idle_timeout(ADVISOR_IDLE)
+        .build()
+        .unwrap_or_default()
+}
+
 impl Jobs {
     /// The jobs of a daemon journaling into `journal`, each run by `run`.
     pub(crate) fn new(
@@ -132,7 +145,7 @@ impl Jobs {
             table: JobTable::default(),
             journal,
             registry,
-            http: reqwest::Client::new(),
+            http: advisor_client(),
             token: CancellationToken::new(),
             drain: CancellationToken::new(),
             tracker: TaskTracker::new(),

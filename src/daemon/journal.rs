@@ -10,6 +10,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// What ends the second name of a job's last durable entry (`<id>.json.durable`).
+const DURABLE_SUFFIX: &str = "durable";
+
 /// The version of the journal entry's shape.
 pub const JOURNAL_SCHEMA: u32 = 1;
 
@@ -54,9 +57,9 @@ pub struct JournalError {
 /// from the task (the plan recorded after the job was accepted that no job claims), and
 /// a job's end, if a crash loses it, is found again by resuming the job, which sees every
 /// outcome recorded and asks nobody. Those entries reach the disk with the next flush of
-/// the file system (anyone's) or the kernel's own writeback, and a rename never replaces
-/// an entry by a torn one on the journaling file systems (ext4, XFS, btrfs flush a file
-/// renamed over another before the rename).
+/// the file system (anyone's) or the kernel's own writeback; until then a crash may leave
+/// the newest entry absent, empty or torn, and the load takes the last durable one
+/// instead (see [`Journal::save`]).
 fn must_flush(entry: &JournalEntry) -> bool {
     use crate::protocol::JobState;
     match entry.job.state {
@@ -96,14 +99,32 @@ impl Journal {
         self.dir.join(format!("{id}.json"))
     }
 
-    /// Write `entry` durably, replacing the job's previous entry.
+    /// Where the job's last durable entry is kept beside its newest one: a second name of
+    /// the file an accepted, queued-again or cancelled entry was written to.
+    fn durable_path_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json.{DURABLE_SUFFIX}"))
+    }
+
+    /// Journal `entry`, replacing the job's previous entry; durable when it must be
+    /// ([`must_flush`]).
+    ///
+    /// Each entry is a new file (a temporary file written whole) given the job's name
+    /// `<id>.json` once the previous entry's name is removed: never renamed *over* a file,
+    /// which on ext4 (`auto_da_alloc`) writes the new file out synchronously inside the
+    /// rename, under the directory's lock, so that every job's save queued behind each
+    /// other's disk write. An entry that must be durable also takes the second name
+    /// `<id>.json.durable` (a hard link, renamed over the previous one) before the file
+    /// system is flushed. A crash can lose or tear only entries that need not be durable,
+    /// and the load then takes the job's durable entry: accepted, queued again or
+    /// cancelled, as it last was, and never older than what a reply acknowledged.
     pub fn save(&self, entry: &JournalEntry) -> Result<(), JournalError> {
         debug_assert!(
             entry.context.credentials.is_empty(),
             "credential values are never journaled"
         );
-        let final_path = self.path_of(entry.job.id.as_str());
-        let tmp_path = self.dir.join(format!(".{}.json.tmp", entry.job.id));
+        let id = entry.job.id.as_str();
+        let final_path = self.path_of(id);
+        let tmp_path = self.dir.join(format!(".{id}.json.tmp"));
         let fail = |what: &str, path: &Path| {
             let context = format!("cannot {what} `{}`", path.display());
             move |source| JournalError { context, source }
@@ -112,9 +133,7 @@ impl Journal {
             context: format!("cannot encode job `{}`", entry.job.id),
             source: io::Error::other(e),
         })?;
-        // `0600`: an entry holds the question's context (paths, the task). Written whole
-        // to the temporary file, renamed over the previous entry, and (when it must be
-        // durable now) flushed with the file system: see `must_flush`.
+        // `0600`: an entry holds the question's context (paths, the task).
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -128,24 +147,52 @@ impl Journal {
                 let _ = std::fs::remove_file(&tmp_path);
             })?;
         drop(file);
+        let durable = must_flush(entry);
+        if durable {
+            // The durable name first (a link renamed over the previous durable entry, so
+            // the job always has one), then the job's name.
+            let link_path = self.dir.join(format!(".{id}.json.{DURABLE_SUFFIX}.tmp"));
+            let _ = std::fs::remove_file(&link_path);
+            std::fs::hard_link(&tmp_path, &link_path)
+                .and_then(|()| std::fs::rename(&link_path, self.durable_path_of(id)))
+                .map_err(fail("keep the durable entry", &self.durable_path_of(id)))
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_file(&link_path);
+                    let _ = std::fs::remove_file(&tmp_path);
+                })?;
+        }
+        match std::fs::remove_file(&final_path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                let _ = std::fs::remove_file(&tmp_path);
+                return Err(fail("replace", &final_path)(e));
+            }
+            _ => {}
+        }
         std::fs::rename(&tmp_path, &final_path).map_err(fail("rename into", &final_path))?;
-        if !must_flush(entry) {
+        if !durable {
             return Ok(());
         }
         crate::store::durable::shared(&self.dir)
             .flush()
             .map_err(fail("flush", &self.dir))
     }
+
     /// Forget a pruned job.
     pub fn remove(&self, id: &str) -> Result<(), JournalError> {
-        let path = self.path_of(id);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(JournalError {
-                context: format!("cannot remove `{}`", path.display()),
-                source: e,
-            }),
-            _ => Ok(()),
+        // The durable entry first: one left alone would bring a pruned job back queued
+        // (it would end again without asking anyone, but to no purpose).
+        for path in [self.durable_path_of(id), self.path_of(id)] {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(JournalError {
+                        context: format!("cannot remove `{}`", path.display()),
+                        source: e,
+                    })
+                }
+                _ => {}
+            }
         }
+        Ok(())
     }
 
     /// Every readable entry, oldest job first. An entry that does not parse is moved
@@ -155,7 +202,8 @@ impl Journal {
             context: format!("cannot read `{}`", self.dir.display()),
             source,
         })?;
-        let mut entries = Vec::new();
+        let durable_end = format!(".json.{DURABLE_SUFFIX}");
+        let mut ids = std::collections::BTreeSet::new();
         for item in read_dir.flatten() {
             let path = item.path();
             let name = item.file_name().to_string_lossy().into_owned();
@@ -164,25 +212,56 @@ impl Journal {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }
-            if !name.ends_with(".json") {
+            if name.starts_with('.') {
                 continue;
             }
-            let parsed = std::fs::read(&path)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    serde_json::from_slice::<JournalEntry>(&bytes).map_err(|e| e.to_string())
-                });
-            match parsed {
-                Ok(entry) => entries.push(entry),
-                Err(message) => {
-                    let aside = path.with_extension("corrupt");
-                    tracing::error!(
-                        path = %path.display(),
-                        moved_to = %aside.display(),
+            if let Some(id) = name
+                .strip_suffix(".json")
+                .or_else(|| name.strip_suffix(durable_end.as_str()))
+            {
+                ids.insert(id.to_string());
+            }
+        }
+        let read = |path: &Path| -> Option<Result<JournalEntry, String>> {
+            match std::fs::read(path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => Some(Err(e.to_string())),
+                Ok(bytes) => {
+                    Some(serde_json::from_slice::<JournalEntry>(&bytes).map_err(|e| e.to_string()))
+                }
+            }
+        };
+        let mut entries = Vec::new();
+        for id in ids {
+            let (newest, durable) = (self.path_of(&id), self.durable_path_of(&id));
+            match (read(&newest), read(&durable)) {
+                (Some(Ok(entry)), _) | (None, Some(Ok(entry))) => entries.push(entry),
+                (Some(Err(message)), Some(Ok(entry))) => {
+                    // A newest entry that needed no flush, lost in a crash: the last
+                    // durable one stands, and the records carry what it lacks.
+                    tracing::warn!(
+                        path = %newest.display(),
                         %message,
-                        "unreadable job journal entry moved aside"
+                        "a job's newest journal entry was torn; its last durable entry stands"
                     );
-                    let _ = std::fs::rename(&path, &aside);
+                    let _ = std::fs::remove_file(&newest);
+                    entries.push(entry);
+                }
+                (newest_read, durable_read) => {
+                    for (path, parsed) in [(&newest, newest_read), (&durable, durable_read)] {
+                        let Some(Err(message)) = parsed else { continue };
+                        let aside = self.dir.join(format!(
+                            "{id}{}.corrupt",
+                            if path == &durable { ".durable" } else { "" }
+                        ));
+                        tracing::error!(
+                            path = %path.display(),
+                            moved_to = %aside.display(),
+                            %message,
+                            "unreadable job journal entry moved aside"
+                        );
+                        let _ = std::fs::rename(path, &aside);
+                    }
                 }
             }
         }
@@ -246,5 +325,53 @@ mod tests {
             "the corrupt entry is kept aside"
         );
         assert!(!jobs.join("03.json").exists());
+    }
+
+    #[test]
+    fn a_lost_or_torn_newest_entry_falls_back_to_the_last_durable_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let jobs = dir.path().join("jobs");
+        for id in ["01", "02", "03"] {
+            journal.save(&entry(id)).unwrap();
+            let mut running = entry(id);
+            running.job.state = JobState::Running;
+            journal.save(&running).unwrap();
+        }
+        // Saved without a flush, the newest entry of 02 is torn and 03's is gone: the
+        // accepted entries stand, and 01's newest is read as written.
+        std::fs::write(jobs.join("02.json"), "{\"sch").unwrap();
+        std::fs::remove_file(jobs.join("03.json")).unwrap();
+        let loaded = journal.load_all().unwrap();
+        let states: Vec<(&str, JobState)> = loaded
+            .iter()
+            .map(|e| (e.job.id.as_str(), e.job.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("01", JobState::Running),
+                ("02", JobState::Queued),
+                ("03", JobState::Queued)
+            ]
+        );
+        // A cancel is durable: it replaces the durable entry, so an entry lost after it
+        // never brings the job back to life.
+        let mut cancelled = entry("01");
+        cancelled.job.state = JobState::Cancelled;
+        journal.save(&cancelled).unwrap();
+        let mut later = entry("01");
+        later.job.state = JobState::Cancelled;
+        later.question = Some("later".into());
+        journal.save(&later).unwrap();
+        // (A new file torn, as a save needing no flush can leave it: the flushed one is
+        // the durable entry's own file.)
+        std::fs::remove_file(jobs.join("01.json")).unwrap();
+        std::fs::write(jobs.join("01.json"), "").unwrap();
+        let loaded = journal.load_all().unwrap();
+        assert_eq!(loaded[0].job.state, JobState::Cancelled);
+        journal.remove("01").unwrap();
+        assert!(!jobs.join("01.json").exists() && !jobs.join("01.json.durable").exists());
+        assert_eq!(journal.load_all().unwrap().len(), 2);
     }
 }

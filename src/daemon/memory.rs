@@ -18,22 +18,44 @@
 /// records it cached for tasks nobody used since, and hands the pages back once more.
 pub const QUIET: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// The last running job just ended: hand the allocator's free pages back now, and after
-/// [`QUIET`] drop the cached records of the tasks not used since (a task asked about
-/// again is read again: a listing and its files) and hand back what that freed, so an
+/// The last running job just ended: hand the allocator's free pages back now, and once no
+/// job has ended for [`QUIET`] drop the cached records of the tasks nobody used in its
+/// second half (a task asked about again is read again: a listing and its files) and
+/// hand back what that freed, so an
 /// idle daemon returns to about its size before the burst well within the half minute
 /// `benches/durable_path.rs` allows. Call it from within the runtime.
 pub fn after_burst() {
-    static PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    /// When the last running job last ended (the quiet is counted from there), and
+    /// whether a release is due (its timer runs), under one lock.
+    static QUIET_SINCE: std::sync::Mutex<(Option<tokio::time::Instant>, bool)> =
+        std::sync::Mutex::new((None, false));
+    let quiet = || QUIET_SINCE.lock().unwrap_or_else(|p| p.into_inner());
+    let ended = tokio::time::Instant::now();
     tokio::task::spawn_blocking(release_free_memory);
-    if PENDING.swap(true, std::sync::atomic::Ordering::AcqRel) {
-        return; // a release is already due
+    {
+        let mut state = quiet();
+        state.0 = Some(ended);
+        if std::mem::replace(&mut state.1, true) {
+            // A release is already due; it waits for the quiet counted from this end,
+            // not from the earlier one that armed it (a queue that ran dry for a moment
+            // mid-burst would otherwise release while the burst's tasks are in use).
+            return;
+        }
     }
-    tokio::spawn(async {
-        tokio::time::sleep(QUIET).await;
-        PENDING.store(false, std::sync::atomic::Ordering::Release);
+    tokio::spawn(async move {
+        let mut due = ended + QUIET;
+        loop {
+            tokio::time::sleep_until(due).await;
+            let mut state = quiet();
+            let last = state.0.unwrap_or(ended);
+            if last + QUIET <= tokio::time::Instant::now() {
+                state.1 = false;
+                break;
+            }
+            due = last + QUIET;
+        }
         let _ = tokio::task::spawn_blocking(|| {
-            crate::store::Stores::process().release_idle(QUIET);
+            crate::store::Stores::process().release_idle(QUIET / 2);
             release_free_memory();
         })
         .await;
@@ -45,6 +67,15 @@ pub fn after_burst() {
 /// `benches/durable_path.rs` compares). Call it before any thread starts.
 #[allow(unsafe_code)]
 pub fn limit_arenas() {
+    // SAFETY: as below: plain integers, the allocator's own parameters. A fixed mmap
+    // threshold keeps every block of 128 KiB or more (a task's records, a large answer)
+    // in a mapping of its own, returned whole when freed; glibc's default raises the
+    // threshold each time such a block is freed, and then a burst's large blocks land
+    // among the small ones that outlive it, where no trim can return their pages.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
     if std::env::var_os("ADVISORD_MALLOC_ARENAS").is_some_and(|v| v == "default") {
         return;
     }
