@@ -63,14 +63,35 @@ pub const MAX_FILE_MARKS: u64 = 4096;
 /// once (a command's) writes it after its catch-up.
 pub const SAVE_EVERY: Duration = Duration::from_secs(30);
 
-/// A directory's identity as `stat` gives it.
+/// A directory's identity as `stat` gives it; in the file, an array (the file is read by
+/// every fresh process: it is kept small).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    from = "(u64, u64, i64, i64, i64, i64)",
+    into = "(u64, u64, i64, i64, i64, i64)"
+)]
 pub(super) struct DirId {
     dev: u64,
     ino: u64,
     mtime: (i64, i64),
     ctime: (i64, i64),
+}
+
+impl From<(u64, u64, i64, i64, i64, i64)> for DirId {
+    fn from((dev, ino, m, mn, c, cn): (u64, u64, i64, i64, i64, i64)) -> DirId {
+        DirId {
+            dev,
+            ino,
+            mtime: (m, mn),
+            ctime: (c, cn),
+        }
+    }
+}
+
+impl From<DirId> for (u64, u64, i64, i64, i64, i64) {
+    fn from(d: DirId) -> Self {
+        (d.dev, d.ino, d.mtime.0, d.mtime.1, d.ctime.0, d.ctime.1)
+    }
 }
 
 impl DirId {
@@ -90,9 +111,10 @@ impl DirId {
     }
 }
 
-/// What proves a task's record files unchanged since it was fed up to `fed`.
+/// What proves a task's record files unchanged since it was fed up to `fed`; in the file,
+/// an array of its fields in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "MarkFields", into = "MarkFields")]
 pub(super) struct Mark {
     /// The highest sequence fed.
     pub(super) fed: u64,
@@ -104,8 +126,28 @@ pub(super) struct Mark {
     pub(super) dir: Option<DirId>,
     /// When `dir` does not vouch: each record file at or below `fed` as `stat` saw it,
     /// with the digest of its bytes when it changed within [`RACY_WINDOW`] of that.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) files: Vec<FileMark>,
+}
+
+/// A [`Mark`]'s fields, as the file holds them.
+type MarkFields = (u64, u64, String, Option<DirId>, Vec<FileMark>);
+
+impl From<MarkFields> for Mark {
+    fn from((fed, count, names, dir, files): MarkFields) -> Mark {
+        Mark {
+            fed,
+            count,
+            names,
+            dir,
+            files,
+        }
+    }
+}
+
+impl From<Mark> for MarkFields {
+    fn from(m: Mark) -> Self {
+        (m.fed, m.count, m.names, m.dir, m.files)
+    }
 }
 
 /// One record file of a task whose directory changed too recently to vouch for it.
@@ -254,12 +296,24 @@ pub(super) enum TrackState {
     Unknown,
 }
 
-/// One task in the file.
+/// One task in the file: an array of its mark and its track state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "(Mark, TrackState)", into = "(Mark, TrackState)")]
 pub(super) struct TaskEntry {
     pub(super) mark: Mark,
     pub(super) track: TrackState,
+}
+
+impl From<(Mark, TrackState)> for TaskEntry {
+    fn from((mark, track): (Mark, TrackState)) -> TaskEntry {
+        TaskEntry { mark, track }
+    }
+}
+
+impl From<TaskEntry> for (Mark, TrackState) {
+    fn from(e: TaskEntry) -> Self {
+        (e.mark, e.track)
+    }
 }
 
 /// The file's contents after its header line.
@@ -332,7 +386,10 @@ fn names_up_to(files: &[(u64, u64)], fed: u64) -> (u64, String) {
         text.push_str(&format!("{sequence} {ino}\n"));
         count += 1;
     }
-    (count, chain::digest(text.as_bytes()))
+    // 128 bits of the SHA-256 tell two listings apart; the file stays small.
+    let digest = chain::digest(text.as_bytes());
+    let hex = digest.strip_prefix("sha256:").unwrap_or(&digest);
+    (count, hex[..32.min(hex.len())].to_string())
 }
 
 /// The mark of the task directory `dir` fed up to `fed` and holding `counted` records,
@@ -518,7 +575,10 @@ pub(super) fn read_index(state_dir: &Path) -> Option<Persisted> {
 /// the old one. Not flushed: a lost or torn file is rebuilt.
 pub(super) fn write_index(state_dir: &Path, persisted: &Persisted) -> io::Result<()> {
     let path = index_path(state_dir);
-    let temp = state_dir.join(format!(".{INDEX_FILE}.{}.tmp", std::process::id()));
+    // Unique per writer, so two threads of one process never write the same file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = state_dir.join(format!(".{INDEX_FILE}.{}.{nth}.tmp", std::process::id()));
     let written = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -837,6 +897,10 @@ mod tests {
             bytes
         };
         let text = String::from_utf8(body.to_vec()).expect("utf-8");
+        assert!(
+            text.contains("\"a\":[[5,5,"),
+            "the forgery below changes it: {text}"
+        );
         let spoiled: Vec<(&str, Vec<u8>)> = vec![
             ("torn", good[..good.len() / 2].to_vec()),
             ("empty", Vec::new()),
@@ -851,7 +915,7 @@ mod tests {
             (
                 "forged",
                 with_header(
-                    text.replace("\"fed\":5", "\"fed\":4").as_bytes(),
+                    text.replace("\"a\":[[5,5,", "\"a\":[[4,4,").as_bytes(),
                     INDEX_VERSION,
                 ),
             ),
