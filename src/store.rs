@@ -66,6 +66,7 @@ mod downstream;
 pub mod durable;
 mod files;
 mod identity;
+mod index;
 mod progress;
 mod shared;
 #[cfg(test)]
@@ -78,6 +79,7 @@ pub use budget::RECENT_SPEND;
 pub use cache::{CACHE_BUDGET_BYTES, CACHE_MAX_TASKS, IDLE_RELEASE, LARGE_TASK_BYTES};
 pub use files::{file_name, StoredFile};
 pub use identity::{FileId, RACY_WINDOW};
+pub use index::{index_path, INDEX_FILE, INDEX_VERSION};
 pub use shared::Stores;
 pub use write::Provenance;
 

@@ -29,6 +29,8 @@ pub(super) struct CircuitIndex {
     /// How many watchers failed to watch every task; after a few the store stops
     /// making them and looks at every task each time.
     pub(super) watcher_failures: u32,
+    /// The persisted index (`store::index`): what proves each task unchanged since fed.
+    pub(super) index: index::IndexState,
 }
 
 impl CircuitIndex {
@@ -59,6 +61,10 @@ impl Store {
         }
         let highest = fresh.last().map_or(fed, |r| r.envelope.sequence);
         circuit.fed.insert(task.clone(), highest.max(fed));
+        if !fresh.is_empty() || !circuit.index.counts.contains_key(task) {
+            *circuit.index.counts.entry(task.clone()).or_default() += fresh.len() as u64;
+            circuit.index.clean = false;
+        }
     }
 
     /// Feed the track index `task`'s records as `cache` holds them, and where the chain
@@ -104,6 +110,7 @@ impl Store {
         now: time::OffsetDateTime,
         budgets: bool,
     ) -> Result<(Vec<Record>, Option<Vec<Record>>), StoreError> {
+        self.open_index()?;
         if budgets {
             self.keep_spending()?;
         }
@@ -121,9 +128,21 @@ impl Store {
     /// only past the last record file fed. A store asked more than once watches the state
     /// directory (inotify) and then looks only at the tasks whose directories changed,
     /// so the cost of catching up does not grow with the number of tasks.
+    ///
+    /// A store's first catch-up takes the persisted index first (`store::index`) and skips
+    /// the tasks it proves unchanged; a catch-up that fed something writes it again.
     pub(super) fn feed_every_task(&self) -> Result<(), StoreError> {
+        self.open_index()?;
         let changed = self.changed_tasks()?;
+        let unchanged = std::mem::take(&mut lock(&self.circuit).index.unchanged);
+        let changed: Vec<TaskName> = changed
+            .into_iter()
+            .filter(|task| !unchanged.contains(task))
+            .collect();
         let fed = self.feed_tasks(&changed);
+        if fed.is_ok() {
+            self.save_index();
+        }
         if fed.is_err() {
             // The tasks after the one that failed were not looked at: the watcher has
             // consumed their changes, so look at every task next time.

@@ -80,6 +80,7 @@ impl Store {
         task: &TaskName,
         now: time::OffsetDateTime,
     ) -> Result<Vec<Record>, StoreError> {
+        self.open_index()?;
         self.keep_spending()?;
         self.feed_every_task()?;
         self.spend_history(task, now)
@@ -124,7 +125,9 @@ impl Store {
                     .filter_map(|r| Spent::of(r, since)),
             );
         }
-        lock(&self.circuit).spending = Spending::Kept;
+        let mut circuit = lock(&self.circuit);
+        circuit.spending = Spending::Kept;
+        circuit.index.clean = false;
         Ok(())
     }
 

@@ -34,6 +34,9 @@ struct TaskTrack {
     /// Records past `fed` were read before the ones between (two threads feeding at
     /// once): the task is read through the cache before the next tally.
     behind: bool,
+    /// The resolutions taken from the persisted index (`store::index`) instead of the
+    /// ledger: the task is taken again from its first record as soon as it has more.
+    loaded: Option<Vec<Settled>>,
 }
 
 impl TaskTrack {
@@ -44,9 +47,12 @@ impl TaskTrack {
         self.chained |= record.envelope.prev.is_some();
     }
 
+    fn settled(&self) -> &[Settled] {
+        self.loaded.as_deref().unwrap_or(self.ledger.settled())
+    }
+
     fn counted(&self) -> impl Iterator<Item = &Settled> {
-        self.ledger
-            .settled()
+        self.settled()
             .iter()
             .filter(|s| self.broken_at.is_none_or(|b| s.sequence < b))
     }
@@ -68,6 +74,11 @@ impl TrackIndex {
     /// caller then gives with [`TrackIndex::judged`].
     pub(super) fn feed(&mut self, task: &TaskName, records: &[Record], digests: &[String]) -> bool {
         let kept = self.tasks.entry(task.clone()).or_default();
+        if kept.loaded.is_some() {
+            // No ledger behind the loaded resolutions: take the task from its start.
+            *kept = TaskTrack::default();
+            self.tally = None;
+        }
         if kept.fed > records.last().map_or(0, |r| r.envelope.sequence) {
             // Another thread fed records read past these: this caller is behind.
             return !kept.ledger.settled().is_empty();
@@ -113,6 +124,15 @@ impl TrackIndex {
     /// hold makes both records around it suspect, as the chain's walk does).
     pub(super) fn feed_read(&mut self, task: &TaskName, records: &[Record], digests: &[String]) {
         let kept = self.tasks.entry(task.clone()).or_default();
+        if kept.loaded.is_some() && records.iter().any(|r| r.envelope.sequence > kept.fed) {
+            // No ledger behind the loaded resolutions: read the task through the cache.
+            *kept = TaskTrack {
+                behind: true,
+                ..TaskTrack::default()
+            };
+            self.tally = None;
+            return;
+        }
         for (record, digest) in records.iter().zip(digests) {
             let sequence = record.envelope.sequence;
             if sequence <= kept.fed {
@@ -158,9 +178,46 @@ impl TrackIndex {
     pub(super) fn unjudged(&self) -> Vec<TaskName> {
         self.tasks
             .iter()
-            .filter(|(_, t)| t.behind || (!t.judged && !t.ledger.settled().is_empty()))
+            .filter(|(_, t)| t.behind || (!t.judged && !t.settled().is_empty()))
             .map(|(task, _)| task.clone())
             .collect()
+    }
+
+    /// What the persisted index keeps of every task with resolutions: its resolutions
+    /// and trust, or `None` when the task is behind (read it again).
+    pub(super) fn export(&self) -> HashMap<TaskName, Option<super::index::TrackMark>> {
+        self.tasks
+            .iter()
+            .filter(|(_, t)| t.behind || !t.settled().is_empty())
+            .map(|(task, t)| {
+                let mark = (!t.behind).then(|| {
+                    super::index::TrackMark::new(
+                        t.fed,
+                        t.broken_at,
+                        t.judged,
+                        t.chained,
+                        t.settled(),
+                    )
+                });
+                (task.clone(), mark)
+            })
+            .collect()
+    }
+
+    /// Take `task`'s resolutions from the persisted index.
+    pub(super) fn load(&mut self, task: &TaskName, mark: &super::index::TrackMark) {
+        self.tasks.insert(
+            task.clone(),
+            TaskTrack {
+                fed: mark.fed,
+                broken_at: mark.broken_at,
+                judged: mark.judged,
+                chained: mark.chained,
+                loaded: Some(mark.settled(task)),
+                ..TaskTrack::default()
+            },
+        );
+        self.tally = None;
     }
 
     /// Every advisor's track record over what was fed, by advisor id.

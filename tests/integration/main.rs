@@ -27,6 +27,7 @@ mod layering;
 mod mcp;
 mod mesh;
 mod new_advisor;
+mod no_daemon_index;
 mod operate;
 mod progress_lines;
 mod readme;
