@@ -165,7 +165,7 @@ pub fn explain(
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
     store.with_downstream(&resolved.task, |records, trust, graph| {
-        let mut view = explain::explain(records, id, trust)
+        let mut view = explain::explain_in(records, graph, id, trust)
             .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))?;
         if downstream {
             view.add_downstream(graph, trust);
