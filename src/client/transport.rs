@@ -55,6 +55,15 @@ impl Client {
 
     /// Send one call on a fresh connection and return the response head and body.
     async fn send(&self, call: &HttpCall) -> Result<Response<Incoming>> {
+        self.send_accepting(call, None).await
+    }
+
+    /// [`Client::send`], asking for the reply in `accept` when given.
+    pub(super) async fn send_accepting(
+        &self,
+        call: &HttpCall,
+        accept: Option<&'static str>,
+    ) -> Result<Response<Incoming>> {
         let me = ownership::me();
         ownership::check_socket_path(&self.socket, me).map_err(|reason| self.not_ours(reason))?;
         let stream = UnixStream::connect(&self.socket)
@@ -78,6 +87,9 @@ impl Client {
         if call.body.is_some() {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
+        if let Some(accept) = accept {
+            request = request.header(hyper::header::ACCEPT, accept);
+        }
         let body = match &call.body {
             Some(body) => serde_json::to_vec(body)
                 .map_err(|e| Error::Protocol(format!("the request could not be encoded: {e}")))?,
@@ -93,7 +105,7 @@ impl Client {
     }
 
     /// The connection broke: the daemon went away (or refused this peer).
-    fn lost(&self, e: &hyper::Error) -> Error {
+    pub(super) fn lost(&self, e: &hyper::Error) -> Error {
         self.unreachable(
             format!("the connection failed ({e}); the daemon may have stopped or refused you"),
             "check `advisord` is running as your user, then retry",
@@ -128,7 +140,7 @@ impl Client {
     }
 
     /// The daemon accepted `call` but did not answer within the bound.
-    fn stuck(&self, call: &HttpCall) -> Error {
+    pub(super) fn stuck(&self, call: &HttpCall) -> Error {
         self.unreachable(
             format!(
                 "it accepted `{} {}` but did not answer within {} s",
