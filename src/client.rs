@@ -11,6 +11,7 @@
 
 mod autostart;
 mod transport;
+mod verify_wait;
 
 pub use autostart::{
     answers, autostart_idle_exit, daemon_executable, ensure_daemon, AUTOSTART_IDLE_EXIT_S,
@@ -67,6 +68,10 @@ impl Client {
     /// (credential values only for a verb that consults), never this method's.
     pub async fn send_verb<V: Call>(&self, request: &V) -> Result<V::Response> {
         let call = request.call();
+        if V::NAME == crate::protocol::VerbName::Verify {
+            // Patient while the daemon reports progress (`verify_wait`).
+            return self.verify_waiting(&call).await;
+        }
         let (status, bytes) = self.exchange(&call).await?;
         if !status.is_success() {
             return Err(self.error_reply(status, &bytes));
@@ -81,7 +86,7 @@ impl Client {
     }
 
     /// An error reply turned back into the error the verb would have given in-process.
-    fn error_reply(&self, status: StatusCode, bytes: &[u8]) -> Error {
+    pub(crate) fn error_reply(&self, status: StatusCode, bytes: &[u8]) -> Error {
         let Ok(body) = serde_json::from_slice::<ErrorBody>(bytes) else {
             return Error::Protocol(format!(
                 "the daemon answered {status} without an error body: {}",

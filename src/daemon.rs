@@ -25,6 +25,7 @@ pub mod mesh;
 mod runner;
 pub mod served;
 pub mod socket;
+pub mod verify_progress;
 
 pub use crate::paths::{LOCK_FILE, LOG_FILE, PID_FILE};
 

@@ -166,7 +166,7 @@ pub fn explain(
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
     store.with_downstream(&resolved.task, |records, trust, graph| {
-        let mut view = explain::explain(records, id, trust)
+        let mut view = explain::explain_in(records, graph, id, trust)
             .map_err(|e| Error::NotFound(format!("{e} (task `{}`)", resolved.task)))?;
         if downstream {
             view.add_downstream(graph, trust);
@@ -193,6 +193,30 @@ pub fn tree(
 /// Walk the hash chain of the task, or of every task (`all`), reading every record file
 /// afresh, and admit each record again through the writer's rules of today.
 pub fn verify(registry: &Registry, ctx: &RequestContext, all: bool) -> Result<VerifyReport, Error> {
+    verify_with_progress(registry, ctx, all, &mut |_| {})
+}
+
+/// How far `verify` has gone: in task `task`, `walked` of its `records` (0 walked: its
+/// files are being read).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VerifyProgress {
+    /// The task being verified.
+    pub task: String,
+    /// Its records walked so far.
+    pub walked: usize,
+    /// Its records.
+    pub records: usize,
+}
+
+/// [`verify`], telling `progress` as each task's files are read and every
+/// [`chain::VERIFY_STEP`] records walked (what the daemon streams to a client waiting for a
+/// long verify).
+pub fn verify_with_progress(
+    registry: &Registry,
+    ctx: &RequestContext,
+    all: bool,
+    progress: &mut dyn FnMut(VerifyProgress),
+) -> Result<VerifyReport, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
     let tasks = if all {
@@ -200,16 +224,31 @@ pub fn verify(registry: &Registry, ctx: &RequestContext, all: bool) -> Result<Ve
     } else {
         vec![resolved.task.clone()]
     };
-    verify_tasks(&store, &tasks)
+    verify_tasks(&store, &tasks, progress)
 }
 
-fn verify_tasks(store: &Store, tasks: &[TaskName]) -> Result<VerifyReport, Error> {
+fn verify_tasks(
+    store: &Store,
+    tasks: &[TaskName],
+    progress: &mut dyn FnMut(VerifyProgress),
+) -> Result<VerifyReport, Error> {
     let mut reports = Vec::with_capacity(tasks.len());
     for task in tasks {
+        progress(VerifyProgress {
+            task: task.to_string(),
+            walked: 0,
+            records: 0,
+        });
         let files = store.stored_files(task)?;
         let files: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
         let dir = store.task_dir(task).display().to_string();
-        let mut report = chain::verify_task(task, dir, &files);
+        let mut report = chain::verify_task_with(task, dir, &files, &mut |walked, records| {
+            progress(VerifyProgress {
+                task: task.to_string(),
+                walked,
+                records,
+            })
+        });
         if let Some(machine) = crate::machine::installed() {
             judge_by_machine(&mut report, machine, store, task, &files);
         }
@@ -301,7 +340,7 @@ pub fn check(
     let mut report = check::run(&resolved.root, &resolved.catalogue, path.as_deref());
     // A gate fails on a forged or edited record as well: every task's chain is walked.
     let store = Store::shared(&resolved.state_dir);
-    let verified = verify_tasks(&store, &store.tasks()?)?;
+    let verified = verify_tasks(&store, &store.tasks()?, &mut |_| {})?;
     report.add_verify(&resolved.root, &verified);
     Ok(report)
 }

@@ -60,6 +60,16 @@ impl Client {
         call: &HttpCall,
         connected: Option<UnixStream>,
     ) -> Result<Response<Incoming>> {
+        self.send_accepting(call, connected, None).await
+    }
+
+    /// [`Client::send`], asking for the reply in `accept` when given.
+    pub(super) async fn send_accepting(
+        &self,
+        call: &HttpCall,
+        connected: Option<UnixStream>,
+        accept: Option<&'static str>,
+    ) -> Result<Response<Incoming>> {
         let me = ownership::me();
         ownership::check_socket_path(&self.socket, me).map_err(|reason| self.not_ours(reason))?;
         let stream = match connected {
@@ -86,6 +96,9 @@ impl Client {
         if call.body.is_some() {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
+        if let Some(accept) = accept {
+            request = request.header(hyper::header::ACCEPT, accept);
+        }
         let body = match &call.body {
             Some(body) => serde_json::to_vec(body)
                 .map_err(|e| Error::Protocol(format!("the request could not be encoded: {e}")))?,
@@ -101,7 +114,7 @@ impl Client {
     }
 
     /// The connection broke: the daemon went away (or refused this peer).
-    fn lost(&self, e: &hyper::Error) -> Error {
+    pub(super) fn lost(&self, e: &hyper::Error) -> Error {
         self.unreachable(
             format!("the connection failed ({e}); the daemon may have stopped or refused you"),
             "check `advisord` is running as your user, then retry",
@@ -137,7 +150,7 @@ impl Client {
     }
 
     /// The daemon accepted `call` but did not answer within the bound.
-    fn stuck(&self, call: &HttpCall) -> Error {
+    pub(super) fn stuck(&self, call: &HttpCall) -> Error {
         self.unreachable(
             format!(
                 "it accepted `{} {}` but did not answer within {} s",

@@ -235,6 +235,35 @@ impl Earlier<'_> {
     }
 }
 
+/// Walk the first entries of a task, `entries`, continuing `progress` and the records
+/// before the ones walked (`earlier`, owned): what [`walk`] over them finds, a step of it.
+fn walk_steps<'w>(
+    task: &'w TaskName,
+    entries: &'w [Entry],
+    earlier: Earlier<'w>,
+    progress: Progress,
+    depth: Depth,
+) -> (Progress, Earlier<'w>) {
+    let from = progress.walked;
+    let mut walker = Walker {
+        task,
+        entries,
+        base: 0,
+        p: progress,
+        earlier,
+    };
+    for i in from..entries.len() {
+        walker.step(i, depth);
+    }
+    let mut p = walker.p;
+    p.walked = entries.len();
+    p.head = entries.last().map(|e| Head {
+        sequence: e.sequence,
+        hash: e.digest.to_string(),
+    });
+    (p, walker.earlier)
+}
+
 /// Walk `entries`, the task's entries from index `base` on, continuing `progress` (which
 /// walked the entries before `progress.walked`, at least `base`).
 fn walk_from(
@@ -684,6 +713,20 @@ impl VerifyReport {
 /// edge classified its name by [`FileName`] and gave it sequence 0) is a finding of its
 /// own and is not walked.
 pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
+    verify_task_with(task, dir, files, &mut |_, _| {})
+}
+
+/// How many records `verify`'s walk takes between two reports of its progress.
+pub const VERIFY_STEP: usize = 2_000;
+
+/// [`verify_task`], calling `walked(records walked, records)` after every [`VERIFY_STEP`]
+/// records and at the end, so a caller waiting for a long walk can tell it goes on.
+pub fn verify_task_with(
+    task: &TaskName,
+    dir: String,
+    files: &[File],
+    walked: &mut dyn FnMut(usize, usize),
+) -> TaskReport {
     let (records, strays): (Vec<&File>, Vec<&File>) = files.iter().partition(|f| f.sequence > 0);
     let digests: Vec<String> = records.iter().map(|f| digest(f.bytes)).collect();
     let parsed: Vec<Result<Record, String>> = records
@@ -701,7 +744,22 @@ pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
             record: record.as_ref().map_err(String::as_str),
         })
         .collect();
-    let mut walk = walk(task, &entries, Depth::Rules);
+    // Walked a step at a time (the same walk: each step continues the one before).
+    let (mut progress, mut earlier) = (Progress::default(), Earlier::owned());
+    let mut end = 0;
+    loop {
+        end = (end + VERIFY_STEP).min(entries.len());
+        (progress, earlier) = walk_steps(task, &entries[..end], earlier, progress, Depth::Rules);
+        walked(end, entries.len());
+        if end == entries.len() {
+            break;
+        }
+    }
+    let mut walk = Walk {
+        state: progress.state(),
+        broken_index: progress.broken_index(),
+        findings: progress.findings,
+    };
     let mut names: Vec<&str> = strays.iter().map(|f| f.name).collect();
     names.sort_unstable();
     for name in &names {

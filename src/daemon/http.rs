@@ -259,6 +259,18 @@ async fn serve<V: Call>(
         return Err(Error::ShuttingDown.into());
     }
     let (request, page) = request_of::<V>(api, shape, id, &incoming, V::PAGED).await?;
+    if V::NAME == VerbName::Verify
+        && crate::daemon::verify_progress::wants_progress(&incoming.headers)
+    {
+        // Its progress line by line, then the report (`daemon::verify_progress`).
+        let request = serde_json::to_value(&request)
+            .and_then(serde_json::from_value)
+            .map_err(|e| ApiError::internal(format!("the verify request: {e}")))?;
+        return Ok(crate::daemon::verify_progress::stream(
+            api.registry().clone(),
+            request,
+        ));
+    }
     let mut response = ask(api, request).await?;
     if let Some(page) = page {
         if page.offset.is_some() || page.limit.is_some() {

@@ -57,6 +57,11 @@ impl Served {
         self.jobs.draining()
     }
 
+    /// The adapters' registry the verbs run with.
+    pub fn registry(&self) -> &advisord_adapters::registry::Registry {
+        self.jobs.registry()
+    }
+
     /// Note a request: the daemon is not idle (`--idle-exit`).
     pub fn touch(&self) {
         self.jobs.touch();

@@ -198,6 +198,51 @@ impl Graph {
         graph
     }
 
+    /// The sequences of the records `explain` of `id` reads, in sequence order: the records
+    /// `id` cites, transitively (its path to its assessment among them); what cites those,
+    /// up to three citations down (an assessment's plans, their consultations; its
+    /// disagreements, their resolutions; its conclusions, their validations and the
+    /// conclusions superseding them); and what each of those cites (a conclusion's
+    /// consultations, a plan's reused conclusion, a resolution's favoured answer). `None`
+    /// when `id` was not fed. Costs what those records cost, not the task.
+    pub fn neighbourhood(&self, id: &str) -> Option<Vec<u64>> {
+        let start = *self.at.get(id)?;
+        let mut seen: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+        let mut up = vec![start];
+        let mut above = Vec::new();
+        while let Some(n) = up.pop() {
+            if seen.insert(n) {
+                above.push(n);
+                up.extend(self.nodes[n as usize].cites.iter().map(|(to, _)| *to));
+            }
+        }
+        let mut below = Vec::new();
+        let mut level = above.clone();
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for n in level {
+                for &(by, _) in &self.nodes[n as usize].cited_by {
+                    if seen.insert(by) {
+                        below.push(by);
+                        next.push(by);
+                    }
+                }
+            }
+            level = next;
+        }
+        for n in below {
+            for &(to, _) in &self.nodes[n as usize].cites {
+                seen.insert(to);
+            }
+        }
+        let mut sequences: Vec<u64> = seen
+            .into_iter()
+            .map(|n| self.nodes[n as usize].sequence)
+            .collect();
+        sequences.sort_unstable();
+        Some(sequences)
+    }
+
     /// How many records were fed.
     pub fn len(&self) -> usize {
         self.nodes.len()
