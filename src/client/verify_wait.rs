@@ -23,9 +23,12 @@ impl Client {
     ) -> Result<R> {
         // The first request of a client makes sure of a daemon, as every other does.
         let connected = self.first_connection().await?;
-        let response = tokio::time::timeout(self.bound, self.send_accepting(call, connected, Some(NDJSON)))
-            .await
-            .map_err(|_| self.stuck(call))??;
+        let response = tokio::time::timeout(
+            self.bound,
+            self.send_accepting(call, connected, Some(NDJSON)),
+        )
+        .await
+        .map_err(|_| self.stuck(call))??;
         let status = response.status();
         let streamed = response
             .headers()
