@@ -93,9 +93,20 @@ fn prefill(state: &Path, task: &str, count: usize) {
     });
 }
 
-/// One fresh `advisor-consult VERB --no-daemon` in `place`, for a new task: its time and
-/// its standard output.
-fn call(place: &Place, verb: &[&str]) -> (Duration, String) {
+/// The processor time (user and system) of every child waited for so far.
+fn children_cpu() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+    let time = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec() as u64) + Duration::from_micros(t.tv_usec() as u64)
+    };
+    time(usage.user_time()) + time(usage.system_time())
+}
+
+/// One fresh `advisor-consult VERB --no-daemon` in `place`, for a new task: its wall time,
+/// its processor time and its standard output.
+fn call(place: &Place, verb: &[&str]) -> (Duration, Duration, String) {
+    let cpu = children_cpu();
     let started = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_advisor-consult"))
         .env_clear()
@@ -112,6 +123,7 @@ fn call(place: &Place, verb: &[&str]) -> (Duration, String) {
         .output()
         .expect("run advisor-consult");
     let elapsed = started.elapsed();
+    let cpu = children_cpu().saturating_sub(cpu);
     assert!(
         output.status.success(),
         "{verb:?}: {}",
@@ -119,6 +131,7 @@ fn call(place: &Place, verb: &[&str]) -> (Duration, String) {
     );
     (
         elapsed,
+        cpu,
         String::from_utf8_lossy(&output.stdout).into_owned(),
     )
 }
@@ -126,25 +139,26 @@ fn call(place: &Place, verb: &[&str]) -> (Duration, String) {
 const ADVISORS_VERB: &[&str] = &["advisors"];
 const PLAN_VERB: &[&str] = &["plan", "--materiality", "high"];
 
-/// The median of [`CALLS`] calls of `verb`; every answer must be the first one's.
-fn measure(place: &Place, verb: &[&str]) -> Duration {
-    let (_, answer) = call(place, verb);
-    let times = (0..CALLS)
+/// The medians of [`CALLS`] calls of `verb`: wall time (bounded) and processor time
+/// (printed: on a loaded machine it varies less); every answer must be the first one's.
+fn measure(place: &Place, verb: &[&str]) -> (Duration, Duration) {
+    let (_, _, answer) = call(place, verb);
+    let (walls, cpus) = (0..CALLS)
         .map(|_| {
-            let (time, again) = call(place, verb);
+            let (wall, cpu, again) = call(place, verb);
             assert_eq!(again, answer, "{verb:?}: the index changed the answer");
-            time
+            (wall, cpu)
         })
-        .collect();
-    median(times)
+        .unzip();
+    (median(walls), median(cpus))
 }
 
 /// Whether `verb` answers the same with the index and once it is deleted.
 fn same_without_index(place: &Place, verb: &[&str]) -> bool {
-    let (_, with_index) = call(place, verb);
+    let (_, _, with_index) = call(place, verb);
     std::fs::remove_file(advisord::store::index_path(&place.state()))
         .expect("the index was written");
-    let (_, without) = call(place, verb);
+    let (_, _, without) = call(place, verb);
     with_index == without
 }
 
@@ -172,7 +186,7 @@ fn main() {
     ];
     // The first call after filling reads every record and writes the index.
     for (shape, place) in &roots {
-        let (first, _) = call(place, ADVISORS_VERB);
+        let (first, _, _) = call(place, ADVISORS_VERB);
         println!(
             "no_daemon: first `advisors --no-daemon` after filling ({shape}; reads every \
              record, writes the index) {:.0} ms",
@@ -181,16 +195,18 @@ fn main() {
     }
     let mut broken = false;
     for (name, verb) in [("advisors", ADVISORS_VERB), ("plan", PLAN_VERB)] {
-        let base = measure(&empty, verb);
+        let (base, base_cpu) = measure(&empty, verb);
         for (shape, place) in &roots {
-            let median = measure(place, verb);
+            let (median, cpu) = measure(place, verb);
             let ratio = median.as_secs_f64() / base.as_secs_f64();
             println!(
                 "no_daemon: `{name} --no-daemon` median of {CALLS}: {:.1} ms in {RECORDS} \
                  records ({shape}), {:.1} ms in an empty root: {ratio:.2}x (bound \
-                 {MAX_RATIO}x)",
+                 {MAX_RATIO}x); processor time {:.1} ms against {:.1} ms",
                 ms(median),
                 ms(base),
+                ms(cpu),
+                ms(base_cpu),
             );
             broken |= ratio > MAX_RATIO;
         }

@@ -131,9 +131,7 @@ pub async fn stop(socket: &Path, timeout: Duration, format: Format) -> anyhow::R
     // `stop` returns then, not at the next look of a poll. Without one (a kernel before
     // 5.3), look often.
     let gone = match watch {
-        Some(watch) => tokio::time::timeout(timeout, watch.readable())
-            .await
-            .is_ok_and(|ready| ready.is_ok()),
+        Some(pidfd) => wait_exit(pidfd, timeout).await,
         None => poll_exit(target, timeout).await,
     };
     if gone || exited(target) {
@@ -161,28 +159,34 @@ pub async fn stop(socket: &Path, timeout: Duration, format: Format) -> anyhow::R
 
 /// A handle that turns readable when process `pid` exits (a Linux pidfd), or `None`
 /// where the kernel offers none or the process is already gone.
-#[allow(unsafe_code)]
-fn exit_watch(pid: nix::unistd::Pid) -> Option<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::FromRawFd;
-        // SAFETY: `pidfd_open` takes a pid and flags and returns a new descriptor or -1;
-        // on success the descriptor is ours alone, so `OwnedFd` may own and close it.
-        let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid.as_raw(), 0) };
-        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
-        // SAFETY: see above: a fresh descriptor nobody else holds, and `AsyncFd` owns it
-        // (it stays open for as long as it is registered).
-        unsafe {
-            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
-            tokio::io::unix::AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE)
-                .ok()
+fn exit_watch(pid: nix::unistd::Pid) -> Option<std::os::fd::OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid.as_raw())?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Wait, at most `timeout`, for the process behind `pidfd` to exit; whether it did.
+async fn wait_exit(pidfd: std::os::fd::OwnedFd, timeout: Duration) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            let limit = rustix::event::Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [rustix::event::PollFd::new(
+                &pidfd,
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, Some(&limit)) {
+                Ok(ready) => return ready > 0,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return false,
+            }
         }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = pid;
-        None
-    }
+    })
+    .await
+    .unwrap_or(false)
 }
 
 /// Where no pidfd can be had: look every millisecond or two until `pid` exited or

@@ -61,8 +61,8 @@ impl Store {
         }
         let highest = fresh.last().map_or(fed, |r| r.envelope.sequence);
         circuit.fed.insert(task.clone(), highest.max(fed));
-        if !fresh.is_empty() || !circuit.index.counts.contains_key(task) {
-            *circuit.index.counts.entry(task.clone()).or_default() += fresh.len() as u64;
+        *circuit.index.counts.entry(task.clone()).or_default() += fresh.len() as u64;
+        if !fresh.is_empty() {
             circuit.index.clean = false;
         }
     }

@@ -188,8 +188,21 @@ impl Store {
             }
         }
         let mut total: usize = tasks.iter().map(|(_, s)| s.bytes).sum();
+        let now = Instant::now();
         while total > self.budget || tasks.len() > self.max_tasks {
-            if tasks.peek_lru().is_none_or(|(name, _)| name == task) {
+            let Some((name, slot)) = tasks.peek_lru() else {
+                break;
+            };
+            if name == task {
+                break;
+            }
+            // A large task asked about within `IDLE_RELEASE` is in use: dropping it for
+            // the budget would have its next request read it whole again (seconds at
+            // 100,000 records) each time another task is used in between. It is kept past
+            // the budget and dropped once idle (`release_large_idle`).
+            let in_use =
+                slot.bytes > LARGE_TASK_BYTES && now.duration_since(slot.used) < IDLE_RELEASE;
+            if in_use && tasks.len() <= self.max_tasks {
                 break;
             }
             if let Some((_, slot)) = tasks.pop_lru() {

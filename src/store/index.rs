@@ -962,6 +962,22 @@ mod tests {
         assert!(took_index(&fresh), "only the new file was read");
     }
 
+    /// Budgets' recent spend is kept in the file once a budget was judged, and a fresh
+    /// store takes it instead of reading every task back.
+    #[test]
+    fn the_recent_spend_is_kept_once_budgets_were_judged() {
+        let dir = root();
+        let now = time::OffsetDateTime::now_utc();
+        let a = TaskName::new("a").expect("a task");
+        let first = store(dir.path(), 10);
+        let spent = first.budget_history(&a, now).expect("read");
+        assert!(read_index(dir.path()).is_some_and(|p| p.recent.is_some()));
+        let fresh = store(dir.path(), 10);
+        assert_eq!(fresh.budget_history(&a, now).expect("read"), spent);
+        assert!(lock(&fresh.circuit).spending == Spending::Kept);
+        assert_eq!(fresh.cached().1, 1, "only the task asked about was read");
+    }
+
     /// A hand that edits a record (through a rename, as editors and `sed -i` do, or in
     /// place within the racy window) or removes one is noticed: the index is rebuilt.
     #[test]
