@@ -123,6 +123,23 @@ impl Spawned {
         health["pid"].as_u64().expect("a pid") as u32
     }
 
+    /// Stop the daemon itself (SIGTERM to the pid it reports: a wrapper such as strace
+    /// would leave it running when signalled), then the child.
+    async fn shut(self) {
+        let pid = self.pid().await;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let started = Instant::now();
+        while !daemon_helper::process_gone(pid as i32)
+            && started.elapsed() < Duration::from_secs(20)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.stop();
+    }
+
     fn stop(mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
@@ -232,7 +249,7 @@ async fn flushes() -> f64 {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after = flush_calls(&log);
-    daemon.stop();
+    daemon.shut().await;
     server.shutdown().await;
     (after - before) as f64 / COUNTED as f64
 }
@@ -597,7 +614,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     } else {
         None
     };
-    daemon.stop();
+    daemon.shut().await;
     server.shutdown().await;
     Burst {
         per_second,
