@@ -22,6 +22,15 @@
 //! other machines' disks, and on this one each record's flush (`syncfs` of the state
 //! directory's file system) would also flush the nodes' three copies of the message.
 //!
+//! The catch-up creates 10,000 files on the state directory's disk. On ext4, creating a
+//! file looks past inodes freed in the last minutes (`recently_deleted` in `perf`), so
+//! right after a run that deleted tens of thousands of files (this bench's own clean-up,
+//! or `no_daemon`'s and `big_task`'s) the same catch-up takes two to five times as long:
+//! judge the figure on a run started a few minutes after the last mass deletion.
+//! `JOURNAL_BENCH_LOG` sets the daemons' `RUST_LOG` (e.g. `warn,advisord::journal=debug`,
+//! which logs when the follower starts and when the replica is current), and
+//! `JOURNAL_BENCH_KEEP=FILE` copies the late daemon's log there.
+//!
 //! `cargo bench -p advisord --bench journal` (exits 1 when a goal is broken).
 
 #[path = "support/stats.rs"]
@@ -109,7 +118,10 @@ impl Machine {
             .env("ADVISORD_DATA_DIR", self.world.data())
             .env("ADVISORD_MESH_URL", &self.urls)
             .env("ADVISORD_MESH_RUNTIME", &self.name)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("JOURNAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .arg("--socket")
             .arg(self.world.socket())
             .arg("--data-dir")
@@ -382,6 +394,9 @@ fn catch_up(late: &Machine) -> bool {
     });
     let (first, _) = late.status("probe", false);
     let took = watched.join().expect("the watcher");
+    if let Ok(keep) = std::env::var("JOURNAL_BENCH_KEEP") {
+        let _ = std::fs::copy(late.log(), keep);
+    }
     let (shown, records) = late.status(BIG, false);
     assert_eq!(records, BIG_RECORDS, "{} shows every record", late.name);
     println!(
@@ -473,6 +488,9 @@ fn main() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // What the others wrote is flushed first: on a team those replicas sit on other
+    // machines' disks, and their writeback would otherwise land inside the late one's figure.
+    nix::unistd::sync();
     machines[2].start();
     results.push(("catch-up", catch_up(&machines[2])));
     results.push(("status", status_ratio(&machines[2])));

@@ -23,6 +23,9 @@ const PUBLISH_BOUND: Duration = Duration::from_secs(10);
 /// How long attaching a state directory waits for the replica to catch up before views
 /// read what it has (the follower carries on in the background).
 const ATTACH_BOUND: Duration = Duration::from_secs(5);
+/// How long a view waits for a bus that is not connected before it reads what the replica
+/// holds.
+const UNCONNECTED_BOUND: Duration = Duration::from_secs(2);
 /// The replication of a journal's stream on a cluster.
 const REPLICAS: usize = 3;
 
@@ -266,20 +269,39 @@ impl Journal {
         let follower = shared.clone();
         self.runtime
             .spawn(async move { follower.follow(caught_up).await });
-        let bound = if !wait {
-            Duration::ZERO
-        } else if self.client.connection_state() == async_nats::connection::State::Connected {
-            ATTACH_BOUND
-        } else {
-            Duration::from_secs(2)
-        };
-        if rx.recv_timeout(bound).is_err() {
+        if wait && !self.caught_up_in_time(&rx) {
             tracing::warn!(
                 journal = %shared.name,
                 "the replica is not current yet; views read what it holds"
             );
         }
         Some(shared)
+    }
+
+    /// Wait for the first catch-up of an attached state directory (`caught_up`): up to
+    /// [`ATTACH_BOUND`] while the bus is connected, and at most [`UNCONNECTED_BOUND`] while it
+    /// is not. A daemon just started may still be connecting (its first view then waits
+    /// for the connection and the catch-up, not a fixed time), while a bus that is down
+    /// must not hold a view long: it reads what the replica holds.
+    fn caught_up_in_time(&self, caught_up: &std::sync::mpsc::Receiver<()>) -> bool {
+        let started = std::time::Instant::now();
+        loop {
+            match caught_up.recv_timeout(Duration::from_millis(10)) {
+                Ok(()) => return true,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let connected =
+                self.client.connection_state() == async_nats::connection::State::Connected;
+            let bound = if connected {
+                ATTACH_BOUND
+            } else {
+                UNCONNECTED_BOUND
+            };
+            if started.elapsed() >= bound {
+                return false;
+            }
+        }
     }
 
     /// Publish record `sequence` of `task` (`bytes`, id `id`) for `shared`: `Ok` once
