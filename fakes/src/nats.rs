@@ -16,6 +16,8 @@ pub const ENV_SERVER: &str = "ADVISORD_NATS_SERVER";
 
 /// How long a server may take to accept connections.
 const START_BOUND: Duration = Duration::from_secs(10);
+/// How many times a JetStream cluster is formed on fresh ports before giving up.
+const CLUSTER_ATTEMPTS: usize = 4;
 
 /// The `nats-server` binary, or a message saying how to install it.
 pub fn server_binary() -> Result<PathBuf, String> {
@@ -129,6 +131,23 @@ impl NatsServer {
     /// one accepts clients. The JetStream meta group may still be electing its leader:
     /// callers poll (with a bound) for what they need.
     pub fn jetstream_cluster(n: usize) -> Vec<NatsServer> {
+        // A route port is chosen, released, then handed to its node: another process (a
+        // server of a test running beside this one) may take it in between, and the node
+        // then exits at start. The cluster is then formed again on fresh ports.
+        let mut failures = Vec::new();
+        for _ in 0..CLUSTER_ATTEMPTS {
+            match NatsServer::try_jetstream_cluster(n) {
+                Ok(cluster) => return cluster,
+                Err(failure) => failures.push(failure),
+            }
+        }
+        panic!(
+            "no JetStream cluster could be formed: {}",
+            failures.join("; ")
+        );
+    }
+
+    fn try_jetstream_cluster(n: usize) -> Result<Vec<NatsServer>, String> {
         // JetStream's cluster needs every node's routes from the start: the route ports
         // are chosen first (held until all are known, so no two are the same).
         let held: Vec<std::net::TcpListener> = (0..n)
@@ -144,10 +163,9 @@ impl NatsServer {
             .map(|p| format!("nats://127.0.0.1:{p}"))
             .collect::<Vec<_>>()
             .join(",");
-        let spawned: Vec<NatsServer> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, port)| {
+        let mut spawned = Vec::with_capacity(n);
+        for (i, port) in ports.iter().enumerate() {
+            spawned.push({
                 let store = tempfile::tempdir().expect("a temporary directory");
                 let name = format!("n{}", i + 1);
                 let args = vec![
@@ -173,11 +191,12 @@ impl NatsServer {
                     name: Some(name),
                     child: None,
                 };
-                server.spawn();
+                // Dropping what was spawned so far stops it.
+                server.try_spawn()?;
                 server
-            })
-            .collect();
-        spawned
+            });
+        }
+        Ok(spawned)
     }
 
     /// The server's name, for a JetStream cluster's node.
@@ -215,6 +234,13 @@ impl NatsServer {
     }
 
     fn spawn(&mut self) {
+        if let Err(failure) = self.try_spawn() {
+            panic!("{failure}");
+        }
+    }
+
+    /// Start the server and wait until it accepts clients; `Err` when it exits at start.
+    fn try_spawn(&mut self) -> Result<(), String> {
         for entry in std::fs::read_dir(self.ports_dir.path())
             .into_iter()
             .flatten()
@@ -243,14 +269,18 @@ impl NatsServer {
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("`{}` exited ({status}) at start", self.binary.display());
+                    self.child = None;
+                    return Err(format!(
+                        "`{}` exited ({status}) at start",
+                        self.binary.display()
+                    ));
                 }
             }
             if let Some((client, cluster)) = self.read_ports() {
                 self.port = client;
                 self.cluster_port = cluster.or(self.cluster_port);
                 if std::net::TcpStream::connect(("127.0.0.1", client)).is_ok() {
-                    return;
+                    return Ok(());
                 }
             }
             assert!(
