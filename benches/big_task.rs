@@ -24,14 +24,13 @@
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
+#[path = "support/flow.rs"]
+mod flow;
 #[path = "support/stats.rs"]
 mod stats;
 
 use advisord::core::chain::{self, Head};
-use advisord::core::records::{
-    Assessment, Body, Conclusion, Confidence, Consultation, ConsultationStatus, Envelope,
-    Materiality, Mode, Plan, Record, Selected, TaskName, SCHEMA_VERSION,
-};
+use advisord::core::records::{Envelope, Record, TaskName, SCHEMA_VERSION};
 use advisord::machine::anchor::Anchors;
 use advisord::store::file_name;
 use daemon_helper::{call, call_json, Binary, Place};
@@ -51,86 +50,11 @@ const VERIFY_BOUND: Duration = Duration::from_secs(2);
 const WRITE_RATIO: f64 = 1.5;
 const READ_RATIO: f64 = 2.0;
 const RSS_BOUND_MIB: f64 = 64.0;
-const CREATED: &str = "2026-03-01T12:00:00.000Z";
+use flow::CREATED;
 
 /// The id of record `sequence` of the task tagged `tag` (three letters).
 fn id(tag: &str, sequence: usize) -> String {
     format!("01J{tag}{sequence:020}")
-}
-
-/// The `i`th flow's records: assessment, plan, consultation, conclusion.
-fn flow(tag: &str, i: usize) -> [Body; 4] {
-    let (a, p) = (id(tag, 4 * i + 1), id(tag, 4 * i + 2));
-    [
-        Body::Assessment(Assessment {
-            subject: format!("stored decision {i}"),
-            materiality: Materiality::Low,
-            confidence: Confidence::Medium,
-            hypothesis: "the simple option holds".into(),
-            facts: vec!["one fact".into()],
-            assumptions: vec![],
-            questions: vec![],
-            evidence: vec![],
-            capabilities: vec![],
-            new_evidence: false,
-        }),
-        Body::Plan(Plan {
-            assessment: a.clone(),
-            mode: Mode::Standard,
-            budget: 1,
-            capabilities: vec!["independent_reasoning".into()],
-            selected: vec![Selected {
-                advisor: "alpha".into(),
-                adapter: "process".into(),
-                covers: vec!["independent_reasoning".into()],
-                why: "covers the request".into(),
-            }],
-            left_out: vec![],
-            availability: vec![],
-            reuse: None,
-            local_review: vec![],
-            uncovered_capabilities: vec![],
-            question: None,
-            prior_opinion: None,
-            prompt_bytes: None,
-            prompt_sha256: None,
-        }),
-        Body::Consultation(Consultation {
-            plan: p,
-            advisor: "alpha".into(),
-            status: ConsultationStatus::Completed,
-            failure: None,
-            diagnostic: None,
-            conclusion: Some("it holds".into()),
-            stance: None,
-            assumptions: vec![],
-            risks: vec![],
-            actions: vec![],
-            falsifiers: vec![],
-            confidence: None,
-            duration_ms: None,
-            usage: None,
-            retry_after_s: None,
-            invariants: Vec::new(),
-            source: None,
-            attestation: None,
-            finished_at: CREATED.into(),
-        }),
-        Body::Conclusion(Conclusion {
-            assessment: a,
-            decision: "keep it".into(),
-            rationale: "alpha agrees".into(),
-            evidence: vec![],
-            consultations: vec![id(tag, 4 * i + 3)],
-            rejected_alternatives: vec![],
-            risks: vec![],
-            validation_plan: None,
-            supersedes: None,
-            invariants: Vec::new(),
-            reviewed_by: vec![],
-            independent_review_count: 0,
-        }),
-    ]
 }
 
 /// Fill `task` with `count` records (whole flows), chained as the writer chains them, and
@@ -141,7 +65,7 @@ fn fill(state: &Path, data: &Path, task: &str, tag: &str, count: usize) {
     let mut prev = chain::GENESIS.to_string();
     let mut sequence = 0;
     for i in 0..count / 4 {
-        for body in flow(tag, i) {
+        for body in flow::flow(i, |n| id(tag, n), format!("stored decision {i}"), false) {
             sequence += 1;
             let record = Record {
                 envelope: Envelope {

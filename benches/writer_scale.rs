@@ -16,6 +16,8 @@
 //!
 //! The state directory is created under the target directory, not `/tmp`.
 
+#[path = "support/flow.rs"]
+mod flow;
 #[path = "support/stats.rs"]
 mod stats;
 
@@ -24,10 +26,7 @@ use advisord::core::catalogue::Catalogue;
 use advisord::core::chain;
 use advisord::core::policy::PlanEnv;
 use advisord::core::records::TaskName;
-use advisord::core::records::{
-    Assessment, Body, Conclusion, Confidence, Consultation, ConsultationStatus, Envelope,
-    Materiality, Mode, Plan, Record, Selected, SCHEMA_VERSION,
-};
+use advisord::core::records::{Body, Envelope, Mode, Record, SCHEMA_VERSION};
 use advisord::store::{file_name, Store};
 use nix::time::{clock_gettime, ClockId};
 use serde_json::json;
@@ -55,82 +54,7 @@ fn thread_cpu() -> Duration {
     Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32)
 }
 
-/// The `i`th flow's records: assessment, plan, consultation, conclusion.
-fn flow(i: usize) -> [Body; 4] {
-    let (a, p) = (id(4 * i + 1), id(4 * i + 2));
-    [
-        Body::Assessment(Assessment {
-            subject: format!("Stored decision {i}"),
-            materiality: Materiality::Low,
-            confidence: Confidence::Medium,
-            hypothesis: "the simple option holds".into(),
-            facts: vec!["one fact".into()],
-            assumptions: vec![],
-            questions: vec![],
-            evidence: vec![],
-            capabilities: vec![],
-            new_evidence: false,
-        }),
-        Body::Plan(Plan {
-            assessment: a.clone(),
-            mode: Mode::Standard,
-            budget: 1,
-            capabilities: vec!["independent_reasoning".into()],
-            selected: vec![Selected {
-                advisor: "alpha".into(),
-                adapter: "process".into(),
-                covers: vec!["independent_reasoning".into()],
-                why: "covers the request".into(),
-            }],
-            left_out: vec![],
-            availability: vec![],
-            reuse: None,
-            local_review: vec![],
-            uncovered_capabilities: vec![],
-            question: None,
-            prior_opinion: None,
-            prompt_bytes: None,
-            prompt_sha256: None,
-        }),
-        Body::Consultation(Consultation {
-            plan: p,
-            advisor: "alpha".into(),
-            status: ConsultationStatus::Completed,
-            failure: None,
-            diagnostic: None,
-            conclusion: Some("it holds".into()),
-            stance: None,
-            assumptions: vec![],
-            risks: vec![],
-            actions: vec![],
-            falsifiers: vec![],
-            confidence: None,
-            duration_ms: None,
-            usage: None,
-            retry_after_s: None,
-            invariants: Vec::new(),
-            source: None,
-            attestation: None,
-            finished_at: CREATED.into(),
-        }),
-        Body::Conclusion(Conclusion {
-            assessment: a,
-            decision: "keep it".into(),
-            rationale: "alpha agrees".into(),
-            evidence: vec![],
-            consultations: vec![id(4 * i + 3)],
-            rejected_alternatives: vec![],
-            risks: vec![],
-            validation_plan: None,
-            supersedes: None,
-            invariants: Vec::new(),
-            reviewed_by: vec!["alpha".into()],
-            independent_review_count: 1,
-        }),
-    ]
-}
-
-const CREATED: &str = "2026-03-01T12:00:00.000Z";
+use flow::CREATED;
 
 /// The id of record `sequence` of a filled task.
 fn id(sequence: usize) -> String {
@@ -143,7 +67,10 @@ fn fill(state: &Path, task: &str, count: usize) {
     std::fs::create_dir_all(&dir).expect("the task directory");
     let mut prev = chain::GENESIS.to_string();
     for i in 0..count / 4 {
-        for (k, body) in flow(i).into_iter().enumerate() {
+        for (k, body) in flow::flow(i, id, format!("Stored decision {i}"), true)
+            .into_iter()
+            .enumerate()
+        {
             let sequence = 4 * i + k + 1;
             let record = Record {
                 envelope: Envelope {
