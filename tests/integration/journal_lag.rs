@@ -4,6 +4,7 @@
 //! how far behind this machine's replica may be; once the bus is back and the replica
 //! caught up they stop saying so. A local task's views are unchanged.
 
+use super::journal::formed_cluster;
 use super::support::client::{daemon_exe, stop_child, Advisor, World};
 use super::support::output::Output;
 use advisord_fakes::nats::NatsServer;
@@ -119,37 +120,6 @@ impl Drop for Machine {
     fn drop(&mut self) {
         stop_child(&mut self.daemon);
     }
-}
-
-/// A JetStream cluster whose meta group places three replicas (polled, bounded).
-fn formed_cluster() -> Vec<NatsServer> {
-    let cluster = NatsServer::jetstream_cluster(3);
-    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    runtime.block_on(async {
-        let client = async_nats::connect(urls).await.expect("connect");
-        let js = async_nats::jetstream::new(client);
-        let started = Instant::now();
-        loop {
-            let probe = async_nats::jetstream::stream::Config {
-                name: "PROBE".into(),
-                subjects: vec!["probe".into()],
-                num_replicas: 3,
-                ..Default::default()
-            };
-            let made = tokio::time::timeout(Duration::from_secs(2), js.create_stream(probe));
-            if let Ok(Ok(_)) = made.await {
-                let _ = js.delete_stream("PROBE").await;
-                return;
-            }
-            assert!(
-                started.elapsed() < CONVERGE,
-                "the JetStream cluster did not form within {CONVERGE:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    cluster
 }
 
 #[test]
