@@ -11,7 +11,8 @@
 //! 2× the empty root.
 //!
 //! The same verb with `--no-daemon` is printed for information, without a bound: a new
-//! process has no cache and reads every consultation of the root once per call.
+//! process has no memory of its own, and reads what the persisted index (`<state>/+index`)
+//! does not already hold (`benches/no_daemon.rs` bounds that path).
 //!
 //! `cargo bench -p advisord --bench daemon_advisors`
 
@@ -285,7 +286,7 @@ async fn main() {
     );
     let (cli_empty, cli_large) = (without_daemon(&empty), without_daemon(&large));
     println!(
-        "daemon_advisors: --no-daemon (no bound; a new process reads every consultation): \
+        "daemon_advisors: --no-daemon (no bound here; a new process reads past the persisted index): \
          {:.0} ms in the large root, {:.0} ms in the empty one",
         ms(cli_large),
         ms(cli_empty)
