@@ -39,6 +39,8 @@ mod stats;
 mod support {
     #[path = "../../tests/integration/support/client.rs"]
     pub mod client;
+    #[path = "../../tests/integration/support/cluster.rs"]
+    pub mod cluster;
     #[path = "../../tests/integration/support/output.rs"]
     pub mod output;
 }
@@ -50,6 +52,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::client::{daemon_exe, stop_child, Advisor, World};
+use support::cluster::formed_cluster;
 use support::output::Output;
 
 /// The journal the repositories name.
@@ -222,37 +225,6 @@ impl Drop for Machine {
 fn assessment(subject: &str) -> Value {
     json!({"kind": "assessment", "subject": subject, "materiality": "low",
         "hypothesis": "one writer is enough", "facts": ["one fact"]})
-}
-
-/// A JetStream cluster whose meta group has a leader and places three replicas (polled,
-/// bounded).
-fn formed_cluster(runtime: &tokio::runtime::Runtime) -> Vec<NatsServer> {
-    let cluster = NatsServer::jetstream_cluster(3);
-    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
-    runtime.block_on(async {
-        let client = async_nats::connect(urls).await.expect("connect");
-        let js = async_nats::jetstream::new(client);
-        let started = Instant::now();
-        loop {
-            let probe = async_nats::jetstream::stream::Config {
-                name: "PROBE".into(),
-                subjects: vec!["probe".into()],
-                num_replicas: 3,
-                ..Default::default()
-            };
-            let made = tokio::time::timeout(Duration::from_secs(2), js.create_stream(probe));
-            if let Ok(Ok(_)) = made.await {
-                let _ = js.delete_stream("PROBE").await;
-                return;
-            }
-            assert!(
-                started.elapsed() < CONVERGE,
-                "the JetStream cluster did not form within {CONVERGE:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    cluster
 }
 
 /// The first figure: the added latency of a shared write over a local one; whether the
@@ -459,7 +431,7 @@ fn main() {
         dir
     });
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let cluster = formed_cluster(&runtime);
+    let cluster = formed_cluster();
     let mut machines: Vec<Machine> = ["m1", "m2", "m3"]
         .iter()
         .map(|name| Machine::new(name, &cluster))

@@ -5,6 +5,7 @@
 
 use super::support::cli::Project;
 use super::support::client::{daemon_exe, stop_child, Advisor, World};
+pub(crate) use super::support::cluster::formed_cluster;
 use super::support::output::Output;
 use advisord_fakes::nats::NatsServer;
 use serde_json::{json, Value};
@@ -261,38 +262,6 @@ pub(crate) fn conclusion(assessment: &str, decision: &str) -> Value {
         "rationale": "measured", "consultations": [],
         "evidence": [{"kind": "test", "ref": "queue_bench"}],
         "validation_plan": "run the queue benchmark"})
-}
-
-/// A JetStream cluster whose meta group has a leader and places three replicas (polled,
-/// bounded).
-pub(crate) fn formed_cluster() -> Vec<NatsServer> {
-    let cluster = NatsServer::jetstream_cluster(3);
-    let urls: Vec<String> = cluster.iter().map(NatsServer::url).collect();
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    runtime.block_on(async {
-        let client = async_nats::connect(urls).await.expect("connect");
-        let js = async_nats::jetstream::new(client);
-        let started = Instant::now();
-        loop {
-            let probe = async_nats::jetstream::stream::Config {
-                name: "PROBE".into(),
-                subjects: vec!["probe".into()],
-                num_replicas: 3,
-                ..Default::default()
-            };
-            let made = tokio::time::timeout(Duration::from_secs(2), js.create_stream(probe));
-            if let Ok(Ok(_)) = made.await {
-                let _ = js.delete_stream("PROBE").await;
-                return;
-            }
-            assert!(
-                started.elapsed() < CONVERGE,
-                "the JetStream cluster did not form within {CONVERGE:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    });
-    cluster
 }
 
 fn machines(cluster: &[NatsServer]) -> Vec<Machine> {

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod cluster;
 pub mod daemon;
 pub mod mesh;
 pub mod output;
