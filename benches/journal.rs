@@ -49,10 +49,10 @@ use advisord_fakes::nats::NatsServer;
 use serde_json::{json, Value};
 use stats::{median, ms};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
-use support::client::{daemon_exe, stop_child, Advisor, World};
-use support::cluster::formed_cluster;
+use support::client::{stop_child, World};
+use support::cluster::{formed_cluster, journal_world, start_journal_daemon, urls};
 use support::output::Output;
 
 /// The journal the repositories name.
@@ -87,21 +87,10 @@ struct Machine {
 impl Machine {
     /// A machine whose daemon is not started yet.
     fn new(name: &str, cluster: &[NatsServer]) -> Machine {
-        let world = World::new(&[Advisor::new("adv1", "supports", 0)]);
-        std::fs::write(
-            world.root().join(".advisord/project.yaml"),
-            format!("journal: {JOURNAL}\n"),
-        )
-        .expect("project file");
-        let urls = cluster
-            .iter()
-            .map(NatsServer::url)
-            .collect::<Vec<_>>()
-            .join(",");
         Machine {
-            world,
+            world: journal_world(JOURNAL),
             name: name.to_string(),
-            urls,
+            urls: urls(cluster),
             daemon: None,
         }
     }
@@ -111,34 +100,14 @@ impl Machine {
     }
 
     fn start(&mut self) {
-        let log = std::fs::File::create(self.log()).expect("log");
-        let home = self.world.root().parent().expect("parent").join("home");
-        let child = Command::new(daemon_exe())
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", home)
-            .env("TMPDIR", self.world.tmp())
-            .env("ADVISORD_DATA_DIR", self.world.data())
-            .env("ADVISORD_MESH_URL", &self.urls)
-            .env("ADVISORD_MESH_RUNTIME", &self.name)
-            .env(
-                "RUST_LOG",
-                std::env::var("JOURNAL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .arg("--socket")
-            .arg(self.world.socket())
-            .arg("--data-dir")
-            .arg(self.world.data())
-            .arg("--grace")
-            .arg("0.5")
-            .arg("--journal")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn advisord");
-        self.daemon = Some(child);
-        self.world.wait_for_socket();
+        let rust_log = std::env::var("JOURNAL_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+        self.daemon = Some(start_journal_daemon(
+            &self.world,
+            &self.name,
+            &self.urls,
+            Some(&rust_log),
+            &self.log(),
+        ));
     }
 
     /// The local state directory (no journal shares a `--state-dir`).

@@ -4,13 +4,14 @@
 //! machine a real `advisord --journal` with its own clone of the repository.
 
 use super::support::cli::Project;
-use super::support::client::{daemon_exe, stop_child, Advisor, World};
+use super::support::client::{stop_child, World};
 pub(crate) use super::support::cluster::formed_cluster;
+use super::support::cluster::{journal_world, start_journal_daemon, urls};
 use super::support::output::Output;
 use advisord_fakes::nats::NatsServer;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// The shared task of these tests.
@@ -144,21 +145,10 @@ pub(crate) struct Machine {
 
 impl Machine {
     pub(crate) fn new(name: &str, cluster: &[NatsServer]) -> Machine {
-        let world = World::new(&[Advisor::new("adv1", "supports", 0)]);
-        std::fs::write(
-            world.root().join(".advisord/project.yaml"),
-            format!("journal: {JOURNAL}\n"),
-        )
-        .expect("project file");
-        let urls = cluster
-            .iter()
-            .map(NatsServer::url)
-            .collect::<Vec<_>>()
-            .join(",");
         let mut machine = Machine {
-            world,
+            world: journal_world(JOURNAL),
             name: name.to_string(),
-            urls,
+            urls: urls(cluster),
             daemon: None,
         };
         machine.start();
@@ -170,31 +160,13 @@ impl Machine {
     }
 
     fn start(&mut self) {
-        let log = std::fs::File::create(self.log()).expect("log");
-        let home = self.world.root().parent().expect("parent").join("home");
-        let child = Command::new(daemon_exe())
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", home)
-            .env("TMPDIR", self.world.tmp())
-            .env("ADVISORD_DATA_DIR", self.world.data())
-            .env("ADVISORD_MESH_URL", &self.urls)
-            .env("ADVISORD_MESH_RUNTIME", &self.name)
-            .env("RUST_LOG", "info,advisord::journal=debug")
-            .arg("--socket")
-            .arg(self.world.socket())
-            .arg("--data-dir")
-            .arg(self.world.data())
-            .arg("--grace")
-            .arg("0.5")
-            .arg("--journal")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn advisord");
-        self.daemon = Some(child);
-        self.world.wait_for_socket();
+        self.daemon = Some(start_journal_daemon(
+            &self.world,
+            &self.name,
+            &self.urls,
+            Some("info,advisord::journal=debug"),
+            &self.log(),
+        ));
     }
 
     pub(crate) fn run(&self, args: &[&str]) -> Output {

@@ -5,11 +5,12 @@
 //! caught up they stop saying so. A local task's views are unchanged.
 
 use super::journal::formed_cluster;
-use super::support::client::{daemon_exe, stop_child, Advisor, World};
+use super::support::client::{stop_child, World};
+use super::support::cluster::{journal_world, start_journal_daemon, urls};
 use super::support::output::Output;
 use advisord_fakes::nats::NatsServer;
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 const TASK: &str = "shared";
@@ -26,39 +27,9 @@ struct Machine {
 
 impl Machine {
     fn start(name: &'static str, cluster: &[NatsServer]) -> Machine {
-        let world = World::new(&[Advisor::new("adv1", "supports", 0)]);
-        std::fs::write(
-            world.root().join(".advisord/project.yaml"),
-            format!("journal: {JOURNAL}\n"),
-        )
-        .expect("project file");
-        let urls = cluster
-            .iter()
-            .map(NatsServer::url)
-            .collect::<Vec<_>>()
-            .join(",");
-        let log = std::fs::File::create(world.tmp().join("daemon.log")).expect("log");
-        let daemon = Command::new(daemon_exe())
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .env("HOME", world.root().parent().expect("parent").join("home"))
-            .env("TMPDIR", world.tmp())
-            .env("ADVISORD_DATA_DIR", world.data())
-            .env("ADVISORD_MESH_URL", urls)
-            .env("ADVISORD_MESH_RUNTIME", name)
-            .arg("--socket")
-            .arg(world.socket())
-            .arg("--data-dir")
-            .arg(world.data())
-            .arg("--grace")
-            .arg("0.5")
-            .arg("--journal")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("spawn advisord");
-        world.wait_for_socket();
+        let world = journal_world(JOURNAL);
+        let log = world.tmp().join("daemon.log");
+        let daemon = start_journal_daemon(&world, name, &urls(cluster), None, &log);
         Machine {
             world,
             name,
