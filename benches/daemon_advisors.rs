@@ -25,9 +25,7 @@ mod prefill;
 mod stats;
 
 use advisord::core::chain;
-use advisord::core::records::{
-    Body, Consultation, ConsultationStatus, FailureKind, Record, Stance, SCHEMA_VERSION,
-};
+use advisord::core::records::{Record, SCHEMA_VERSION};
 use daemon_helper::{call_json, catalogue, Advisor, Binary, Place};
 use nix::sys::signal::Signal;
 use serde_json::json;
@@ -49,37 +47,7 @@ const DISPUTES_PER_TASK: usize = 100;
 fn prefill(state: &Path, tasks: usize, count: usize) {
     for t in 0..tasks {
         prefill::records(state, &format!("task-{t}"), count, |i| {
-            let failed = i % 7 == 3;
-            Body::Consultation(Consultation {
-                plan: "01JPLAN".into(),
-                advisor: ADVISORS[i % ADVISORS.len()].into(),
-                status: if failed {
-                    ConsultationStatus::Failed
-                } else {
-                    ConsultationStatus::Completed
-                },
-                failure: failed.then_some(FailureKind::Timeout),
-                diagnostic: failed.then(|| "no answer within the deadline".into()),
-                conclusion: (!failed).then(|| "the simple option holds for now".into()),
-                stance: (!failed).then_some(Stance::Supports),
-                assumptions: vec!["the load stays small".into()],
-                risks: vec!["it may not scale".into()],
-                actions: vec![],
-                falsifiers: vec!["measure it".into()],
-                confidence: Some(0.7),
-                duration_ms: Some(1200),
-                usage: None,
-                retry_after_s: None,
-                invariants: Vec::new(),
-                source: None,
-                finished_at: format!(
-                    "2026-03-01T{:02}:{:02}:{:02}.000Z",
-                    i / 3600 % 24,
-                    i / 60 % 60,
-                    i % 60
-                ),
-                attestation: None,
-            })
+            prefill::consultation(i, &ADVISORS)
         });
     }
 }

@@ -16,7 +16,6 @@ mod prefill;
 #[path = "support/stats.rs"]
 mod stats;
 
-use advisord::core::records::{Body, Consultation, ConsultationStatus, FailureKind, Stance};
 use stats::{median, ms};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -58,39 +57,7 @@ impl Place {
 
 /// `count` consultations in task `task`, written straight to files.
 fn prefill(state: &Path, task: &str, count: usize) {
-    prefill::records(state, task, count, |i| {
-        let failed = i % 7 == 3;
-        Body::Consultation(Consultation {
-            plan: "01JPLAN".into(),
-            advisor: ADVISORS[i % ADVISORS.len()].into(),
-            status: if failed {
-                ConsultationStatus::Failed
-            } else {
-                ConsultationStatus::Completed
-            },
-            failure: failed.then_some(FailureKind::Timeout),
-            diagnostic: failed.then(|| "no answer within the deadline".into()),
-            conclusion: (!failed).then(|| "the simple option holds for now".into()),
-            stance: (!failed).then_some(Stance::Supports),
-            assumptions: vec!["the load stays small".into()],
-            risks: vec!["it may not scale".into()],
-            actions: vec![],
-            falsifiers: vec!["measure it".into()],
-            confidence: Some(0.7),
-            duration_ms: Some(1200),
-            usage: None,
-            retry_after_s: None,
-            invariants: Vec::new(),
-            source: None,
-            finished_at: format!(
-                "2026-03-01T{:02}:{:02}:{:02}.000Z",
-                i / 3600 % 24,
-                i / 60 % 60,
-                i % 60
-            ),
-            attestation: None,
-        })
-    });
+    prefill::records(state, task, count, |i| prefill::consultation(i, &ADVISORS));
 }
 
 /// The processor time (user and system) of every child waited for so far.

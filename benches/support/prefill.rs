@@ -7,7 +7,8 @@
 
 use advisord::core::chain;
 use advisord::core::records::{
-    Assessment, Body, Confidence, Envelope, Materiality, Record, SCHEMA_VERSION,
+    Assessment, Body, Confidence, Consultation, ConsultationStatus, Envelope, FailureKind,
+    Materiality, Record, Stance, SCHEMA_VERSION,
 };
 use advisord::store::file_name;
 use std::path::Path;
@@ -53,4 +54,40 @@ pub fn assessments(state: &Path, task: &str, count: usize) {
             new_evidence: false,
         })
     });
+}
+
+/// Consultation `i` of a run: `advisors` in turn, one in seven a timeout, the rest
+/// completed, a second apart.
+pub fn consultation(i: usize, advisors: &[&str]) -> Body {
+    let failed = i % 7 == 3;
+    Body::Consultation(Consultation {
+        plan: "01JPLAN".into(),
+        advisor: advisors[i % advisors.len()].into(),
+        status: if failed {
+            ConsultationStatus::Failed
+        } else {
+            ConsultationStatus::Completed
+        },
+        failure: failed.then_some(FailureKind::Timeout),
+        diagnostic: failed.then(|| "no answer within the deadline".into()),
+        conclusion: (!failed).then(|| "the simple option holds for now".into()),
+        stance: (!failed).then_some(Stance::Supports),
+        assumptions: vec!["the load stays small".into()],
+        risks: vec!["it may not scale".into()],
+        actions: vec![],
+        falsifiers: vec!["measure it".into()],
+        confidence: Some(0.7),
+        duration_ms: Some(1200),
+        usage: None,
+        retry_after_s: None,
+        invariants: Vec::new(),
+        source: None,
+        finished_at: format!(
+            "2026-03-01T{:02}:{:02}:{:02}.000Z",
+            i / 3600 % 24,
+            i / 60 % 60,
+            i % 60
+        ),
+        attestation: None,
+    })
 }
