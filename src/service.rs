@@ -242,15 +242,22 @@ fn verify_tasks(
         let files = store.stored_files(task)?;
         let files: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
         let dir = store.task_dir(task).display().to_string();
-        let mut report = chain::verify_task_with(task, dir, &files, &mut |walked, records| {
+        let verified = chain::verify_task_by(task, dir, &files, None, &mut |walked, records| {
             progress(VerifyProgress {
                 task: task.to_string(),
                 walked,
                 records,
             })
         });
+        let mut report = verified.report;
         if let Some(machine) = crate::machine::installed() {
-            judge_by_machine(&mut report, machine, store, task, &files);
+            let read: Vec<(&chain::File, &Record)> = verified
+                .files
+                .iter()
+                .map(|&at| &files[at])
+                .zip(&verified.records)
+                .collect();
+            judge_by_machine(&mut report, machine, store, task, &files, &read);
         }
         reports.push(report);
     }
@@ -260,26 +267,26 @@ fn verify_tasks(
 /// What this machine adds to a task's verification: an `unattested` finding for each
 /// consultation without a valid attestation of its key or of a runtime pinned here
 /// (every one, said plainly, when it has neither), and whether the task is `foreign` (its anchored head not in place).
+/// `read` is every record file that parses, with its record (the walk's, not parsed again).
 fn judge_by_machine(
     report: &mut chain::TaskReport,
     machine: &crate::machine::Machine,
     store: &Store,
     task: &TaskName,
     files: &[chain::File],
+    read: &[(&chain::File, &Record)],
 ) {
     use crate::machine::attest::Verdict;
     let key = machine.key();
     let pins = machine.pins();
-    for file in files {
-        let Ok(record) = serde_json::from_slice::<Record>(file.bytes) else {
-            continue; // `unreadable` already
-        };
-        if !matches!(record.body, crate::core::records::Body::Consultation(_)) {
-            continue;
-        }
+    // Each consultation's verdict, side by side over the machine's cores.
+    let verdicts = chain::parallel::map(read, chain::parallel::workers(read.len()), |(_, r)| {
+        matches!(r.body, crate::core::records::Body::Consultation(_))
+            .then(|| crate::machine::attest::verdict(r, &key, &pins))
+    });
+    for ((file, record), verdict) in read.iter().zip(verdicts) {
         // Another machine's consultation: its runtime's signature against the pins.
-        let verdict = crate::machine::attest::verdict(&record, &key, &pins);
-        if let Verdict::Unattested(why) = verdict {
+        if let Some(Verdict::Unattested(why)) = verdict {
             report.findings.push(chain::Finding {
                 file: file.name.to_string(),
                 sequence: file.sequence,

@@ -14,6 +14,7 @@
 //! parse to.
 
 pub mod link;
+pub mod parallel;
 pub mod trust;
 
 pub use link::{
@@ -235,35 +236,6 @@ impl Earlier<'_> {
     }
 }
 
-/// Walk the first entries of a task, `entries`, continuing `progress` and the records
-/// before the ones walked (`earlier`, owned): what [`walk`] over them finds, a step of it.
-fn walk_steps<'w>(
-    task: &'w TaskName,
-    entries: &'w [Entry],
-    earlier: Earlier<'w>,
-    progress: Progress,
-    depth: Depth,
-) -> (Progress, Earlier<'w>) {
-    let from = progress.walked;
-    let mut walker = Walker {
-        task,
-        entries,
-        base: 0,
-        p: progress,
-        earlier,
-    };
-    for i in from..entries.len() {
-        walker.step(i, depth);
-    }
-    let mut p = walker.p;
-    p.walked = entries.len();
-    p.head = entries.last().map(|e| Head {
-        sequence: e.sequence,
-        hash: e.digest.to_string(),
-    });
-    (p, walker.earlier)
-}
-
 /// Walk `entries`, the task's entries from index `base` on, continuing `progress` (which
 /// walked the entries before `progress.walked`, at least `base`).
 fn walk_from(
@@ -281,6 +253,7 @@ fn walk_from(
         base,
         p: progress,
         earlier,
+        readmitted: None,
     };
     for i in from..base + entries.len() {
         walker.step(i, depth);
@@ -304,6 +277,10 @@ struct Walker<'w, 'r> {
     base: usize,
     p: Progress,
     earlier: Earlier<'w>,
+    /// What admitting each entry again gives, worked out beforehand (by
+    /// [`parallel::readmit_all`]; `None` for an unreadable one), or `None` to admit each
+    /// as the walk reaches it.
+    readmitted: Option<&'w [Option<parallel::Readmitted>]>,
 }
 
 impl<'r> Walker<'_, 'r> {
@@ -372,7 +349,7 @@ impl<'r> Walker<'_, 'r> {
         self.computed(i, record);
         if depth == Depth::Rules {
             self.rules(i, record);
-            if let Earlier::Owned(earlier) = &mut self.earlier {
+            if let (Earlier::Owned(earlier), None) = (&mut self.earlier, self.readmitted) {
                 earlier.push(record.clone());
             }
         }
@@ -599,14 +576,26 @@ impl<'r> Walker<'_, 'r> {
 
     /// Admit the record again through the writer's rules of today.
     fn rules(&mut self, i: usize, record: &Record) {
+        if let Some(readmitted) = self.readmitted {
+            if let Some(outcome) = &readmitted[i - self.base] {
+                self.judge_readmitted(i, outcome);
+                return;
+            }
+        }
         let earlier = match &self.earlier {
             Earlier::Owned(earlier) => earlier.as_slice(),
             Earlier::Of(records) => &records[..i],
         };
         let index = self.p.index.get_or_insert_with(writer::Index::default);
         index.extend(earlier);
-        match writer::readmit_indexed(earlier, Some(index), record, self.task) {
-            Err(refusal) => {
+        let outcome = parallel::readmit_one(earlier, index, record, self.task);
+        self.judge_readmitted(i, &outcome);
+    }
+
+    /// The findings of admitting entry `i` again (`outcome`).
+    fn judge_readmitted(&mut self, i: usize, outcome: &parallel::Readmitted) {
+        match outcome {
+            parallel::Readmitted::Refused(refusal) => {
                 self.find(
                     i,
                     i,
@@ -617,13 +606,12 @@ impl<'r> Walker<'_, 'r> {
                     finding.reason = Some(refusal.reason.as_str().to_string());
                 }
             }
-            Ok(None) => {}
-            Ok(Some(again)) => {
+            parallel::Readmitted::Same => {}
+            parallel::Readmitted::Differs(field) => {
                 let already = self.p.findings.iter().any(|f| {
                     f.sequence == self.entry(i).sequence && f.problem == Problem::Computed
                 });
-                if let (false, Some(field)) = (already, differing_field(&again.body, &record.body))
-                {
+                if !already {
                     self.find(
                         i,
                         i,
@@ -638,23 +626,6 @@ impl<'r> Walker<'_, 'r> {
             }
         }
     }
-}
-
-/// The first field whose value differs between two bodies of one kind.
-fn differing_field(written: &Body, stored: &Body) -> Option<String> {
-    if written == stored {
-        return None;
-    }
-    let (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) =
-        (serde_json::to_value(written), serde_json::to_value(stored))
-    else {
-        return Some("kind".to_string());
-    };
-    a.keys()
-        .chain(b.keys())
-        .find(|k| a.get(*k) != b.get(*k))
-        .cloned()
-        .or_else(|| Some("kind".to_string()))
 }
 
 /// One file of a task's directory, as the edge read it: a record file's name, the
@@ -716,63 +687,134 @@ pub fn verify_task(task: &TaskName, dir: String, files: &[File]) -> TaskReport {
     verify_task_with(task, dir, files, &mut |_, _| {})
 }
 
-/// How many records `verify`'s walk takes between two reports of its progress.
+/// How many records `verify` admits again between two reports of its progress, at most.
 pub const VERIFY_STEP: usize = 2_000;
 
-/// [`verify_task`], calling `walked(records walked, records)` after every [`VERIFY_STEP`]
-/// records and at the end, so a caller waiting for a long walk can tell it goes on.
+/// [`verify_task`], calling `walked(records walked, records)` as the records are admitted
+/// again (at least every [`VERIFY_STEP`]) and at the end, so a caller waiting for a long
+/// walk can tell it goes on.
 pub fn verify_task_with(
     task: &TaskName,
     dir: String,
     files: &[File],
     walked: &mut dyn FnMut(usize, usize),
 ) -> TaskReport {
-    let (records, strays): (Vec<&File>, Vec<&File>) = files.iter().partition(|f| f.sequence > 0);
-    let digests: Vec<String> = records.iter().map(|f| digest(f.bytes)).collect();
-    let parsed: Vec<Result<Record, String>> = records
+    verify_task_by(task, dir, files, None, walked).report
+}
+
+/// What [`verify_task_by`] found, and the records it read on the way.
+pub struct Verified {
+    /// What `verify` found in the task.
+    pub report: TaskReport,
+    /// Every record file that parses, in file order.
+    pub records: Vec<Record>,
+    /// For each of `records`, the index of its file in the files verified.
+    pub files: Vec<usize>,
+}
+
+/// [`verify_task_with`] spread over `workers` threads (`None`: the machine's cores, see
+/// [`parallel::workers`]), keeping the records read: the report is the same whatever the
+/// number of workers, that of one walk in order.
+pub fn verify_task_by(
+    task: &TaskName,
+    dir: String,
+    files: &[File],
+    workers: Option<usize>,
+    walked: &mut dyn FnMut(usize, usize),
+) -> Verified {
+    let (record_files, stray_files): (Vec<usize>, Vec<usize>) =
+        (0..files.len()).partition(|&at| files[at].sequence > 0);
+    let workers = workers.unwrap_or_else(|| parallel::workers(record_files.len()));
+    let bytes: Vec<&[u8]> = record_files.iter().map(|&at| files[at].bytes).collect();
+    // Hashed and parsed side by side; the readable records kept in one run, for the rules.
+    let mut digests = Vec::with_capacity(bytes.len());
+    let mut slots: Vec<Result<usize, String>> = Vec::with_capacity(bytes.len());
+    let mut records = Vec::with_capacity(bytes.len());
+    let mut readable_files = Vec::with_capacity(bytes.len());
+    for ((digest, parsed), &at) in parallel::digest_and_parse(&bytes, workers)
+        .into_iter()
+        .zip(&record_files)
+    {
+        digests.push(digest);
+        slots.push(parsed.map(|record| {
+            records.push(record);
+            readable_files.push(at);
+            records.len() - 1
+        }));
+    }
+    drop(bytes);
+    let total = record_files.len();
+    let mut done = 0;
+    let mut told = 0;
+    let admitted = parallel::readmit_all(&records, task, workers, &mut |n| {
+        done += n;
+        // The last report is the walk's own, at the end.
+        if done < total && (done - told >= VERIFY_STEP || told == 0) {
+            told = done;
+            walked(done, total);
+        }
+    });
+    let mut admitted = admitted.into_iter();
+    let readmitted: Vec<Option<parallel::Readmitted>> = slots
         .iter()
-        .map(|f| serde_json::from_slice::<Record>(f.bytes).map_err(|e| e.to_string()))
+        .map(|slot| slot.as_ref().ok().and_then(|_| admitted.next()))
         .collect();
-    let entries: Vec<Entry> = records
+    let entries: Vec<Entry> = record_files
         .iter()
         .zip(&digests)
-        .zip(&parsed)
-        .map(|((f, digest), record)| Entry {
-            file: Some(f.name),
-            sequence: f.sequence,
+        .zip(&slots)
+        .map(|((&at, digest), slot)| Entry {
+            file: Some(files[at].name),
+            sequence: files[at].sequence,
             digest,
-            record: record.as_ref().map_err(String::as_str),
+            record: match slot {
+                Ok(k) => Ok(&records[*k]),
+                Err(why) => Err(why.as_str()),
+            },
         })
         .collect();
-    // Walked a step at a time (the same walk: each step continues the one before).
-    let (mut progress, mut earlier) = (Progress::default(), Earlier::owned());
-    let mut end = 0;
-    loop {
-        end = (end + VERIFY_STEP).min(entries.len());
-        (progress, earlier) = walk_steps(task, &entries[..end], earlier, progress, Depth::Rules);
-        walked(end, entries.len());
-        if end == entries.len() {
-            break;
-        }
+    // The walk in order, over what the workers found.
+    let mut walker = Walker {
+        task,
+        entries: &entries,
+        base: 0,
+        p: Progress::default(),
+        earlier: Earlier::owned(),
+        readmitted: Some(&readmitted),
+    };
+    for i in 0..entries.len() {
+        walker.step(i, Depth::Rules);
     }
+    let mut progress = walker.p;
+    progress.walked = entries.len();
+    progress.head = entries.last().map(|e| Head {
+        sequence: e.sequence,
+        hash: e.digest.to_string(),
+    });
+    walked(entries.len(), entries.len());
     let mut walk = Walk {
         state: progress.state(),
         broken_index: progress.broken_index(),
         findings: progress.findings,
     };
-    let mut names: Vec<&str> = strays.iter().map(|f| f.name).collect();
+    let mut names: Vec<&str> = stray_files.iter().map(|&at| files[at].name).collect();
     names.sort_unstable();
     for name in &names {
         walk.findings.push(stray_finding(name));
     }
     walk.state.strays = names.iter().map(|n| n.to_string()).collect();
-    TaskReport {
-        task: task.to_string(),
-        dir,
-        state: walk.state,
-        findings: walk.findings,
-        trust: TaskTrust::Local,
-        foreign: None,
+    drop(entries);
+    Verified {
+        report: TaskReport {
+            task: task.to_string(),
+            dir,
+            state: walk.state,
+            findings: walk.findings,
+            trust: TaskTrust::Local,
+            foreign: None,
+        },
+        records,
+        files: readable_files,
     }
 }
 

@@ -40,6 +40,7 @@ mod socket_ownership;
 mod systemd_unit;
 mod track_record;
 mod trust;
+mod verify_parallel;
 mod verify_progress;
 mod writer_processes;
 mod writer_rules;
