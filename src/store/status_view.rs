@@ -17,7 +17,7 @@ impl Store {
     pub fn with_status<R>(
         &self,
         task: &TaskName,
-        f: impl FnOnce(&[Record], &Trust, &Graph, &mut StatusIndex) -> R,
+        f: impl FnOnce(&[Record], &Trust, &Graph, &mut StatusIndex<'static>) -> R,
     ) -> Result<R, StoreError> {
         let slot = self.cache(task);
         let mut cache = lock(&slot);

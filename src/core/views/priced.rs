@@ -27,7 +27,7 @@ pub fn price_status(view: &mut StatusView, catalogue: &Catalogue) {
 /// consultation line of the view gets its cost, and the view the whole task's spend, which
 /// the index keeps while neither the prices of its advisors nor its consultations change,
 /// so a page costs its own lines.
-pub fn price_status_of(index: &mut StatusIndex, view: &mut StatusView, catalogue: &Catalogue) {
+pub fn price_status_of(index: &mut StatusIndex<'_>, view: &mut StatusView, catalogue: &Catalogue) {
     let prices = index
         .advisors()
         .map(|advisor| catalogue.get(advisor).map(|entry| entry.price.clone()))

@@ -25,7 +25,7 @@ use crate::core::records::{
 };
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::collections::BTreeMap;
 
 /// Where an assessment stands.
@@ -423,7 +423,7 @@ pub fn status(records: &[Record], trust: &Trust) -> StatusView {
     let mut ordered: Vec<&Record> = records.iter().collect();
     ordered.sort_by_key(|r| r.envelope.sequence);
     let mut index = StatusIndex::default();
-    index.catch_up(&ordered, trust, Judged::of(trust, ""));
+    index.catch_up_borrowed(&ordered, trust, Judged::of(trust, ""));
     let mut view = index.into_view(&ordered, trust);
     view.track_records = crate::core::track::tally(&crate::core::track::settled_in(records, trust));
     view
@@ -460,7 +460,7 @@ impl Judged {
 /// (`records`, `unattested`, `tokens`, `spend`, `track_records`, the page's `total`) are
 /// those of the whole task, exactly as [`status`] derives them.
 #[derive(Default)]
-pub struct StatusIndex {
+pub struct StatusIndex<'r> {
     /// What the lines were derived under (`None`: nothing taken yet).
     judged: Option<Judged>,
     /// How many records (in sequence order) were taken.
@@ -480,15 +480,15 @@ pub struct StatusIndex {
     unattested: usize,
     /// Consultation id → its place among the records (what a conclusion's review counts,
     /// and the advisor a source names).
-    consultations: HashMap<Box<str>, usize>,
+    consultations: HashMap<Cow<'r, str>, usize>,
     /// Assessment id → its index in `assessments`.
-    assessment_at: HashMap<Box<str>, usize>,
+    assessment_at: HashMap<Cow<'r, str>, usize>,
     /// Plan id → its assessment's index.
-    plan_at: HashMap<Box<str>, usize>,
+    plan_at: HashMap<Cow<'r, str>, usize>,
     /// Disagreement id → (assessment index, disagreement index).
-    disagreement_at: HashMap<Box<str>, (usize, usize)>,
+    disagreement_at: HashMap<Cow<'r, str>, (usize, usize)>,
     /// Conclusion id → (assessment index, conclusion index).
-    conclusion_at: HashMap<Box<str>, (usize, usize)>,
+    conclusion_at: HashMap<Cow<'r, str>, (usize, usize)>,
     /// Whether a resolution was taken (only then has the task track records).
     resolved: bool,
     /// The resolutions that count, fed the verified records up to `ledger_fed`.
@@ -499,11 +499,36 @@ pub struct StatusIndex {
     priced: Option<(Vec<Option<Option<Pricing>>>, TaskSpend)>,
 }
 
-impl StatusIndex {
+impl StatusIndex<'static> {
     /// Take the records of `records` (the task's, in sequence order) not taken yet, judged
     /// by `trust` as `judged` says. Records that are not those taken before followed by
-    /// new ones (the task read afresh), or another judgement, start the index again.
+    /// new ones (the task read afresh), or another judgement, start the index again. The
+    /// index owns what it keeps, so it outlives `records` (a store keeps it).
     pub fn catch_up<R: Borrow<Record>>(&mut self, records: &[R], trust: &Trust, judged: Judged) {
+        self.catch_up_with(records, trust, judged, |id| Cow::Owned(id.to_string()));
+    }
+}
+
+impl<'r> StatusIndex<'r> {
+    /// [`StatusIndex::catch_up`] for an index that lives no longer than `records`: it
+    /// borrows their ids instead of copying them (what one derivation needs).
+    fn catch_up_borrowed<R: Borrow<Record>>(
+        &mut self,
+        records: &'r [R],
+        trust: &Trust,
+        judged: Judged,
+    ) {
+        self.catch_up_with(records, trust, judged, Cow::Borrowed);
+    }
+
+    /// Take the records not taken yet, each id kept as `key` makes it.
+    fn catch_up_with<'s, R: Borrow<Record>>(
+        &mut self,
+        records: &'s [R],
+        trust: &Trust,
+        judged: Judged,
+        key: impl Fn(&'s str) -> Cow<'r, str>,
+    ) {
         let same = self.fed <= records.len()
             && match self.fed {
                 0 => true,
@@ -522,7 +547,7 @@ impl StatusIndex {
             self.task = records.first().map(|r| r.borrow().envelope.task.clone());
         }
         for at in self.fed..records.len() {
-            self.take(records, at, trust);
+            self.take(records, at, trust, &key);
         }
         self.fed = records.len();
         self.last = records.last().map(|r| r.borrow().id().to_string());
@@ -659,12 +684,12 @@ impl StatusIndex {
     }
 
     /// The advisor of consultation `id` when it comes before record `at`.
-    fn advisor_before<'r, R: Borrow<Record>>(
+    fn advisor_before<'s, R: Borrow<Record>>(
         &self,
-        records: &'r [R],
+        records: &'s [R],
         id: &str,
         at: usize,
-    ) -> Option<&'r str> {
+    ) -> Option<&'s str> {
         let &place = self.consultations.get(id).filter(|&&p| p < at)?;
         match &records[place].borrow().body {
             Body::Consultation(c) => Some(c.advisor.as_str()),
@@ -673,7 +698,13 @@ impl StatusIndex {
     }
 
     /// Take record `at` of `records` (every record before it taken).
-    fn take<R: Borrow<Record>>(&mut self, records: &[R], at: usize, trust: &Trust) {
+    fn take<'s, R: Borrow<Record>>(
+        &mut self,
+        records: &'s [R],
+        at: usize,
+        trust: &Trust,
+        key: &impl Fn(&'s str) -> Cow<'r, str>,
+    ) {
         let record = records[at].borrow();
         let verified = trust.is_verified(record.id());
         if trust.unattested(record.id()).is_some() {
@@ -681,24 +712,25 @@ impl StatusIndex {
         }
         match &record.body {
             Body::Consultation(_) => {
-                self.consultations.insert(record.id().into(), at);
+                self.consultations.insert(key(record.id()), at);
             }
             Body::Resolution(_) => self.resolved = true,
             _ => {}
         }
-        self.add(records, record, verified, trust);
+        self.add(records, record, verified, trust, key);
     }
 
     /// Add `record` to the line of what it refers to. A record whose reference names
     /// nothing before it (impossible through the writer) is left to the timeline alone, and
     /// so is one the chain does not vouch for, unless it is a consultation or a conclusion
     /// (shown in its line, marked, counting for nothing).
-    fn add<R: Borrow<Record>>(
+    fn add<'s, R: Borrow<Record>>(
         &mut self,
-        records: &[R],
-        record: &Record,
+        records: &'s [R],
+        record: &'s Record,
         verified: bool,
         trust: &Trust,
+        key: &impl Fn(&'s str) -> Cow<'r, str>,
     ) {
         let (id, sequence) = (record.id(), record.envelope.sequence);
         if !verified && !matches!(record.body, Body::Consultation(_) | Body::Conclusion(_)) {
@@ -706,7 +738,7 @@ impl StatusIndex {
         }
         match &record.body {
             Body::Assessment(a) => {
-                self.assessment_at.insert(id.into(), self.assessments.len());
+                self.assessment_at.insert(key(id), self.assessments.len());
                 self.assessments.push(assessment_line(record, a));
                 self.diverges.push(false);
             }
@@ -714,7 +746,7 @@ impl StatusIndex {
                 let Some(&at) = self.assessment_at.get(plan.assessment.as_str()) else {
                     return;
                 };
-                self.plan_at.insert(id.into(), at);
+                self.plan_at.insert(key(id), at);
                 self.assessments[at].plans.push(PlanLine {
                     id: id.to_string(),
                     sequence,
@@ -770,7 +802,7 @@ impl StatusIndex {
                     .map(|p| self.source_name(records, &p.source).to_string())
                     .collect();
                 let lines = &mut self.assessments[at].disagreements;
-                self.disagreement_at.insert(id.into(), (at, lines.len()));
+                self.disagreement_at.insert(key(id), (at, lines.len()));
                 lines.push(DisagreementLine {
                     id: id.to_string(),
                     sequence,
@@ -813,7 +845,7 @@ impl StatusIndex {
                 });
                 let lines = &mut self.assessments[at].conclusions;
                 if verified {
-                    self.conclusion_at.insert(id.into(), (at, lines.len()));
+                    self.conclusion_at.insert(key(id), (at, lines.len()));
                 }
                 lines.push(ConclusionLine {
                     id: id.to_string(),
