@@ -9,8 +9,9 @@
 //!   on it, into each task, writes alternating so both meet the same disk. Bound: each
 //!   ≤ 1.5× the same write into the small task.
 //! - **`explain`** of a three-record chain (a consultation → its plan → its assessment),
-//!   and the cockpit's first page of 50 assessments (`GET /api/v1/reasoning?offset=0&limit=50`,
-//!   the route `share/cockpit/cockpit.js` calls). Bound: each ≤ 2× the small task's.
+//!   the cockpit's first page of 50 assessments (`GET /api/v1/reasoning?offset=0&limit=50`,
+//!   the route `share/cockpit/cockpit.js` calls) and its page of 50 from the middle of the
+//!   task's assessments. Bound: each ≤ 2× the small task's.
 //! - **Memory**: the daemon's RSS once the big task is no longer asked about, against its
 //!   RSS when idle before either task was read. Bound: within 64 MiB, polled until the
 //!   daemon's idle release ([`advisord::store::IDLE_RELEASE`]) has had time to run.
@@ -294,9 +295,11 @@ async fn main() {
         );
     }
 
-    // explain of a three-record chain and the cockpit's first page, alternating.
+    // explain of a three-record chain, the cockpit's first page and a page from the middle,
+    // alternating.
     let mut explain: [Vec<Duration>; 2] = Default::default();
     let mut page: [Vec<Duration>; 2] = Default::default();
+    let mut middle: [Vec<Duration>; 2] = Default::default();
     for _ in 0..READS {
         for (t, (task, tag)) in [("big", "BIG"), ("small", "SMA")].into_iter().enumerate() {
             let consultation = id(tag, 4 * 10 + 3);
@@ -318,6 +321,23 @@ async fn main() {
                 "a page of 50"
             );
             page[t].push(took);
+            // A page from the middle of the assessments costs the page as well.
+            let total = view["page"]["total"].as_u64().expect("the page's total");
+            let offset = (total / 2).saturating_sub(25);
+            let (took, view) = bench
+                .get(
+                    task,
+                    "/api/v1/reasoning",
+                    &format!("&offset={offset}&limit=50"),
+                )
+                .await;
+            assert_eq!(view["page"]["offset"].as_u64(), Some(offset), "{view}");
+            assert_eq!(
+                view["assessments"].as_array().map(Vec::len),
+                Some(50),
+                "a page of 50"
+            );
+            middle[t].push(took);
         }
     }
     let [b, s] = explain;
@@ -330,6 +350,13 @@ async fn main() {
     let [b, s] = page;
     bench.judge(
         "the cockpit's first page of 50 assessments",
+        median(b),
+        median(s),
+        READ_RATIO,
+    );
+    let [b, s] = middle;
+    bench.judge(
+        "a page of 50 assessments from the middle",
         median(b),
         median(s),
         READ_RATIO,

@@ -14,7 +14,7 @@ use crate::core::policy;
 use crate::core::records::{Confidence, Materiality, Plan, Record, TaskName};
 use crate::core::views::advisors::AdvisorsView;
 use crate::core::views::explain::{self, ExplainView};
-use crate::core::views::status::{self, StatusView};
+use crate::core::views::status::StatusView;
 use crate::core::views::tree::{self, TreeView};
 use crate::core::writer::{ReasonCode, Refusal};
 use crate::error::Error;
@@ -130,12 +130,25 @@ pub fn plan_preview(
 /// count for nothing; what rests on a superseded decision is marked from the task's
 /// downstream graph (kept by the store, so marking costs the supersessions, not the task).
 pub fn status(registry: &Registry, ctx: &RequestContext) -> Result<StatusView, Error> {
+    status_page(registry, ctx, None)
+}
+
+/// [`status`], or with `window` (`offset`, `limit`) only the assessments and timeline
+/// entries `offset..offset + limit`, exactly as [`StatusView::page`] cuts the whole view:
+/// the task's status index is kept by the store and fed only the records new since it was
+/// last asked, and only the page's lines are materialised, so a page costs the page, not
+/// the task (its totals are the whole task's).
+pub fn status_page(
+    registry: &Registry,
+    ctx: &RequestContext,
+    window: Option<(usize, usize)>,
+) -> Result<StatusView, Error> {
     let resolved = Resolved::resolve(ctx, registry)?;
     let store = Store::shared(&resolved.state_dir);
-    store.with_downstream(&resolved.task, |records, trust, graph| {
-        let mut view = status::status(records, trust);
+    store.with_status(&resolved.task, |records, trust, graph, index| {
+        let mut view = index.view(records, trust, window);
         view.mark_resting(graph.resting(trust));
-        crate::core::views::priced::price_status(&mut view, &resolved.catalogue);
+        crate::core::views::priced::price_status_of(index, &mut view, &resolved.catalogue);
         view.journal = crate::journal::seam::state(&resolved.state_dir);
         Ok(view)
     })?

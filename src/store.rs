@@ -69,6 +69,7 @@ mod identity;
 mod index;
 mod progress;
 mod shared;
+mod status_view;
 #[cfg(test)]
 mod tests;
 mod track;

@@ -271,6 +271,15 @@ async fn serve<V: Call>(
             request,
         ));
     }
+    if let Some(page) = page.filter(|p| p.offset.is_some() || p.limit.is_some()) {
+        let any: &dyn std::any::Any = &request;
+        if let Some(status) = any.downcast_ref::<crate::protocol::StatusRequest>() {
+            // A page of `status` is cut where the view is derived, so it costs the page.
+            let (offset, limit) = (page.offset.unwrap_or(0), page.limit.unwrap_or(usize::MAX));
+            let view = api.status_page(status.clone(), offset, limit).await?;
+            return reply(StatusCode::OK, view);
+        }
+    }
     let mut response = ask(api, request).await?;
     if let Some(page) = page {
         if page.offset.is_some() || page.limit.is_some() {

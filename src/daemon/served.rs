@@ -6,12 +6,13 @@
 use crate::context::require_root;
 use crate::core::records::{Plan, Record};
 use crate::core::views::advisors::AdvisorsView;
+use crate::core::views::status::StatusView;
 use crate::daemon::jobs::Jobs;
 use crate::error::Result;
 use crate::facade::{Answer, Api, EventStream};
 use crate::protocol::{
     AdvisorsRequest, Call, EventsRequest, Health, PlanRequest, RecordRequest, Request, Response,
-    WaitRequest, Waited,
+    StatusRequest, WaitRequest, Waited,
 };
 use crate::service;
 use futures::StreamExt;
@@ -96,6 +97,23 @@ impl Served {
             mesh.annotate(&mut view);
         }
         Ok(view)
+    }
+
+    /// `status` with only the page `offset..offset + limit` materialised
+    /// ([`service::status_page`]): what the façade's `status` answers, cut as
+    /// [`crate::core::views::status::StatusView::page`] cuts it, the root checked first.
+    pub(crate) async fn status_page(
+        &self,
+        request: StatusRequest,
+        offset: usize,
+        limit: usize,
+    ) -> Result<StatusView> {
+        require_root(&request.context)?;
+        let registry = self.jobs.registry().clone();
+        crate::daemon::jobs::blocking(move || {
+            service::status_page(&registry, &request.context, Some((offset, limit)))
+        })
+        .await
     }
 
     async fn plan_here(&self, request: PlanRequest) -> Result<Plan> {

@@ -35,6 +35,9 @@ pub(super) struct TaskCache {
     pub(super) bytes: usize,
     /// The citations between `records`, caught up when a view asks (`store::downstream`).
     pub(super) downstream: crate::core::views::downstream::Graph,
+    /// The status view's index over `records`, caught up when a view asks
+    /// (`store::status_view`).
+    pub(super) status: crate::core::views::status::StatusIndex<'static>,
     /// The kernel's watch on the task's directory, made before it was listed: which files
     /// changed since (`identity::watch`); `None` when it cannot be watched.
     pub(super) watch: Option<super::identity::watch::Subscription>,

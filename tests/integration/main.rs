@@ -11,6 +11,7 @@ mod cli;
 mod client;
 mod client_remote;
 mod cockpit;
+mod cockpit_pages;
 mod conventions;
 mod daemon;
 mod daemon_signals;

@@ -16,6 +16,7 @@
 
 use super::downstream::Resting;
 use super::{credited_review, summary, ValidationState};
+use crate::core::catalogue::Pricing;
 use crate::core::chain::{ChainState, TaskTrust, Trust};
 use crate::core::cost::{Cost, Spend};
 use crate::core::records::{
@@ -24,6 +25,7 @@ use crate::core::records::{
 };
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
+use std::borrow::{Borrow, Cow};
 use std::collections::BTreeMap;
 
 /// Where an assessment stands.
@@ -414,108 +416,329 @@ impl AdvisorTokens {
 /// A record the hash chain does not vouch for (`trust`) is marked `unverified` in the
 /// timeline and in its line, and counts for nothing: it does not move an assessment's
 /// state, and a consultation or conclusion after a break reviews nothing.
+///
+/// The pass is a [`StatusIndex`] fed every record once; a process that asks again (the
+/// daemon) keeps the index and feeds it only the records written since.
 pub fn status(records: &[Record], trust: &Trust) -> StatusView {
     let mut ordered: Vec<&Record> = records.iter().collect();
     ordered.sort_by_key(|r| r.envelope.sequence);
-    let mut pass = Pass {
-        trust,
-        by_id: HashMap::default(),
-        assessments: Vec::new(),
-        diverges: Vec::new(),
-        tokens: TokenTotals::default(),
-        advisors: HashMap::default(),
-        assessment_at: HashMap::default(),
-        plan_at: HashMap::default(),
-        disagreement_at: HashMap::default(),
-        conclusion_at: HashMap::default(),
-    };
-    let mut timeline = Vec::with_capacity(ordered.len());
-    for &record in &ordered {
-        let verified = trust.is_verified(record.id());
-        timeline.push(TimelineEntry {
-            sequence: record.envelope.sequence,
-            created_at: record.envelope.created_at.clone(),
-            kind: record.kind(),
-            id: record.id().to_string(),
-            summary: summary(record, |id| pass.advisors.get(id).copied()),
-            unverified: !verified,
-        });
-        if matches!(record.body, Body::Consultation(_)) {
-            pass.by_id.insert(record.id(), record);
+    let mut index = StatusIndex::default();
+    index.catch_up_borrowed(&ordered, trust, Judged::of(trust, ""));
+    let mut view = index.into_view(&ordered, trust);
+    view.track_records = crate::core::track::tally(&crate::core::track::settled_in(records, trust));
+    view
+}
+
+/// What the lines of a [`StatusIndex`] were derived under: where the hash chain breaks,
+/// whether this machine vouches for the task, and the pins the attestations were judged
+/// under (the caller's fingerprint of them). A record's verdict never changes while these
+/// hold (a record read afresh starts a new index), so the lines of the records taken stay
+/// true; when one changes, every line is derived again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Judged {
+    broken_at: Option<u64>,
+    foreign: bool,
+    attestations: String,
+}
+
+impl Judged {
+    /// What `trust` judges, with the attestations judged under the pins `attestations`.
+    pub fn of(trust: &Trust, attestations: &str) -> Judged {
+        Judged {
+            broken_at: trust.state.as_ref().and_then(|s| s.broken_at),
+            foreign: trust.foreign().is_some(),
+            attestations: attestations.to_string(),
         }
-        pass.add(record, verified);
-    }
-    let mut assessments = pass.assessments;
-    for (assessment, diverges) in assessments.iter_mut().zip(pass.diverges) {
-        assessment.state = state_of(assessment, diverges);
-        if assessment
-            .conclusions
-            .iter()
-            .all(|c| c.superseded_by.is_some())
-        {
-            assessment.superseded_by = assessment
-                .conclusions
-                .last()
-                .and_then(|c| c.superseded_by.clone());
-        }
-    }
-    StatusView {
-        task: ordered.first().map(|r| r.envelope.task.clone()),
-        records: records.len(),
-        chain: trust.state.clone(),
-        trust: trust.task_trust(),
-        foreign: trust.foreign().map(str::to_string),
-        unattested: records
-            .iter()
-            .filter(|r| trust.unattested(r.id()).is_some())
-            .count(),
-        assessments,
-        timeline,
-        tokens: pass.tokens,
-        spend: None,
-        page: None,
-        timeline_total: None,
-        track_records: crate::core::track::tally(&crate::core::track::settled_in(records, trust)),
-        resting_on_superseded: Vec::new(),
-        journal: None,
     }
 }
 
-/// What the pass of [`status`] has gathered so far, with where each line went.
-struct Pass<'r, 't> {
-    trust: &'t Trust,
-    /// The consultations seen so far, by id: what a conclusion's review counts (a cited
-    /// id of another kind counts for nothing either way).
-    by_id: HashMap<&'r str, &'r Record>,
+/// A task's status kept up to date as its records arrive: the line of every assessment
+/// (without its state, computed when shown), the token totals and the counters, fed each
+/// record once in sequence order ([`StatusIndex::catch_up`]). A view of it
+/// ([`StatusIndex::view`]) materialises only the assessments and timeline entries of the
+/// page asked for, so the cockpit's first page costs the page, not the task; its totals
+/// (`records`, `unattested`, `tokens`, `spend`, `track_records`, the page's `total`) are
+/// those of the whole task, exactly as [`status`] derives them.
+#[derive(Default)]
+pub struct StatusIndex<'r> {
+    /// What the lines were derived under (`None`: nothing taken yet).
+    judged: Option<Judged>,
+    /// How many records (in sequence order) were taken.
+    fed: usize,
+    /// The id of the last record taken: the records handed next must start with the
+    /// same ones, or the index starts again.
+    last: Option<String>,
+    /// The task (from its first record).
+    task: Option<String>,
+    /// Each assessment's line, in sequence order; `state` and `superseded_by` are set
+    /// when shown.
     assessments: Vec<AssessmentStatus>,
     /// Per assessment: a completed consultation of it diverges.
     diverges: Vec<bool>,
     tokens: TokenTotals,
-    /// Consultation id → advisor.
-    advisors: HashMap<&'r str, &'r str>,
+    /// How many records carry no valid attestation.
+    unattested: usize,
+    /// Consultation id → its place among the records (what a conclusion's review counts,
+    /// and the advisor a source names).
+    consultations: HashMap<Cow<'r, str>, usize>,
     /// Assessment id → its index in `assessments`.
-    assessment_at: HashMap<&'r str, usize>,
+    assessment_at: HashMap<Cow<'r, str>, usize>,
     /// Plan id → its assessment's index.
-    plan_at: HashMap<&'r str, usize>,
+    plan_at: HashMap<Cow<'r, str>, usize>,
     /// Disagreement id → (assessment index, disagreement index).
-    disagreement_at: HashMap<&'r str, (usize, usize)>,
+    disagreement_at: HashMap<Cow<'r, str>, (usize, usize)>,
     /// Conclusion id → (assessment index, conclusion index).
-    conclusion_at: HashMap<&'r str, (usize, usize)>,
+    conclusion_at: HashMap<Cow<'r, str>, (usize, usize)>,
+    /// Whether a resolution was taken (only then has the task track records).
+    resolved: bool,
+    /// The resolutions that count, fed the verified records up to `ledger_fed`.
+    ledger: crate::core::track::TaskLedger,
+    ledger_fed: usize,
+    /// The task's spend at the prices it was last priced at (per advisor of `tokens`, in
+    /// order), until a consultation line is added.
+    priced: Option<(Vec<Option<Option<Pricing>>>, TaskSpend)>,
 }
 
-impl<'r> Pass<'r, '_> {
+impl StatusIndex<'static> {
+    /// Take the records of `records` (the task's, in sequence order) not taken yet, judged
+    /// by `trust` as `judged` says. Records that are not those taken before followed by
+    /// new ones (the task read afresh), or another judgement, start the index again. The
+    /// index owns what it keeps, so it outlives `records` (a store keeps it).
+    pub fn catch_up<R: Borrow<Record>>(&mut self, records: &[R], trust: &Trust, judged: Judged) {
+        self.catch_up_with(records, trust, judged, |id| Cow::Owned(id.to_string()));
+    }
+}
+
+impl<'r> StatusIndex<'r> {
+    /// [`StatusIndex::catch_up`] for an index that lives no longer than `records`: it
+    /// borrows their ids instead of copying them (what one derivation needs).
+    fn catch_up_borrowed<R: Borrow<Record>>(
+        &mut self,
+        records: &'r [R],
+        trust: &Trust,
+        judged: Judged,
+    ) {
+        self.catch_up_with(records, trust, judged, Cow::Borrowed);
+    }
+
+    /// Take the records not taken yet, each id kept as `key` makes it.
+    fn catch_up_with<'s, R: Borrow<Record>>(
+        &mut self,
+        records: &'s [R],
+        trust: &Trust,
+        judged: Judged,
+        key: impl Fn(&'s str) -> Cow<'r, str>,
+    ) {
+        let same = self.fed <= records.len()
+            && match self.fed {
+                0 => true,
+                n => self.last.as_deref() == Some(records[n - 1].borrow().id()),
+            };
+        if !same || self.judged.as_ref() != Some(&judged) {
+            *self = StatusIndex {
+                judged: Some(judged),
+                ..StatusIndex::default()
+            };
+        }
+        if self.fed == records.len() {
+            return;
+        }
+        if self.fed == 0 {
+            self.task = records.first().map(|r| r.borrow().envelope.task.clone());
+        }
+        for at in self.fed..records.len() {
+            self.take(records, at, trust, &key);
+        }
+        self.fed = records.len();
+        self.last = records.last().map(|r| r.borrow().id().to_string());
+    }
+
+    /// The advisor of every consultation taken, once each, in order.
+    pub fn advisors(&self) -> impl Iterator<Item = &str> {
+        self.tokens.advisors.keys().map(String::as_str)
+    }
+
+    /// The task's spend at `prices` (one per advisor of [`StatusIndex::advisors`]):
+    /// kept from the last time while neither the prices nor the consultations changed,
+    /// else `derive`d from every assessment's line, in order.
+    pub fn spend_at(
+        &mut self,
+        prices: Vec<Option<Option<Pricing>>>,
+        derive: impl FnOnce(&[AssessmentStatus]) -> TaskSpend,
+    ) -> &TaskSpend {
+        if self.priced.as_ref().is_none_or(|(p, _)| *p != prices) {
+            self.priced = Some((prices, derive(&self.assessments)));
+        }
+        &self.priced.as_ref().expect("priced just now").1
+    }
+
+    /// The status of the records taken (`records` are those handed to
+    /// [`StatusIndex::catch_up`]): every assessment and timeline entry, or with `window`
+    /// (`offset`, `limit`) only `offset..offset + limit` of each, as
+    /// [`StatusView::page`] keeps them, the totals those of the whole task.
+    pub fn view<R: Borrow<Record>>(
+        &mut self,
+        records: &[R],
+        trust: &Trust,
+        window: Option<(usize, usize)>,
+    ) -> StatusView {
+        let (range, page) = match window {
+            None => (0..self.assessments.len(), None),
+            Some((offset, limit)) => window_of(self.assessments.len(), offset, limit),
+        };
+        let assessments = self.assessments[range.clone()]
+            .iter()
+            .zip(&self.diverges[range])
+            .map(|(line, &diverges)| finished(line.clone(), diverges))
+            .collect();
+        let (entries, timeline_total) = match window {
+            None => (0..records.len(), None),
+            Some((offset, limit)) => {
+                let (entries, page) = window_of(records.len(), offset, limit);
+                (entries, page.map(|p| p.total))
+            }
+        };
+        let timeline = entries.map(|at| self.entry(records, at, trust)).collect();
+        let track_records = self.track_records(records, trust);
+        let mut view = self.totals(records.len(), trust, assessments, timeline);
+        view.page = page;
+        view.timeline_total = timeline_total;
+        view.track_records = track_records;
+        view
+    }
+
+    /// The whole status, the index spent (its lines moved into the view).
+    fn into_view<R: Borrow<Record>>(mut self, records: &[R], trust: &Trust) -> StatusView {
+        let timeline = (0..records.len())
+            .map(|at| self.entry(records, at, trust))
+            .collect();
+        let lines = std::mem::take(&mut self.assessments);
+        let diverges = std::mem::take(&mut self.diverges);
+        let assessments = lines
+            .into_iter()
+            .zip(diverges)
+            .map(|(line, diverges)| finished(line, diverges))
+            .collect();
+        self.totals(records.len(), trust, assessments, timeline)
+    }
+
+    /// The view around `assessments` and `timeline`, with the task's totals.
+    fn totals(
+        &self,
+        records: usize,
+        trust: &Trust,
+        assessments: Vec<AssessmentStatus>,
+        timeline: Vec<TimelineEntry>,
+    ) -> StatusView {
+        StatusView {
+            task: self.task.clone(),
+            records,
+            chain: trust.state.clone(),
+            trust: trust.task_trust(),
+            foreign: trust.foreign().map(str::to_string),
+            unattested: self.unattested,
+            assessments,
+            timeline,
+            tokens: self.tokens.clone(),
+            spend: None,
+            page: None,
+            timeline_total: None,
+            track_records: BTreeMap::new(),
+            resting_on_superseded: Vec::new(),
+            journal: None,
+        }
+    }
+
+    /// Each advisor's track record in the task: the resolutions of its verified records
+    /// (none without a resolution), the ledger fed only the records new since.
+    fn track_records<R: Borrow<Record>>(
+        &mut self,
+        records: &[R],
+        trust: &Trust,
+    ) -> BTreeMap<String, crate::core::track::TrackRecord> {
+        if !self.resolved {
+            return BTreeMap::new();
+        }
+        for record in &records[self.ledger_fed..self.fed] {
+            let record = record.borrow();
+            if trust.is_verified(record.id()) {
+                self.ledger.feed(record);
+            }
+        }
+        self.ledger_fed = self.fed;
+        crate::core::track::tally(self.ledger.settled())
+    }
+
+    /// The timeline entry of record `at`.
+    fn entry<R: Borrow<Record>>(&self, records: &[R], at: usize, trust: &Trust) -> TimelineEntry {
+        let record = records[at].borrow();
+        TimelineEntry {
+            sequence: record.envelope.sequence,
+            created_at: record.envelope.created_at.clone(),
+            kind: record.kind(),
+            id: record.id().to_string(),
+            // The advisors of the consultations before it, as the pass saw them.
+            summary: summary(record, |id| self.advisor_before(records, id, at)),
+            unverified: !trust.is_verified(record.id()),
+        }
+    }
+
+    /// The advisor of consultation `id` when it comes before record `at`.
+    fn advisor_before<'s, R: Borrow<Record>>(
+        &self,
+        records: &'s [R],
+        id: &str,
+        at: usize,
+    ) -> Option<&'s str> {
+        let &place = self.consultations.get(id).filter(|&&p| p < at)?;
+        match &records[place].borrow().body {
+            Body::Consultation(c) => Some(c.advisor.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Take record `at` of `records` (every record before it taken).
+    fn take<'s, R: Borrow<Record>>(
+        &mut self,
+        records: &'s [R],
+        at: usize,
+        trust: &Trust,
+        key: &impl Fn(&'s str) -> Cow<'r, str>,
+    ) {
+        let record = records[at].borrow();
+        let verified = trust.is_verified(record.id());
+        if trust.unattested(record.id()).is_some() {
+            self.unattested += 1;
+        }
+        match &record.body {
+            Body::Consultation(_) => {
+                self.consultations.insert(key(record.id()), at);
+            }
+            Body::Resolution(_) => self.resolved = true,
+            _ => {}
+        }
+        self.add(records, record, verified, trust, key);
+    }
+
     /// Add `record` to the line of what it refers to. A record whose reference names
     /// nothing before it (impossible through the writer) is left to the timeline alone, and
     /// so is one the chain does not vouch for, unless it is a consultation or a conclusion
     /// (shown in its line, marked, counting for nothing).
-    fn add(&mut self, record: &'r Record, verified: bool) {
+    fn add<'s, R: Borrow<Record>>(
+        &mut self,
+        records: &'s [R],
+        record: &'s Record,
+        verified: bool,
+        trust: &Trust,
+        key: &impl Fn(&'s str) -> Cow<'r, str>,
+    ) {
         let (id, sequence) = (record.id(), record.envelope.sequence);
         if !verified && !matches!(record.body, Body::Consultation(_) | Body::Conclusion(_)) {
             return;
         }
         match &record.body {
             Body::Assessment(a) => {
-                self.assessment_at.insert(id, self.assessments.len());
+                self.assessment_at.insert(key(id), self.assessments.len());
                 self.assessments.push(assessment_line(record, a));
                 self.diverges.push(false);
             }
@@ -523,7 +746,7 @@ impl<'r> Pass<'r, '_> {
                 let Some(&at) = self.assessment_at.get(plan.assessment.as_str()) else {
                     return;
                 };
-                self.plan_at.insert(id, at);
+                self.plan_at.insert(key(id), at);
                 self.assessments[at].plans.push(PlanLine {
                     id: id.to_string(),
                     sequence,
@@ -535,7 +758,6 @@ impl<'r> Pass<'r, '_> {
                 });
             }
             Body::Consultation(c) => {
-                self.advisors.insert(id, &c.advisor);
                 // Looked up first: the key is copied once per advisor, not per record.
                 match self.tokens.advisors.get_mut(&c.advisor) {
                     Some(tokens) => tokens.add(c.usage),
@@ -553,6 +775,7 @@ impl<'r> Pass<'r, '_> {
                 self.diverges[at] |= verified
                     && c.status == ConsultationStatus::Completed
                     && c.stance.is_some_and(Stance::diverges);
+                self.priced = None;
                 self.assessments[at].consultations.push(ConsultationLine {
                     id: id.to_string(),
                     sequence,
@@ -565,7 +788,7 @@ impl<'r> Pass<'r, '_> {
                     duration_ms: c.duration_ms,
                     usage: c.usage,
                     unverified: !verified,
-                    unattested: self.trust.unattested(id).is_some(),
+                    unattested: trust.unattested(id).is_some(),
                     cost: None,
                 });
             }
@@ -576,10 +799,10 @@ impl<'r> Pass<'r, '_> {
                 let positions = d
                     .positions
                     .iter()
-                    .map(|p| self.source_name(&p.source).to_string())
+                    .map(|p| self.source_name(records, &p.source).to_string())
                     .collect();
                 let lines = &mut self.assessments[at].disagreements;
-                self.disagreement_at.insert(id, (at, lines.len()));
+                self.disagreement_at.insert(key(id), (at, lines.len()));
                 lines.push(DisagreementLine {
                     id: id.to_string(),
                     sequence,
@@ -593,7 +816,7 @@ impl<'r> Pass<'r, '_> {
                 let Some(&(at, i)) = self.disagreement_at.get(r.disagreement.as_str()) else {
                     return;
                 };
-                let favours = self.source_name(&r.favours).to_string();
+                let favours = self.source_name(records, &r.favours).to_string();
                 let line = &mut self.assessments[at].disagreements[i];
                 line.resolved = true;
                 line.resolutions.push(ResolutionLine {
@@ -617,11 +840,12 @@ impl<'r> Pass<'r, '_> {
                     let old = &mut self.assessments[old_at].conclusions[old];
                     old.superseded_by.get_or_insert_with(|| id.to_string());
                 }
-                let by_id = &self.by_id;
-                let review = credited_review(record, self.trust, |id| by_id.get(id).copied());
+                let review = credited_review(record, trust, |cited| {
+                    self.consultations.get(cited).map(|&p| records[p].borrow())
+                });
                 let lines = &mut self.assessments[at].conclusions;
                 if verified {
-                    self.conclusion_at.insert(id, (at, lines.len()));
+                    self.conclusion_at.insert(key(id), (at, lines.len()));
                 }
                 lines.push(ConclusionLine {
                     id: id.to_string(),
@@ -665,9 +889,48 @@ impl<'r> Pass<'r, '_> {
     }
 
     /// `executor`, `neither`, or the advisor of the consultation a source names.
-    fn source_name<'s>(&'s self, source: &'s str) -> &'s str {
-        self.advisors.get(source).copied().unwrap_or(source)
+    fn source_name<'s, R: Borrow<Record>>(&self, records: &'s [R], source: &'s str) -> &'s str {
+        match self
+            .consultations
+            .get(source)
+            .map(|&p| &records[p].borrow().body)
+        {
+            Some(Body::Consultation(c)) => c.advisor.as_str(),
+            _ => source,
+        }
     }
+}
+
+/// The range of a list of `total` that `offset` and `limit` keep, and the page it is (as
+/// [`super::Page::slice`] keeps it).
+fn window_of(
+    total: usize,
+    offset: usize,
+    limit: usize,
+) -> (std::ops::Range<usize>, Option<super::Page>) {
+    let start = offset.min(total);
+    let end = start.saturating_add(limit).min(total);
+    (
+        start..end,
+        Some(super::Page {
+            offset,
+            limit,
+            total,
+        }),
+    )
+}
+
+/// An assessment's line with its state and, when every conclusion on it is superseded,
+/// what replaced the newest.
+fn finished(mut line: AssessmentStatus, diverges: bool) -> AssessmentStatus {
+    line.state = state_of(&line, diverges);
+    if line.conclusions.iter().all(|c| c.superseded_by.is_some()) {
+        line.superseded_by = line
+            .conclusions
+            .last()
+            .and_then(|c| c.superseded_by.clone());
+    }
+    line
 }
 
 fn assessment_line(record: &Record, assessment: &Assessment) -> AssessmentStatus {
@@ -937,6 +1200,207 @@ mod tests {
             (total.consultations, total.input_tokens, total.output_tokens),
             (3, u64::MAX, u64::MAX)
         );
+    }
+
+    /// A task touching every line: plans, consultations (completed, failed, diverging),
+    /// a disagreement resolved for an advisor, conclusions (one superseded, one validated),
+    /// an attempt, and assessments left open.
+    fn every_kind() -> Task {
+        let mut t = Task::new();
+        let a1 = t.assessment("first subject");
+        let p1 = t.plan(&a1, &["x", "y"]);
+        let cx = t.completed(&p1, "x", "opposes");
+        t.failed(&p1, "y", "timeout");
+        let d = t.disagreement(&a1, &cx);
+        t.add(
+            "resolution",
+            serde_json::json!({"disagreement": d, "experiment": "e", "observed": "o",
+                               "favours": cx, "evidence": [{"kind": "test", "ref": "t"}]}),
+        );
+        let c1 = t.conclusion(&a1, &[&cx], None);
+        t.validation(&c1, true);
+        let a2 = t.assessment("second subject");
+        t.assessment("third, open");
+        let p2 = t.plan(&a2, &["y"]);
+        let cy = t.completed(&p2, "y", "supports");
+        let c2 = t.conclusion(&a2, &[&cy], Some(&c1));
+        t.validation(&c2, false);
+        t.add(
+            "attempt",
+            serde_json::json!({"assessment": a2, "tried": "the other way",
+                               "failure_observed": "it broke"}),
+        );
+        let a4 = t.assessment("fourth subject");
+        let p4 = t.plan(&a4, &["x"]);
+        t.completed(&p4, "x", "alternative");
+        t.assessment("fifth, open");
+        t
+    }
+
+    /// A catalogue pricing `x` by the token and `y` at a flat rate.
+    fn priced_catalogue() -> crate::core::catalogue::Catalogue {
+        let text = "advisors:
+  - {id: x, title: X, transport: process, adapter: process, executable: x,
+     capabilities: [independent_reasoning],
+     price: {currency: USD, input_per_million: 3, output_per_million: 15, as_of: 2026-12-01}}
+  - {id: y, title: Y, transport: http, adapter: openai,
+     capabilities: [independent_reasoning], price: flat_rate}
+";
+        crate::core::catalogue::Catalogue::parse(
+            text,
+            "test.yaml",
+            &crate::core::catalogue::accept_any_settings,
+        )
+        .expect("a valid catalogue")
+    }
+
+    /// The trust of a chain over `records` whose link into record `at` does not hold.
+    fn broken_at(records: &[Record], at: usize) -> Trust {
+        use crate::core::chain::{digest, Entry, GENESIS};
+        let mut records = records.to_vec();
+        let digests: Vec<String> = records.iter().map(|r| digest(r.id().as_bytes())).collect();
+        for (i, r) in records.iter_mut().enumerate() {
+            r.envelope.prev = Some(match i {
+                0 => GENESIS.to_string(),
+                i if i == at => digest(b"elsewhere"),
+                i => digests[i - 1].clone(),
+            });
+        }
+        let entries: Vec<crate::core::chain::Entry> = records
+            .iter()
+            .zip(&digests)
+            .map(|(r, d)| Entry {
+                file: None,
+                sequence: r.envelope.sequence,
+                digest: d,
+                record: Ok(r),
+            })
+            .collect();
+        let task = crate::core::records::TaskName::new("t").expect("task");
+        Trust::of(&task, &entries)
+    }
+
+    /// The whole view, priced, cut by hand as the daemon cut it before pages were derived
+    /// on their own.
+    fn cut(records: &[Record], trust: &Trust, offset: usize, limit: usize) -> StatusView {
+        let mut whole = status(records, trust);
+        crate::core::views::priced::price_status(&mut whole, &priced_catalogue());
+        whole.page(offset, limit);
+        whole
+    }
+
+    /// A page of `index`, priced as the service prices it.
+    fn page_of(
+        index: &mut StatusIndex,
+        records: &[Record],
+        trust: &Trust,
+        window: Option<(usize, usize)>,
+    ) -> StatusView {
+        let mut view = index.view(records, trust, window);
+        crate::core::views::priced::price_status_of(index, &mut view, &priced_catalogue());
+        view
+    }
+
+    const WINDOWS: [(usize, usize); 9] = [
+        (0, 2),
+        (1, 3),
+        (0, 50),
+        (4, 1),
+        (5, 1),
+        (3, 0),
+        (12, 10),
+        (100, 5),
+        (2, usize::MAX),
+    ];
+
+    /// Every page of the index is the whole view cut by hand, byte for byte, whatever the
+    /// trust (whole, broken, with unattested consultations), including pages past the end.
+    #[test]
+    fn a_page_is_the_whole_view_cut_by_hand() {
+        let task = every_kind();
+        let records = &task.records;
+        let mut attestations = crate::core::chain::Attestations::under_pins("pins".to_string());
+        let unattested = records
+            .iter()
+            .find(|r| matches!(r.body, Body::Consultation(_)))
+            .expect("a consultation")
+            .id();
+        attestations.unattested(unattested, "is not signed".to_string());
+        let trusts = [
+            Trust::default(),
+            broken_at(records, 9),
+            broken_at(records, 3),
+            Trust::default().with_attestations(std::sync::Arc::new(attestations)),
+        ];
+        for trust in &trusts {
+            let mut index = StatusIndex::default();
+            index.catch_up(records, trust, Judged::of(trust, "pins"));
+            for (offset, limit) in WINDOWS {
+                let page = page_of(&mut index, records, trust, Some((offset, limit)));
+                let expected = cut(records, trust, offset, limit);
+                assert_eq!(page, expected, "{offset}+{limit}");
+                assert_eq!(
+                    serde_json::to_vec(&page).expect("serialises"),
+                    serde_json::to_vec(&expected).expect("serialises"),
+                    "{offset}+{limit}"
+                );
+            }
+            // Unpaged, the index gives the whole view.
+            let mut whole = status(records, trust);
+            crate::core::views::priced::price_status(&mut whole, &priced_catalogue());
+            assert_eq!(page_of(&mut index, records, trust, None), whole);
+        }
+    }
+
+    /// An index fed record by record (a page asked after each) gives what one fed the
+    /// whole task at once does; a task read afresh or judged otherwise starts it again.
+    #[test]
+    fn an_index_caught_up_record_by_record_is_the_whole_view() {
+        let task = every_kind();
+        let records = &task.records;
+        let trust = Trust::default();
+        let mut index = StatusIndex::default();
+        for n in 1..=records.len() {
+            index.catch_up(&records[..n], &trust, Judged::of(&trust, ""));
+            for (offset, limit) in WINDOWS {
+                let page = page_of(&mut index, &records[..n], &trust, Some((offset, limit)));
+                assert_eq!(
+                    page,
+                    cut(&records[..n], &trust, offset, limit),
+                    "{n} records, {offset}+{limit}"
+                );
+            }
+        }
+        // Other records than those taken (the task read afresh, shorter): started again.
+        let mut other = Task::new();
+        other.assessment("another task");
+        index.catch_up(&other.records, &trust, Judged::of(&trust, ""));
+        assert_eq!(
+            page_of(&mut index, &other.records, &trust, Some((0, 5))),
+            cut(&other.records, &trust, 0, 5)
+        );
+        // The same records judged otherwise (the chain found broken): started again.
+        index.catch_up(records, &trust, Judged::of(&trust, ""));
+        let broken = broken_at(records, 9);
+        index.catch_up(records, &broken, Judged::of(&broken, ""));
+        assert_eq!(
+            page_of(&mut index, records, &broken, Some((0, 3))),
+            cut(records, &broken, 0, 3)
+        );
+        // Other prices: the spend is derived again.
+        let mut view = index.view(records, &broken, Some((0, 1)));
+        let cheap = crate::core::catalogue::Catalogue::parse(
+            "advisors: []\n",
+            "empty.yaml",
+            &crate::core::catalogue::accept_any_settings,
+        )
+        .expect("a catalogue");
+        crate::core::views::priced::price_status_of(&mut index, &mut view, &cheap);
+        let mut whole = status(records, &broken);
+        crate::core::views::priced::price_status(&mut whole, &cheap);
+        assert_eq!(view.spend, whole.spend);
+        // The two consultations before the break, whose plans are shown.
+        assert_eq!(view.spend.expect("a spend").total.unknown, 2);
     }
 
     #[test]
