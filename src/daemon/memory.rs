@@ -87,14 +87,87 @@ pub fn limit_arenas() {
     }
 }
 
+/// How many bytes of dropped records (their size on disk) are worth a trim of their own
+/// ([`released`]): below it, a few small tasks' caches wait for the next trim.
+pub const RELEASE_AFTER: usize = 1024 * 1024;
+
+/// The bytes of dropped records not yet followed by a trim.
+static PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Caches of `bytes` of records (their size on disk) were dropped since the last call
+/// (`store::Stores::take_released`): once they add up to [`RELEASE_AFTER`], hand the
+/// freed pages back. Without this, a large task dropped for the budget by another task's
+/// request (what happens to a task of 100,000 records once it is not asked about) left
+/// its records' pages with the allocator: at 100,000 records about 250 MiB free in the
+/// heap and still resident.
+pub fn released(bytes: usize) {
+    use std::sync::atomic::Ordering;
+    let pending = PENDING.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    if pending >= RELEASE_AFTER {
+        release_free_memory();
+    }
+}
+
 /// Return the allocator's free pages to the kernel (glibc's `malloc_trim`; elsewhere
 /// nothing).
 #[allow(unsafe_code)]
 pub fn release_free_memory() {
+    PENDING.store(0, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: `malloc_trim` takes no pointer and touches only the allocator's own
     // arenas, each under its own lock: any thread may call it at any time.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         nix::libc::malloc_trim(0);
     }
+    report("trimmed");
+}
+
+/// With `ADVISORD_MALLOC_STATS` set (any value), print to standard error what the
+/// daemon holds at `stage`: its VmRSS, what the allocator counts (glibc's `mallinfo2`:
+/// bytes in use, free in its heaps, in mappings of their own) and the records cached.
+/// A tool to find what a burst leaves behind (`docs/DAEMON.md`, "What the daemon keeps in
+/// memory"); without the variable it costs one look at the environment.
+#[allow(unsafe_code)]
+pub fn report(stage: &str) {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*WANTED.get_or_init(|| std::env::var_os("ADVISORD_MALLOC_STATS").is_some()) {
+        return;
+    }
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let (bytes, tasks) = crate::store::Stores::process().cached();
+    eprintln!(
+        "advisord memory: {stage}: VmRSS {rss};{}; cached records {} KiB of {tasks} tasks",
+        allocator(),
+        bytes / 1024
+    );
+}
+
+/// What glibc's `mallinfo2` counts, in words.
+#[allow(unsafe_code)]
+fn allocator() -> String {
+    // SAFETY: `mallinfo2` takes nothing and returns plain counters.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let m = unsafe { nix::libc::mallinfo2() };
+        format!(
+            " heap {} KiB (in use {} KiB, free {} KiB in {} chunks, top {} KiB), {} mappings \
+             {} KiB",
+            m.arena / 1024,
+            m.uordblks / 1024,
+            m.fordblks / 1024,
+            m.ordblks,
+            m.keepcost / 1024,
+            m.hblks,
+            m.hblkhd / 1024,
+        )
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    String::new()
 }
