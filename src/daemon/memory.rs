@@ -10,10 +10,11 @@
 //! It leaves glibc its own number of arenas (eight per core), unless
 //! `ADVISORD_MALLOC_ARENAS=one` keeps it to one. One arena was the default until measured
 //! side by side (`DURABLE_ONLY=arenas cargo bench -p advisord --bench durable_path`):
-//! in three runs glibc's default was faster each time (781 against 569 jobs/s, 870
-//! against 560, 822 against 812) and the daemon as large 30 s after the burst (VmRSS
-//! ratio 1.60 against 1.57, 1.57 against 1.61, 1.63 against 1.59), while with one arena
-//! its threads spent 18.6 % of their samples on the arena's lock. What stays resident
+//! in three runs of four glibc's default was faster (781 against 569 jobs/s, 870
+//! against 560, 822 against 812; 437 against 535 on a machine loaded by another bench)
+//! and the daemon as large 30 s after the burst (VmRSS ratio 1.60 against 1.57, 1.57
+//! against 1.61, 1.63 against 1.59, 1.60 against 1.54), while with one arena its threads
+//! spent 18.6 % of their samples on the arena's lock. What stays resident
 //! after a burst is the few blocks that outlive it scattered over its pages, whatever the
 //! number of arenas (`docs/DAEMON.md`, "What the daemon keeps in memory").
 
