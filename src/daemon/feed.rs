@@ -93,10 +93,93 @@ struct Subscriber {
     dropped: Arc<Notify>,
 }
 
+/// The recent items kept for `Last-Event-ID`, packed one after the other in one buffer
+/// rather than each in allocations of its own. Items outlive the burst of jobs that
+/// published them, and a thousand small blocks scattered among that burst's freed memory
+/// keep most of its pages resident (the allocator returns a page only when nothing on it
+/// is in use); one buffer of their text is one block (past 128 KiB a mapping of its own,
+/// see `daemon::memory`). An item is built again when a subscriber resumes past it.
+#[derive(Default)]
+struct Replay {
+    /// Each item's number, kind and the lengths of its root, task and data, oldest first.
+    index: VecDeque<Packed>,
+    /// Their root, task and data, one after the other, oldest first.
+    text: VecDeque<u8>,
+}
+
+struct Packed {
+    seq: u64,
+    kind: &'static str,
+    lengths: [usize; 3],
+}
+
+impl Packed {
+    fn len(&self) -> usize {
+        self.lengths.iter().sum()
+    }
+}
+
+impl Replay {
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.index.front().map(|p| p.seq)
+    }
+
+    fn push(&mut self, item: &Item) {
+        for part in [&item.root, &item.task, &item.data] {
+            self.text.extend(part.as_bytes());
+        }
+        self.index.push_back(Packed {
+            seq: item.seq,
+            kind: item.kind,
+            lengths: [item.root.len(), item.task.len(), item.data.len()],
+        });
+    }
+
+    fn pop(&mut self) {
+        if let Some(oldest) = self.index.pop_front() {
+            self.text.drain(..oldest.len());
+        }
+    }
+
+    /// The items numbered after `after` that `wanted`, rebuilt, oldest first.
+    fn after(&self, after: u64, wanted: impl Fn(&Item) -> bool) -> Vec<Arc<Item>> {
+        let mut at = 0;
+        let mut found = Vec::new();
+        for packed in &self.index {
+            let start = at;
+            at += packed.len();
+            if packed.seq <= after {
+                continue;
+            }
+            let mut parts = packed.lengths.iter().scan(start, |from, len| {
+                let bytes: Vec<u8> = self.text.range(*from..*from + len).copied().collect();
+                *from += len;
+                // Each part went in as a whole string.
+                Some(String::from_utf8(bytes).unwrap_or_default())
+            });
+            let item = Item {
+                seq: packed.seq,
+                root: parts.next().unwrap_or_default(),
+                task: parts.next().unwrap_or_default(),
+                kind: packed.kind,
+                data: parts.next().unwrap_or_default(),
+            };
+            if wanted(&item) {
+                found.push(Arc::new(item));
+            }
+        }
+        found
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     next: u64,
-    recent: VecDeque<Arc<Item>>,
+    recent: Replay,
     subscribers: Vec<Subscriber>,
     /// A hash of the last advisors' status published per root and task (at most
     /// [`ADVISORS_REMEMBERED`] of them: forgetting one only repeats a publication).
@@ -158,9 +241,9 @@ impl Feed {
             kind,
             data,
         });
-        inner.recent.push_back(item.clone());
+        inner.recent.push(&item);
         while inner.recent.len() > self.limits.replay {
-            inner.recent.pop_front();
+            inner.recent.pop();
         }
         inner.subscribers.retain(|s| {
             if !s.filter.wants(&item) {
@@ -216,9 +299,8 @@ impl Feed {
                 Some(after) => pending.extend(
                     inner
                         .recent
-                        .iter()
-                        .filter(|i| i.seq > after && filter.wants(i))
-                        .cloned()
+                        .after(after, |i| filter.wants(i))
+                        .into_iter()
                         .map(Message::Item),
                 ),
                 None => pending.push_back(Message::Reset),
@@ -246,7 +328,7 @@ impl Feed {
         if epoch != self.epoch || seq > inner.next {
             return None;
         }
-        let oldest = inner.recent.front().map_or(inner.next + 1, |i| i.seq);
+        let oldest = inner.recent.oldest().unwrap_or(inner.next + 1);
         // Everything after `seq` must still be kept.
         (seq + 1 >= oldest).then_some(seq)
     }
@@ -351,6 +433,53 @@ mod tests {
         let mut up_to_date = feed.subscribe(filter(None), Some("7-5"));
         feed.publish("/r", "t", "record", &6);
         assert_eq!(seqs(&mut up_to_date, 1).await, ["t:6"]);
+    }
+
+    /// The items kept for a resume (packed in one buffer) come back as they were
+    /// published, each with its own root, task, kind and data, the oldest gone first.
+    #[tokio::test]
+    async fn resumed_items_are_the_items_published() {
+        let feed = feed(8, 3);
+        let roots = ["/r", "/r", "/other", "/r", "/r"];
+        for (n, root) in roots.iter().enumerate() {
+            let task = if n == 3 { "ü-task" } else { "t" };
+            feed.publish(
+                root,
+                task,
+                ["record", "job"][n % 2],
+                &format!("données {n}"),
+            );
+        }
+        let mut resumed = feed.subscribe(filter(None), Some("7-2"));
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let Some(Message::Item(item)) = resumed.next().await else {
+                panic!("an item");
+            };
+            got.push((
+                item.seq,
+                item.root.clone(),
+                item.task.clone(),
+                item.kind,
+                item.data.clone(),
+            ));
+        }
+        // Item 3 is of another root: not this subscriber's.
+        assert_eq!(
+            got,
+            [
+                (
+                    4,
+                    "/r".into(),
+                    "ü-task".into(),
+                    "job",
+                    "\"données 3\"".into()
+                ),
+                (5, "/r".into(), "t".into(), "record", "\"données 4\"".into()),
+            ]
+        );
+        let mut too_old = feed.subscribe(filter(None), Some("7-1"));
+        assert_eq!(seqs(&mut too_old, 1).await, ["reset"]);
     }
 
     #[tokio::test]

@@ -7,12 +7,16 @@
 //! When its last running job ends, the daemon asks the allocator to return its free
 //! pages; the next burst takes fresh pages from the kernel as it needs them.
 //!
-//! It also keeps the allocator to one arena (glibc's default is eight per core). The
-//! daemon spends its time waiting on advisors and on the disk, not allocating, so its
-//! threads never queue for the arena's lock in earnest; more arenas only spread what is
-//! freed across more partly used pages, which no trim can give back. Measured on nine
-//! rounds of 200 jobs: one arena held the daemon about 3 % smaller after each burst than
-//! two per core, with the same latency.
+//! It leaves glibc its own number of arenas (eight per core), unless
+//! `ADVISORD_MALLOC_ARENAS=one` keeps it to one. One arena was the default until measured
+//! side by side (`DURABLE_ONLY=arenas cargo bench -p advisord --bench durable_path`):
+//! in three runs of four glibc's default was faster (781 against 569 jobs/s, 870
+//! against 560, 822 against 812; 437 against 535 on a machine loaded by another bench)
+//! and the daemon as large 30 s after the burst (VmRSS ratio 1.60 against 1.57, 1.57
+//! against 1.61, 1.63 against 1.59, 1.60 against 1.54), while with one arena its threads
+//! spent 18.6 % of their samples on the arena's lock. What stays resident
+//! after a burst is the few blocks that outlive it scattered over its pages, whatever the
+//! number of arenas (`docs/DAEMON.md`, "What the daemon keeps in memory").
 
 /// How long the daemon stays quiet after its last running job ended before it drops the
 /// records it cached for tasks nobody used since, and hands the pages back once more.
@@ -62,9 +66,10 @@ pub fn after_burst() {
     });
 }
 
-/// Keep the allocator to one arena (glibc's only; elsewhere nothing), unless
-/// `ADVISORD_MALLOC_ARENAS=default` leaves glibc its own default (what
-/// `benches/durable_path.rs` compares). Call it before any thread starts.
+/// Fix the allocator's mmap threshold, and keep it to one arena when
+/// `ADVISORD_MALLOC_ARENAS=one` (glibc's only; elsewhere nothing; `default`, glibc's own
+/// number, is what any other value leaves, as `benches/durable_path.rs` compares). Call
+/// it before any thread starts.
 #[allow(unsafe_code)]
 pub fn limit_arenas() {
     // SAFETY: as below: plain integers, the allocator's own parameters. A fixed mmap
@@ -76,7 +81,8 @@ pub fn limit_arenas() {
     unsafe {
         nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
-    if std::env::var_os("ADVISORD_MALLOC_ARENAS").is_some_and(|v| v == "default") {
+    let one = std::env::var_os("ADVISORD_MALLOC_ARENAS").is_some_and(|v| v == "one");
+    if !one {
         return;
     }
     // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
@@ -87,14 +93,87 @@ pub fn limit_arenas() {
     }
 }
 
+/// How many bytes of dropped records (their size on disk) are worth a trim of their own
+/// ([`released`]): below it, a few small tasks' caches wait for the next trim.
+pub const RELEASE_AFTER: usize = 1024 * 1024;
+
+/// The bytes of dropped records not yet followed by a trim.
+static PENDING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Caches of `bytes` of records (their size on disk) were dropped since the last call
+/// (`store::Stores::take_released`): once they add up to [`RELEASE_AFTER`], hand the
+/// freed pages back. Without this, a large task dropped for the budget by another task's
+/// request (what happens to a task of 100,000 records once it is not asked about) left
+/// its records' pages with the allocator: at 100,000 records about 250 MiB free in the
+/// heap and still resident.
+pub fn released(bytes: usize) {
+    use std::sync::atomic::Ordering;
+    let pending = PENDING.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    if pending >= RELEASE_AFTER {
+        release_free_memory();
+    }
+}
+
 /// Return the allocator's free pages to the kernel (glibc's `malloc_trim`; elsewhere
 /// nothing).
 #[allow(unsafe_code)]
 pub fn release_free_memory() {
+    PENDING.store(0, std::sync::atomic::Ordering::Relaxed);
     // SAFETY: `malloc_trim` takes no pointer and touches only the allocator's own
     // arenas, each under its own lock: any thread may call it at any time.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         nix::libc::malloc_trim(0);
     }
+    report("trimmed");
+}
+
+/// With `ADVISORD_MALLOC_STATS` set (any value), print to standard error what the
+/// daemon holds at `stage`: its VmRSS, what the allocator counts (glibc's `mallinfo2`:
+/// bytes in use, free in its heaps, in mappings of their own) and the records cached.
+/// A tool to find what a burst leaves behind (`docs/DAEMON.md`, "What the daemon keeps in
+/// memory"); without the variable it costs one look at the environment.
+#[allow(unsafe_code)]
+pub fn report(stage: &str) {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*WANTED.get_or_init(|| std::env::var_os("ADVISORD_MALLOC_STATS").is_some()) {
+        return;
+    }
+    let rss = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let (bytes, tasks) = crate::store::Stores::process().cached();
+    eprintln!(
+        "advisord memory: {stage}: VmRSS {rss};{}; cached records {} KiB of {tasks} tasks",
+        allocator(),
+        bytes / 1024
+    );
+}
+
+/// What glibc's `mallinfo2` counts, in words.
+#[allow(unsafe_code)]
+fn allocator() -> String {
+    // SAFETY: `mallinfo2` takes nothing and returns plain counters.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let m = unsafe { nix::libc::mallinfo2() };
+        format!(
+            " heap {} KiB (in use {} KiB, free {} KiB in {} chunks, top {} KiB), {} mappings \
+             {} KiB",
+            m.arena / 1024,
+            m.uordblks / 1024,
+            m.fordblks / 1024,
+            m.ordblks,
+            m.keepcost / 1024,
+            m.hblks,
+            m.hblkhd / 1024,
+        )
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    String::new()
 }

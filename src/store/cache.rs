@@ -45,6 +45,30 @@ pub(super) struct TaskCache {
     pub(super) checked: usize,
 }
 
+/// The bytes of records (their size on disk) whose cache was dropped since the daemon last
+/// handed freed memory back ([`Stores::take_released`]), in every store of the process.
+static RELEASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for TaskCache {
+    /// However the cache goes (idle, over the budget or the number of tasks, found stale),
+    /// count what it held, so that the daemon hands the freed pages back after it: a task
+    /// dropped for the budget by another task's request would otherwise leave its
+    /// records' pages with the allocator until something else trims.
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            RELEASED.fetch_add(self.bytes, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+impl Stores {
+    /// The bytes of records (their size on disk) whose cache was dropped since the last
+    /// call, across every store of the process; the count starts again from zero.
+    pub fn take_released(&self) -> usize {
+        RELEASED.swap(0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// How many bytes of records (their size on disk) a [`Store`] keeps cached across its
 /// tasks before it drops the least recently used ones.
 pub const CACHE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
@@ -89,13 +113,17 @@ impl Store {
     pub fn release_idle(&self, idle: Duration) {
         let now = Instant::now();
         let mut tasks = lock(&self.tasks);
+        let mut dropped = Vec::new();
         // Least recently used first: the idle ones are at that end.
         while tasks
             .peek_lru()
             .is_some_and(|(_, slot)| now.duration_since(slot.used) >= idle)
         {
-            tasks.pop_lru();
+            dropped.extend(tasks.pop_lru());
         }
+        // Freed once the other tasks' requests can go on.
+        drop(tasks);
+        drop(dropped);
     }
 
     /// Drop the cached records of every task holding more than [`LARGE_TASK_BYTES`] not
@@ -110,11 +138,10 @@ impl Store {
             })
             .map(|(name, _)| name.clone())
             .collect();
-        large
-            .iter()
-            .filter_map(|name| tasks.pop(name))
-            .map(|slot| slot.bytes)
-            .sum()
+        let dropped: Vec<Slot> = large.iter().filter_map(|name| tasks.pop(name)).collect();
+        // Freed once the other tasks' requests can go on.
+        drop(tasks);
+        dropped.iter().map(|slot| slot.bytes).sum()
     }
 
     /// The bytes of records cached now, and how many tasks they belong to.
@@ -192,6 +219,7 @@ impl Store {
         }
         let mut total: usize = tasks.iter().map(|(_, s)| s.bytes).sum();
         let now = Instant::now();
+        let mut dropped = Vec::new();
         while total > self.budget || tasks.len() > self.max_tasks {
             let Some((name, slot)) = tasks.peek_lru() else {
                 break;
@@ -210,8 +238,14 @@ impl Store {
             }
             if let Some((_, slot)) = tasks.pop_lru() {
                 total -= slot.bytes;
+                dropped.push(slot);
             }
         }
+        // A large task's records take a while to free: not while every other task waits
+        // for the lock. The daemon hands their pages back at its next sweep
+        // ([`Stores::take_released`]).
+        drop(tasks);
+        drop(dropped);
     }
 
     /// Read the records of `task` not yet in `cache`; return the temporary files seen
@@ -238,5 +272,47 @@ impl Store {
         self.feed(task, &cache.records);
         self.feed_track(task, cache);
         Ok(temps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(store: &Store, task: &TaskName, subject: &str) {
+        let record = serde_json::json!({"kind": "assessment", "subject": subject,
+            "materiality": "low", "hypothesis": "h"});
+        store.write(task, &record, None).expect("written");
+    }
+
+    /// A task's cache dropped for the budget by a request for another task counts as
+    /// released, as one dropped for being idle does: the daemon trims after either
+    /// (`daemon::memory::released`), not only after its own sweep dropped a large task.
+    #[test]
+    fn every_dropped_cache_counts_as_released() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::with_budget(dir.path(), 4096);
+        let (a, b) = (TaskName::new("a").unwrap(), TaskName::new("b").unwrap());
+        for i in 0..8 {
+            write(&store, &a, &format!("a{i}"));
+        }
+        let (held, _) = store.cached();
+        assert!(held > 0);
+        Stores::process().take_released();
+        // `b` grows past the budget: `a`, least recently used, goes for it.
+        for i in 0..8 {
+            write(&store, &b, &format!("b{i}"));
+        }
+        assert!(
+            !lock(&store.tasks).contains(&a),
+            "a was dropped for the budget"
+        );
+        let released = Stores::process().take_released();
+        assert!(released >= held, "released {released} of {held} bytes");
+        // Idle now: `b` goes too, and counts.
+        let (held, _) = store.cached();
+        store.release_idle(Duration::ZERO);
+        assert_eq!(store.cached(), (0, 0));
+        assert!(Stores::process().take_released() >= held);
     }
 }

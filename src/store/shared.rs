@@ -36,6 +36,16 @@ impl Stores {
         stores.iter().map(|s| s.release_large_idle(idle)).sum()
     }
 
+    /// The bytes of records cached now across every store, and how many tasks they
+    /// belong to ([`Store::cached`]).
+    pub fn cached(&self) -> (usize, usize) {
+        let stores: Vec<Arc<Store>> = lock(&self.stores).values().cloned().collect();
+        stores
+            .iter()
+            .map(|s| s.cached())
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
     /// The store of `state_dir`, opened on first use.
     pub fn get(&self, state_dir: &Path) -> Arc<Store> {
         lock(&self.stores)

@@ -23,12 +23,13 @@ pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) 
             () = jobs.drain.cancelled() => break,
             _ = sweeps.tick() => {
                 // A large task nobody asks about any more: its records go, and their pages
-                // back to the system (`store::IDLE_RELEASE`).
+                // back to the system (`store::IDLE_RELEASE`), as do those of every task's
+                // cache dropped since the last sweep, however it went (a large one is
+                // often dropped for the budget by a request for another task).
                 let _ = tokio::task::spawn_blocking(|| {
                     let store = crate::store::Stores::process();
-                    if store.release_large_idle(crate::store::IDLE_RELEASE) > 0 {
-                        crate::daemon::memory::release_free_memory();
-                    }
+                    store.release_large_idle(crate::store::IDLE_RELEASE);
+                    crate::daemon::memory::released(store.take_released());
                 })
                 .await;
                 continue;
