@@ -13,7 +13,12 @@
 //!   any file in a directory changes its times, so an unchanged identity means the same
 //!   names on the same inodes. A directory changed within [`RACY_WINDOW`] of being looked
 //!   at vouches for nothing (the file system's clock ticks coarsely) and is listed next
-//!   time.
+//!   time. Each directory is looked up by its name in the opened state directory, and a
+//!   large root's ([`PARALLEL_FROM`] tasks or more) by a few threads at once. No cheaper
+//!   proof covers every task: a record added to a task changes that task directory's
+//!   times, never the state directory's.
+//! - **Consultations stripped.** The history tail and the recent spend are kept as arrays
+//!   of the fields availability and budgets read ([`Kept`]): a fresh process parses each.
 //! - **Repaired when records were only added.** A task whose directory changed is listed:
 //!   when the record files at or below what was fed are the same names on the same inodes,
 //!   only the records past it are read; anything else (a record removed, replaced by a
