@@ -13,7 +13,12 @@
 //!   any file in a directory changes its times, so an unchanged identity means the same
 //!   names on the same inodes. A directory changed within [`RACY_WINDOW`] of being looked
 //!   at vouches for nothing (the file system's clock ticks coarsely) and is listed next
-//!   time.
+//!   time. Each directory is looked up by its name in the opened state directory, and a
+//!   large root's ([`PARALLEL_FROM`] tasks or more) by a few threads at once. No cheaper
+//!   proof covers every task: a record added to a task changes that task directory's
+//!   times, never the state directory's.
+//! - **Consultations stripped.** The history tail and the recent spend are kept as arrays
+//!   of the fields availability and budgets read ([`Kept`]): a fresh process parses each.
 //! - **Repaired when records were only added.** A task whose directory changed is listed:
 //!   when the record files at or below what was fed are the same names on the same inodes,
 //!   only the records past it are read; anything else (a record removed, replaced by a
@@ -37,6 +42,7 @@
 //! records are never edited, such an edit breaks the hash chain, and `verify` reports it.
 
 use super::*;
+use crate::core::records::{Consultation, ConsultationStatus, Envelope, FailureKind, Usage};
 use crate::core::track::Settled;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -47,7 +53,7 @@ use std::os::unix::fs::DirEntryExt;
 pub const INDEX_FILE: &str = "+index";
 
 /// The version of the index's format; a file of another version is rebuilt.
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
 
 /// The first word of the index's file.
 const MAGIC: &str = "advisord-index";
@@ -316,6 +322,90 @@ impl From<TaskEntry> for (Mark, TrackState) {
     }
 }
 
+/// A consultation the index carries, stripped to what availability and budgets read of
+/// it (its id, task, sequence, creation time, advisor, status, failure, retry-after,
+/// usage and end time; no prose, no chain link, no plan), as an array of those fields. A
+/// fresh process parses every one of them: a whole [`Record`] (a flattened envelope and a
+/// tagged kind, buffered and parsed twice) costs it several times more.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(super) struct Kept(
+    String,
+    String,
+    u64,
+    String,
+    String,
+    ConsultationStatus,
+    Option<FailureKind>,
+    Option<u64>,
+    Option<Usage>,
+    String,
+);
+
+impl Kept {
+    /// `record` as the index keeps it, if it is a consultation.
+    fn of(record: &Record) -> Option<Kept> {
+        let Body::Consultation(c) = &record.body else {
+            return None;
+        };
+        let e = &record.envelope;
+        Some(Kept(
+            e.id.clone(),
+            e.task.clone(),
+            e.sequence,
+            e.created_at.clone(),
+            c.advisor.clone(),
+            c.status,
+            c.failure,
+            c.retry_after_s,
+            c.usage,
+            c.finished_at.clone(),
+        ))
+    }
+
+    /// The task and sequence of the record.
+    fn place(&self) -> (&str, u64) {
+        (&self.1, self.2)
+    }
+
+    /// The record again, stripped.
+    fn into_record(self) -> Record {
+        let Kept(id, task, sequence, created_at, advisor, status, failure, retry, usage, end) =
+            self;
+        Record {
+            envelope: Envelope {
+                id,
+                task,
+                sequence,
+                created_at,
+                schema: crate::core::records::SCHEMA_VERSION,
+                redacted: Vec::new(),
+                prev: None,
+            },
+            body: Body::Consultation(Consultation {
+                plan: String::new(),
+                advisor,
+                status,
+                failure,
+                diagnostic: None,
+                conclusion: None,
+                stance: None,
+                assumptions: Vec::new(),
+                risks: Vec::new(),
+                actions: Vec::new(),
+                falsifiers: Vec::new(),
+                confidence: None,
+                duration_ms: None,
+                usage,
+                retry_after_s: retry,
+                invariants: Vec::new(),
+                source: None,
+                finished_at: end,
+                attestation: None,
+            }),
+        }
+    }
+}
+
 /// The file's contents after its header line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -324,9 +414,9 @@ pub(super) struct Persisted {
     state: (u64, u64),
     pub(super) tasks: BTreeMap<TaskName, TaskEntry>,
     /// The availability index's history tail ([`HistoryTail::records`]).
-    pub(super) tail: Vec<Record>,
+    pub(super) tail: Vec<Kept>,
     /// The consultations budgets count, when the index kept them ([`Spending::Kept`]).
-    pub(super) recent: Option<Vec<Record>>,
+    pub(super) recent: Option<Vec<Kept>>,
 }
 
 /// What the store keeps of the persisted index while it runs.
@@ -452,7 +542,117 @@ pub(super) fn compare(dir: &Path, mark: &Mark) -> io::Result<Compared> {
     if !stat.is_dir() {
         return Ok(Compared::Disagrees);
     }
-    if mark.dir == Some(DirId::of(&stat)) {
+    compare_listed(dir, DirId::of(&stat), mark)
+}
+
+/// [`compare`] for the directory of `task` in `state_dir`, looked up relative to `state`
+/// (the state directory opened) when it is open: one name, not the whole path.
+pub(super) fn compare_at(
+    state: Option<&File>,
+    state_dir: &Path,
+    task: &TaskName,
+    mark: &Mark,
+) -> io::Result<Compared> {
+    use nix::sys::stat::{fstatat, SFlag};
+    use std::os::fd::AsRawFd;
+    let Some(state) = state else {
+        return compare(&state_dir.join(task.as_str()), mark);
+    };
+    let stat = match fstatat(
+        Some(state.as_raw_fd()),
+        task.as_str(),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
+        Err(nix::errno::Errno::ENOENT) => return Ok(Compared::Disagrees),
+        Err(e) => return Err(e.into()),
+        Ok(stat) => stat,
+    };
+    if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFDIR {
+        return Ok(Compared::Disagrees);
+    }
+    let id = DirId {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec),
+    };
+    compare_listed(&state_dir.join(task.as_str()), id, mark)
+}
+
+/// From how many tasks on the directories are looked at by more than one thread.
+pub(super) const PARALLEL_FROM: usize = 256;
+
+/// At most how many threads look at the task directories.
+const MAX_THREADS: usize = 4;
+
+/// Compare every task of `tasks` with its directory in `state_dir`: the tasks unchanged,
+/// or `None` when one disagrees (or cannot be looked at). Each directory is looked at
+/// relative to the state directory (one name to look up, not the whole path), and a
+/// large root's by a few threads at once: one `stat` per task is most of what a fresh
+/// process does in a large root, and the kernel answers them side by side.
+fn compare_all(
+    state_dir: &Path,
+    tasks: &BTreeMap<TaskName, TaskEntry>,
+) -> Option<HashSet<TaskName>> {
+    let state = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_DIRECTORY.bits())
+        .open(state_dir)
+        .ok();
+    let entries: Vec<(&TaskName, &TaskEntry)> = tasks.iter().collect();
+    let threads = match entries.len() >= PARALLEL_FROM {
+        true => std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_THREADS),
+        false => 1,
+    };
+    let look = |chunk: &[(&TaskName, &TaskEntry)]| -> Option<Vec<TaskName>> {
+        let mut unchanged = Vec::with_capacity(chunk.len());
+        for (task, entry) in chunk {
+            match compare_at(state.as_ref(), state_dir, task, &entry.mark) {
+                Ok(Compared::Unchanged) => unchanged.push((*task).clone()),
+                Ok(Compared::Appended) => {}
+                Ok(Compared::Disagrees) | Err(_) => return None,
+            }
+        }
+        Some(unchanged)
+    };
+    let parts: Vec<Option<Vec<TaskName>>> = match threads {
+        0 | 1 => vec![look(&entries)],
+        n => {
+            let size = entries.len().div_ceil(n);
+            std::thread::scope(|scope| {
+                let mut chunks = entries.chunks(size);
+                let first = chunks.next().unwrap_or_default();
+                // A chunk no thread could be started for is looked at here.
+                let others: Vec<_> = chunks
+                    .map(|c| {
+                        std::thread::Builder::new()
+                            .spawn_scoped(scope, move || look(c))
+                            .map_err(|_| c)
+                    })
+                    .collect();
+                let mut parts = vec![look(first)];
+                for other in others {
+                    parts.push(match other {
+                        Ok(thread) => thread.join().ok().flatten(),
+                        Err(chunk) => look(chunk),
+                    });
+                }
+                parts
+            })
+        }
+    };
+    let mut unchanged = HashSet::with_capacity(entries.len());
+    for part in parts {
+        unchanged.extend(part?);
+    }
+    Some(unchanged)
+}
+
+/// Compare the task directory `dir`, of identity `id`, with `mark`.
+fn compare_listed(dir: &Path, id: DirId, mark: &Mark) -> io::Result<Compared> {
+    if mark.dir == Some(id) {
         return Ok(Compared::Unchanged);
     }
     let Some(files) = listing(dir)? else {
@@ -482,8 +682,8 @@ impl Persisted {
         Some(Persisted {
             state: state_id(state_dir)?,
             tasks,
-            tail,
-            recent,
+            tail: tail.iter().filter_map(Kept::of).collect(),
+            recent: recent.map(|r| r.iter().filter_map(Kept::of).collect()),
         })
     }
 
@@ -519,14 +719,12 @@ impl Persisted {
     /// Whether every record carried belongs to a task named, at or below what was fed,
     /// and every mark and track state is within what was fed.
     fn consistent(&self) -> bool {
-        let fed_holds = |record: &Record| {
-            TaskName::new(&record.envelope.task)
+        let fed_holds = |kept: &Kept| {
+            let (task, sequence) = kept.place();
+            TaskName::new(task)
                 .ok()
                 .and_then(|task| self.tasks.get(&task))
-                .is_some_and(|entry| {
-                    record.envelope.sequence >= 1 && record.envelope.sequence <= entry.mark.fed
-                })
-                && matches!(record.body, Body::Consultation(_))
+                .is_some_and(|entry| sequence >= 1 && sequence <= entry.mark.fed)
         };
         let tasks_hold = self.tasks.values().all(|entry| {
             entry.mark.fed <= chain::MAX_SEQUENCE
@@ -617,42 +815,49 @@ impl Store {
         let Some(persisted) = read_index(&self.state_dir) else {
             return Ok(());
         };
-        let mut unchanged = HashSet::new();
-        for (task, entry) in &persisted.tasks {
-            match compare(&self.task_dir(task), &entry.mark) {
-                Ok(Compared::Unchanged) => {
-                    unchanged.insert(task.clone());
-                }
-                Ok(Compared::Appended) => {}
-                Ok(Compared::Disagrees) | Err(_) => return Ok(()),
-            }
-        }
+        let Some(mut unchanged) = compare_all(&self.state_dir, &persisted.tasks) else {
+            return Ok(());
+        };
+        let Persisted {
+            tasks,
+            tail,
+            recent,
+            ..
+        } = persisted;
         let mut reread = Vec::new();
         {
             let mut circuit = lock(&self.circuit);
             if !circuit.fed.is_empty() || circuit.spending != Spending::Off {
                 return Ok(());
             }
-            for record in &persisted.tail {
-                circuit.tail.feed(record);
+            for kept in tail {
+                circuit.tail.feed(&kept.into_record());
             }
-            if let Some(recent) = &persisted.recent {
+            if let Some(recent) = recent {
                 let since = time::OffsetDateTime::now_utc() - RECENT_SPEND;
-                circuit.recent = recent.iter().filter_map(|r| Spent::of(r, since)).collect();
+                circuit.recent = recent
+                    .into_iter()
+                    .filter_map(|k| Spent::of(&k.into_record(), since))
+                    .collect();
                 circuit.spending = Spending::Kept;
             }
+            let all = tasks.len();
+            let circuit = &mut *circuit;
+            circuit.fed.reserve(all);
+            circuit.index.counts.reserve(all);
+            circuit.index.marks.reserve(all);
             let mut track = lock(&self.track);
-            for (task, entry) in &persisted.tasks {
+            for (task, entry) in tasks {
                 circuit.fed.insert(task.clone(), entry.mark.fed);
                 circuit.index.counts.insert(task.clone(), entry.mark.count);
-                circuit.index.marks.insert(task.clone(), entry.mark.clone());
                 match &entry.track {
                     TrackState::None => {}
-                    TrackState::Settled(mark) => track.load(task, mark),
+                    TrackState::Settled(mark) => track.load(&task, mark),
                     TrackState::Unknown => reread.push(task.clone()),
                 }
+                circuit.index.marks.insert(task, entry.mark);
             }
-            circuit.index.clean = reread.is_empty() && unchanged.len() == persisted.tasks.len();
+            circuit.index.clean = reread.is_empty() && unchanged.len() == all;
             for task in &reread {
                 unchanged.remove(task);
             }
@@ -976,6 +1181,57 @@ mod tests {
         assert_eq!(fresh.budget_history(&a, now).expect("read"), spent);
         assert!(lock(&fresh.circuit).spending == Spending::Kept);
         assert_eq!(fresh.cached().1, 1, "only the task asked about was read");
+    }
+
+    /// A root large enough for its directories to be looked at by several threads: a
+    /// fresh store takes the index, notices a record added to any task and a record removed
+    /// from any task, and answers as a store that never saw the index.
+    #[test]
+    fn a_large_root_is_compared_task_by_task_across_threads() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let tasks = PARALLEL_FROM + 44;
+        for t in 0..tasks {
+            put(dir.path(), &format!("t{t}"), 1, "alpha", "completed", 1);
+            put(dir.path(), &format!("t{t}"), 2, "alpha", "failed", 2);
+        }
+        let expected = truth(dir.path());
+        assert_eq!(history(&store(dir.path(), 10)), expected);
+        let fresh = store(dir.path(), 10);
+        assert_eq!(history(&fresh), expected);
+        assert_eq!(fresh.cached().1, 0, "no task was read");
+        // Added behind the index, in the last task: only it is read past what was fed.
+        let last = format!("t{}", tasks - 1);
+        put(dir.path(), &last, 3, "alpha", "failed", 3);
+        let expected = truth(dir.path());
+        let fresh = store(dir.path(), 10);
+        let got = history(&fresh);
+        assert_eq!(got, expected);
+        assert!(got.contains(&format!("C{last}3alpha")), "{got:?}");
+        assert_eq!(fresh.cached().1, 0, "no task was read whole");
+        // Removed from a task in the middle: the index is thrown away.
+        fs::remove_file(
+            dir.path()
+                .join(format!("t{}", tasks / 2))
+                .join(sequence_file(2)),
+        )
+        .expect("removed");
+        let expected = truth(dir.path());
+        let fresh = store(dir.path(), 10);
+        assert_eq!(history(&fresh), expected);
+        assert!(fresh.cached().1 > 1, "the tasks were read again");
+    }
+
+    /// The consultations the file carries are stripped to what availability and budgets
+    /// read, and answer as the records do.
+    #[test]
+    fn the_file_carries_consultations_stripped() {
+        let dir = root();
+        let expected = truth(dir.path());
+        history(&store(dir.path(), 10));
+        let text = fs::read_to_string(index_path(dir.path())).expect("written");
+        assert!(!text.contains("\"conclusion\""), "no prose: {text}");
+        assert!(text.contains("\"Cc1alpha\""), "the tail's records: {text}");
+        assert_eq!(history(&store(dir.path(), 10)), expected);
     }
 
     /// A hand that edits a record (through a rename, as editors and `sed -i` do, or in
