@@ -341,7 +341,13 @@ impl Jobs {
     /// Queue a consultation: check the request, journal the job durably, then hand it to
     /// the scheduler. The handle of the job as accepted.
     pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<JobHandle> {
-        self.accept(request, None).await
+        Ok(self.accept(request, None).await?.0)
+    }
+
+    /// Queue a consultation as [`Jobs::submit`] does; the job as accepted (`queued`, as
+    /// journaled: it may have started since, and its events say so).
+    pub async fn consult(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
+        Ok(self.accept(request, None).await?.1)
     }
 
     /// Queue a review relayed for a mesh peer: a consultation whose advisors get
@@ -351,14 +357,15 @@ impl Jobs {
         request: ConsultRequest,
         question: String,
     ) -> Result<JobHandle> {
-        self.accept(request, Some(question)).await
+        Ok(self.accept(request, Some(question)).await?.0)
     }
 
+    /// The job accepted: its handle, and the job as it was journaled.
     async fn accept(
         self: &Arc<Self>,
         request: ConsultRequest,
         prompt: Option<String>,
-    ) -> Result<JobHandle> {
+    ) -> Result<(JobHandle, Job)> {
         if self.drain.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
@@ -425,7 +432,7 @@ impl Jobs {
                 }
             }
         }
-        Ok(JobHandle::new(self.clone(), entry))
+        Ok((JobHandle::new(self.clone(), entry), job))
     }
 
     fn acceptances(
