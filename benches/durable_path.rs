@@ -392,13 +392,12 @@ fn phases(client: &str, daemon: &str) -> (Vec<(&'static str, f64)>, usize) {
             .find(|l| marks.iter().all(|m| l.contains(m)))
             .and_then(stamp)
     };
-    let nth_connect = |n: usize| {
-        client
-            .lines()
-            .filter(|l| l.contains(" connect("))
-            .nth(n)
-            .and_then(stamp)
-    };
+    let first_connect = client
+        .lines()
+        .find(|l| l.contains(" connect("))
+        .and_then(stamp);
+    // One connection: the `202` comes once the job and its plan are durable (one flush),
+    // with the job as accepted, then the job's events on the same connection.
     let marks = [
         (
             "process start, runtime and command line",
@@ -408,23 +407,19 @@ fn phases(client: &str, daemon: &str) -> (Vec<(&'static str, f64)>, usize) {
             "context (cwd, TZ, catalogue for the credentials)",
             first(client, &["getcwd("]),
         ),
-        ("connect and send the request", nth_connect(0)),
+        ("connect and send the request", first_connect),
         (
-            "daemon: resolve, journal the job (a flush)",
+            "daemon: resolve, journal the job, record the plan (one flush)",
             last(daemon, &["POST /api/v1/consultations"]),
         ),
         (
             "the reply reaches the client",
             last(daemon, &["HTTP/1.1 202"]),
         ),
-        (
-            "client: open the event stream",
-            first(client, &["HTTP/1.1 202"]),
-        ),
-        ("to the plan recorded", nth_connect(1)),
+        ("to the plan's event", first(client, &["HTTP/1.1 202"])),
         ("the exchanges", first(client, &["event\\\":\\\"plan"])),
         (
-            "to the last record",
+            "to the last record (one flush for those ready together)",
             last(client, &["event\\\":\\\"finished"]),
         ),
         ("to done", last(client, &["event\\\":\\\"recorded"])),

@@ -10,6 +10,7 @@
 //! reason code: exit 3, printed the same way).
 
 mod autostart;
+mod consult_stream;
 mod transport;
 mod verify_wait;
 
@@ -124,18 +125,30 @@ impl Api for Client {
     }
 
     fn events(&self, request: EventsRequest) -> Answer<'_, EventStream> {
+        Box::pin(async move { Ok(event_stream(self.event_reader(&request).await?)) })
+    }
+
+    fn consult_following(
+        &self,
+        request: crate::protocol::ConsultRequest,
+    ) -> Answer<'_, (crate::protocol::Job, Option<EventStream>)> {
         Box::pin(async move {
-            let reader = self.event_reader(&request).await?;
-            let stream = futures::stream::unfold(reader, |mut reader| async move {
-                match reader.next().await {
-                    Ok(Some(event)) => Some((Ok(event), reader)),
-                    Ok(None) => None,
-                    Err(e) => Some((Err(e), reader)),
-                }
-            });
-            Ok(Box::pin(stream) as EventStream)
+            let (job, reader) = self.consult_streamed(&request).await?;
+            Ok((job, reader.map(event_stream)))
         })
     }
+}
+
+/// The events `reader` reads, as the façade's stream.
+fn event_stream(reader: EventReader) -> EventStream {
+    let stream = futures::stream::unfold(reader, |mut reader| async move {
+        match reader.next().await {
+            Ok(Some(event)) => Some((Ok(event), reader)),
+            Ok(None) => None,
+            Err(e) => Some((Err(e), reader)),
+        }
+    });
+    Box::pin(stream)
 }
 
 #[cfg(test)]

@@ -117,6 +117,17 @@ pub trait Api: Send + Sync {
 
     verb_table!(facade_verbs methods);
 
+    /// Queue a consultation and follow it: the job as accepted and, when the
+    /// implementation gets them with the acceptance (the daemon's streamed reply, see
+    /// docs/DAEMON.md), the job's events from its first; `None` means follow them with
+    /// [`Api::events`].
+    fn consult_following(
+        &self,
+        request: ConsultRequest,
+    ) -> Answer<'_, (crate::protocol::Job, Option<EventStream>)> {
+        Box::pin(async move { Ok((self.consult(request).await?, None)) })
+    }
+
     /// The effective catalogue: the asker's catalogue files layered on the embedded one.
     /// They are the asker's own files (their config directory, their project), so every
     /// implementation reads them in this process.

@@ -192,19 +192,21 @@ async fn consult(
         return preview.print(api, ctx, format).await;
     }
     let mut interrupt = interrupt_signal()?;
-    let job = api
-        .consult(ConsultRequest {
-            context: ctx.clone(),
-            assessment: request.assessment.clone(),
-            question: request.question.clone(),
-            prior_opinion: request.prior_opinion.clone(),
-            timeout: request.timeout,
-        })
-        .await?;
+    let consult = ConsultRequest {
+        context: ctx.clone(),
+        assessment: request.assessment.clone(),
+        question: request.question.clone(),
+        prior_opinion: request.prior_opinion.clone(),
+        timeout: request.timeout,
+    };
     if request.detach {
+        // The plain `202`: nothing to follow.
+        let job = api.consult(consult).await?;
         print_stdout(&detached_text(&job.id, &job.assessment, format))?;
         return Ok(0);
     }
+    // The events on the connection that queued the job, when the daemon streams them.
+    let (job, events) = api.consult_following(consult).await?;
     let mut progress = Progress::new(Target::Stderr);
     progress.queued(&job);
     let following = Following {
@@ -213,7 +215,7 @@ async fn consult(
         job: &job.id,
     };
     match following
-        .follow(&mut progress, Some(&mut interrupt), None)
+        .follow_from(events, &mut progress, Some(&mut interrupt), None)
         .await?
     {
         Followed::Ended(report) => finish(&report, format),
@@ -448,6 +450,18 @@ impl Following<'_> {
     async fn follow(
         &self,
         progress: &mut Progress,
+        interrupt: Option<&mut Signal>,
+        deadline: Option<Instant>,
+    ) -> anyhow::Result<Followed> {
+        self.follow_from(None, progress, interrupt, deadline).await
+    }
+
+    /// [`Following::follow`] on `events` (the job's from its first) when given, else on
+    /// a stream asked for now.
+    async fn follow_from(
+        &self,
+        events: Option<crate::facade::EventStream>,
+        progress: &mut Progress,
         mut interrupt: Option<&mut Signal>,
         deadline: Option<Instant>,
     ) -> anyhow::Result<Followed> {
@@ -464,11 +478,14 @@ impl Following<'_> {
             id: job.clone(),
             from: 0,
         };
-        let events = tokio::select! {
-            biased;
-            () = received(&mut interrupt) => return Ok(Followed::Interrupted),
-            () = &mut timeout => return Ok(Followed::TimedOut(Box::default())),
-            events = self.api.events(request) => events?,
+        let events = match events {
+            Some(events) => events,
+            None => tokio::select! {
+                biased;
+                () = received(&mut interrupt) => return Ok(Followed::Interrupted),
+                () = &mut timeout => return Ok(Followed::TimedOut(Box::default())),
+                events = self.api.events(request) => events?,
+            },
         };
         let mut follower = Follower::new(events);
         loop {

@@ -201,8 +201,30 @@ pub struct EventReader {
 }
 
 impl EventReader {
+    /// The reader of the NDJSON `body` of a reply to `client`.
+    pub(super) fn of(client: Client, body: Incoming) -> EventReader {
+        EventReader {
+            client,
+            body,
+            buffer: Vec::new(),
+        }
+    }
+
     /// The next event; `None` when the stream ended (after `done`, or the daemon stopped).
     pub async fn next(&mut self) -> Result<Option<Event>> {
+        let Some(line) = self.line().await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&line).map(Some).map_err(|e| {
+            Error::Protocol(format!(
+                "an event line is not an event ({e}): {}",
+                String::from_utf8_lossy(&line[..line.len().min(300)])
+            ))
+        })
+    }
+
+    /// The next line that is not blank, without its end; `None` when the stream ended.
+    pub(super) async fn line(&mut self) -> Result<Option<Vec<u8>>> {
         loop {
             if let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = self.buffer.drain(..=end).collect();
@@ -210,12 +232,7 @@ impl EventReader {
                 if line.is_empty() {
                     continue;
                 }
-                return serde_json::from_slice(line).map(Some).map_err(|e| {
-                    Error::Protocol(format!(
-                        "an event line is not an event ({e}): {}",
-                        String::from_utf8_lossy(&line[..line.len().min(300)])
-                    ))
-                });
+                return Ok(Some(line.to_vec()));
             }
             match self.body.frame().await {
                 None => return Ok(None),

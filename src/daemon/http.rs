@@ -281,6 +281,15 @@ async fn serve<V: Call>(
         }
     }
     let mut response = ask(api, request).await?;
+    if V::NAME == VerbName::Consult
+        && crate::daemon::verify_progress::wants_progress(&incoming.headers)
+    {
+        // The job, then its events on this connection (`consult_streamed`).
+        let job = serde_json::to_value(&response)
+            .and_then(serde_json::from_value)
+            .map_err(|e| ApiError::internal(format!("the job accepted: {e}")))?;
+        return consult_streamed(api, job).await;
+    }
     if let Some(page) = page {
         if page.offset.is_some() || page.limit.is_some() {
             V::page(
@@ -406,6 +415,36 @@ async fn events(api: &Served, shape: &Shape, id: Option<String>, incoming: Incom
         })
     });
     Ok(([(header::CONTENT_TYPE, NDJSON)], Body::from_stream(lines)).into_response())
+}
+
+/// `POST /api/v1/consultations` with `Accept: application/x-ndjson`: `202`, the job as
+/// accepted on the first line (journaled and flushed already, as for the plain `202`),
+/// then the job's events from the first, one per line, as `events` streams them. The
+/// client follows the job on the connection that queued it instead of a second one.
+async fn consult_streamed(api: &Served, job: crate::protocol::Job) -> Answer {
+    let events = api
+        .events(EventsRequest {
+            id: job.id.clone(),
+            from: 0,
+        })
+        .await?;
+    // Plain data; it always encodes.
+    let mut first = serde_json::to_vec(&job).unwrap_or_default();
+    first.push(b'\n');
+    let lines =
+        futures::stream::once(async move { Ok(Bytes::from(first)) }).chain(events.map(|event| {
+            event.map(|event| {
+                let mut line = serde_json::to_vec(&event).unwrap_or_default();
+                line.push(b'\n');
+                Bytes::from(line)
+            })
+        }));
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::CONTENT_TYPE, NDJSON)],
+        Body::from_stream(lines),
+    )
+        .into_response())
 }
 
 /// Whether the request's `Accept` asks for server-sent events.

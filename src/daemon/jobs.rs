@@ -41,7 +41,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -112,7 +112,17 @@ pub struct Jobs {
     /// Woken when a job ends, so the pruner holds the number of finished jobs kept to
     /// its limit at once rather than at its next round.
     ended: tokio::sync::Notify,
+    /// Jobs accepted whose journal entry the flush of their plan makes durable: the
+    /// runner says so here once the plan is recorded ([`Jobs::take_acceptance`]).
+    acceptances: Mutex<std::collections::HashMap<String, oneshot::Sender<()>>>,
+    /// How many jobs run at once (the scheduler's bound).
+    max_running: std::sync::atomic::AtomicUsize,
 }
+
+/// How long an accepted job waits for its runner's plan to make its journal entry durable
+/// before it flushes the journal itself (the job did not start at once after all: the
+/// slot it was counted on went to another job).
+const COVER_WAIT: Duration = Duration::from_millis(100);
 
 /// How long a resumed job waits for the peers to be reachable before finding them.
 const RESUME_MESH_WAIT: Duration = Duration::from_secs(3);
@@ -160,6 +170,8 @@ impl Jobs {
             last_activity: Mutex::new(Instant::now()),
             feed: Arc::new(crate::daemon::feed::Feed::new(started_ms, feed)),
             ended: tokio::sync::Notify::new(),
+            acceptances: Mutex::default(),
+            max_running: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -171,6 +183,8 @@ impl Jobs {
         limits: Limits,
         workers: &mut JoinSet<&'static str>,
     ) {
+        self.max_running
+            .store(limits.max_running, std::sync::atomic::Ordering::Relaxed);
         self.resume(saved);
         let queued = self.queued.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(queued) = queued {
@@ -327,7 +341,13 @@ impl Jobs {
     /// Queue a consultation: check the request, journal the job durably, then hand it to
     /// the scheduler. The handle of the job as accepted.
     pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<JobHandle> {
-        self.accept(request, None).await
+        Ok(self.accept(request, None).await?.0)
+    }
+
+    /// Queue a consultation as [`Jobs::submit`] does; the job as accepted (`queued`, as
+    /// journaled: it may have started since, and its events say so).
+    pub async fn consult(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
+        Ok(self.accept(request, None).await?.1)
     }
 
     /// Queue a review relayed for a mesh peer: a consultation whose advisors get
@@ -337,14 +357,15 @@ impl Jobs {
         request: ConsultRequest,
         question: String,
     ) -> Result<JobHandle> {
-        self.accept(request, Some(question)).await
+        Ok(self.accept(request, Some(question)).await?.0)
     }
 
+    /// The job accepted: its handle, and the job as it was journaled.
     async fn accept(
         self: &Arc<Self>,
         request: ConsultRequest,
         prompt: Option<String>,
-    ) -> Result<JobHandle> {
+    ) -> Result<(JobHandle, Job)> {
         if self.drain.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
@@ -355,6 +376,7 @@ impl Jobs {
             .resolve_for(request.context, assessment.clone())
             .await?;
         let task = resolved.task.to_string();
+        let state_dir = resolved.state_dir.clone();
         let job = Job::queued(
             JobId::generate(),
             context.root.display().to_string(),
@@ -373,16 +395,90 @@ impl Jobs {
         let entry = Arc::new(JobEntry::new(job.clone(), order, &self.token));
         // Resolved once: the job runs on this resolution unless peers join its catalogue.
         entry.keep_resolved(Arc::new(resolved));
-        self.persist(&entry).await.map_err(|e| {
+        let not_accepted = |e: &dyn std::fmt::Display| {
             Error::Internal(format!(
                 "the job was not accepted: {e}; free space or fix the data directory"
             ))
-        })?;
+        };
+        // The job's journal entry is made durable before the reply: by the flush of its
+        // plan when the job starts at once (one flush for both), else by its own.
+        let covered = self.plan_may_cover(&entry, &state_dir).then(|| {
+            let (sender, receiver) = oneshot::channel();
+            self.acceptances().insert(job.id.to_string(), sender);
+            receiver
+        });
+        let saved = if covered.is_some() {
+            self.persist_unflushed(&entry).await.map(|_| ())
+        } else {
+            self.persist(&entry).await
+        };
+        if let Err(e) = saved {
+            self.acceptances().remove(job.id.as_str());
+            return Err(not_accepted(&e));
+        }
         tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
         entry.attach_feed(self.feed.clone());
         self.table.insert(entry.clone());
         self.enqueue(entry.clone());
-        Ok(JobHandle::new(self.clone(), entry))
+        if let Some(receiver) = covered {
+            let by_plan = tokio::time::timeout(COVER_WAIT, receiver).await;
+            if !matches!(by_plan, Ok(Ok(()))) {
+                self.acceptances().remove(job.id.as_str());
+                if let Err(e) = self.flush_journal().await {
+                    // Not acknowledged: it must not run either.
+                    entry.request_cancel();
+                    entry.cancel.cancel();
+                    return Err(not_accepted(&e));
+                }
+            }
+        }
+        Ok((JobHandle::new(self.clone(), entry), job))
+    }
+
+    fn acceptances(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, oneshot::Sender<()>>> {
+        self.acceptances.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the flush of `entry`'s plan can make its journal entry durable: the job
+    /// starts at once (a free slot), makes its plan itself (not relayed, no mesh peers to
+    /// sweep for first), and the plan is written on the journal's file system.
+    fn plan_may_cover(&self, entry: &JobEntry, state_dir: &std::path::Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        if entry.order.prompt.is_some() || self.peers.is_some() {
+            return false;
+        }
+        let counts = self.table.counts();
+        let active = [JobState::Queued, JobState::Running]
+            .iter()
+            .map(|s| counts.get(s).copied().unwrap_or(0))
+            .sum::<usize>();
+        if active >= self.max_running.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let device = |path: &std::path::Path| std::fs::metadata(path).map(|m| m.dev()).ok();
+        device(self.journal.dir()).is_some_and(|d| Some(d) == device(state_dir))
+    }
+
+    /// For the runner of job `id`: the acceptance waiting for its plan's flush, if any
+    /// (sent once the plan is recorded; dropped otherwise, and the acceptance flushes
+    /// the journal itself).
+    pub(crate) fn take_acceptance(&self, id: &JobId) -> Option<oneshot::Sender<()>> {
+        self.acceptances().remove(id.as_str())
+    }
+
+    /// Flush the journal's file system: every entry saved before is durable.
+    async fn flush_journal(&self) -> Result<(), JournalError> {
+        let dir = self.journal.dir().to_path_buf();
+        tokio::task::spawn_blocking(move || Journal::at(dir).flush())
+            .await
+            .unwrap_or_else(|e| {
+                Err(JournalError {
+                    context: "the journal flush panicked".into(),
+                    source: io::Error::other(e.to_string()),
+                })
+            })
     }
 
     /// Resolve `context` and check that `assessment` is an assessment of its task; the
@@ -618,6 +714,15 @@ impl Jobs {
     /// Journal the job as it stands now, after any save already under way. Credential
     /// values are left out.
     pub(crate) async fn persist(&self, entry: &Arc<JobEntry>) -> Result<(), JournalError> {
+        if self.persist_unflushed(entry).await? {
+            self.flush_journal().await?;
+        }
+        Ok(())
+    }
+
+    /// [`Jobs::persist`] without the flush: whether the entry must be made durable
+    /// before the job is acknowledged ([`Journal::save_unflushed`]).
+    async fn persist_unflushed(&self, entry: &Arc<JobEntry>) -> Result<bool, JournalError> {
         let _turn = entry.journal_turn.lock().await;
         let mut context = entry.order.context.clone();
         context.credentials.clear();
@@ -631,7 +736,7 @@ impl Jobs {
             timeout: entry.order.timeout,
         };
         let dir = self.journal.dir().to_path_buf();
-        tokio::task::spawn_blocking(move || Journal::at(dir).save(&saved))
+        tokio::task::spawn_blocking(move || Journal::at(dir).save_unflushed(&saved))
             .await
             .unwrap_or_else(|e| {
                 Err(JournalError {

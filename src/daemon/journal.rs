@@ -118,6 +118,27 @@ impl Journal {
     /// and the load then takes the job's durable entry: accepted, queued again or
     /// cancelled, as it last was, and never older than what a reply acknowledged.
     pub fn save(&self, entry: &JournalEntry) -> Result<(), JournalError> {
+        if self.save_unflushed(entry)? {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Make durable every entry saved before this call (one shared flush of the file
+    /// system, see `store::durable`).
+    pub fn flush(&self) -> Result<(), JournalError> {
+        crate::store::durable::shared(&self.dir)
+            .flush()
+            .map_err(|source| JournalError {
+                context: format!("cannot flush `{}`", self.dir.display()),
+                source,
+            })
+    }
+
+    /// [`Journal::save`] without its flush: whether the entry must be made durable (by
+    /// [`Journal::flush`], or by another flush of the same file system that starts after
+    /// this returns) before the job is acknowledged.
+    pub fn save_unflushed(&self, entry: &JournalEntry) -> Result<bool, JournalError> {
         debug_assert!(
             entry.context.credentials.is_empty(),
             "credential values are never journaled"
@@ -169,12 +190,7 @@ impl Journal {
             _ => {}
         }
         std::fs::rename(&tmp_path, &final_path).map_err(fail("rename into", &final_path))?;
-        if !durable {
-            return Ok(());
-        }
-        crate::store::durable::shared(&self.dir)
-            .flush()
-            .map_err(fail("flush", &self.dir))
+        Ok(durable)
     }
 
     /// Forget a pruned job.

@@ -49,6 +49,9 @@ enum Exchange {
 /// Run `entry` to its end (or until the daemon stops), journaling its state and emitting
 /// its events. Never panics on a store or journal failure: the job fails with the reason.
 pub(crate) async fn run_job(jobs: Arc<Jobs>, entry: Arc<JobEntry>) {
+    // The acceptance waiting for this job's plan to flush its journal entry too; dropped
+    // unanswered (the acceptance then flushes it itself) unless the plan is recorded.
+    let acceptance = jobs.take_acceptance(&entry.id());
     if entry
         .transition(JobState::Queued, JobState::Running)
         .is_none()
@@ -58,7 +61,7 @@ pub(crate) async fn run_job(jobs: Arc<Jobs>, entry: Arc<JobEntry>) {
     // Not journaled as running: a journaled job resumes the same way whether it was
     // queued or running, so the fsyncs are saved.
     tracing::info!(job = %entry.id(), "job running");
-    match drive(&jobs, &entry).await {
+    match drive(&jobs, &entry, acceptance).await {
         Ending::Interrupted => {
             tracing::info!(job = %entry.id(), "job interrupted by shutdown; it resumes at the next start");
         }
@@ -82,6 +85,9 @@ struct Prepared {
     prompt: Arc<str>,
     /// The consultation already recorded for each selected advisor, in plan order.
     recorded: Vec<Option<Record>>,
+    /// Whether the plan was recorded now (and so the file system flushed after the job
+    /// was journaled), rather than found.
+    planned_now: bool,
 }
 
 fn failed(reason: impl std::fmt::Display) -> Ending {
@@ -95,7 +101,11 @@ fn internal(what: impl std::fmt::Display) -> Error {
 
 /// The job, step by step: its plan found or recorded, every pending advisor asked and
 /// recorded in plan order, then its disagreement.
-async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
+async fn drive(
+    jobs: &Arc<Jobs>,
+    entry: &Arc<JobEntry>,
+    acceptance: Option<oneshot::Sender<()>>,
+) -> Ending {
     let resumed = entry.order.resumed;
     // Two resumed jobs of one assessment must not both take the same unclaimed plan: the
     // claims are read under the turn, and the turn is held until the plan is journaled.
@@ -111,6 +121,11 @@ async fn drive(jobs: &Arc<Jobs>, entry: &Arc<JobEntry>) -> Ending {
         Ok(prepared) => prepared,
         Err(reason) => return failed(reason),
     };
+    if let (Some(acceptance), true) = (acceptance, prepared.planned_now) {
+        // The plan's flush began after the job's journal entry was in place: the job is
+        // durable, and its acceptance can be answered.
+        let _ = acceptance.send(());
+    }
     entry.keep_store(prepared.store.clone());
     if let Err(e) = announce_plan(jobs, entry, &prepared).await {
         return failed(e);
@@ -269,6 +284,7 @@ fn prepare(
     let (assessment, plan) = find_in_task(&store, &resolved, job, orphans_before, claimed)?;
     let invariants = planning::invariants_for(&resolved, &store)?;
     let prompt = prompt_of(&assessment, asked, &invariants);
+    let planned_now = plan.is_none();
     let plan_record = match plan {
         Some(plan) => plan,
         None => record_plan(&store, &resolved, job, asked, &prompt)?,
@@ -294,6 +310,7 @@ fn prepare(
         plan,
         prompt,
         recorded,
+        planned_now,
     })
 }
 
@@ -561,9 +578,11 @@ async fn exchange(turn: Turn, reach: Option<Reach>, gone: Option<String>) -> Exc
     Exchange::Ran(Box::new(outcome))
 }
 
-/// Record each outcome as it and every earlier one are in, in plan order. A failure to
-/// record stops the other exchanges; an exchange stopped by shutdown leaves the rest to
-/// the resumed run.
+/// Record each outcome as it and every earlier one are in, in plan order. The outcomes
+/// in by the time one is recorded (the next ones of the plan, already ended) are
+/// recorded with it, in one flush ([`Store::write_consultations`]). A failure to record
+/// stops the other exchanges; an exchange stopped by shutdown leaves the rest to the
+/// resumed run.
 async fn record_in_order(
     entry: &Arc<JobEntry>,
     prepared: &Prepared,
@@ -573,32 +592,51 @@ async fn record_in_order(
 ) -> Option<Ending> {
     let mut interrupted = false;
     let mut failure: Option<Error> = None;
-    for (waited, outcome) in waiting {
-        let exchange = outcome.await.unwrap_or(Exchange::NotStarted);
-        if interrupted || failure.is_some() {
-            continue; // later outcomes wait for the resume, in plan order
+    let mut waiting: std::collections::VecDeque<_> = waiting.into();
+    while let Some((waited, outcome)) = waiting.pop_front() {
+        let mut ended = vec![(waited, outcome.await.unwrap_or(Exchange::NotStarted))];
+        // The next ones of the plan already in join this one (its flush is theirs).
+        tokio::task::yield_now().await;
+        while let Some((_, next)) = waiting.front_mut() {
+            let Ok(exchange) = next.try_recv() else { break };
+            let (waited, _) = waiting.pop_front().expect("the front one");
+            ended.push((waited, exchange));
         }
-        let outcome = match exchange {
-            Exchange::NotStarted if entry.cancel_requested() => continue,
-            Exchange::NotStarted => {
+        let mut ready = Vec::new();
+        for (waited, exchange) in ended {
+            if interrupted || failure.is_some() {
+                continue; // later outcomes wait for the resume, in plan order
+            }
+            let outcome = match exchange {
+                Exchange::NotStarted if entry.cancel_requested() => continue,
+                Exchange::NotStarted => {
+                    interrupted = true;
+                    continue;
+                }
+                Exchange::Ran(outcome) => *outcome,
+            };
+            tracing::debug!(job = %entry.id(), advisor = %waited.advisor, ok = outcome.result.is_ok(), "exchange ended");
+            let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
+                && !entry.cancel_requested();
+            if stopped_by_shutdown {
+                // Not the advisor's fault and not the client's wish: ask it again on resume.
                 interrupted = true;
                 continue;
             }
-            Exchange::Ran(outcome) => *outcome,
-        };
-        tracing::debug!(job = %entry.id(), advisor = %waited.advisor, ok = outcome.result.is_ok(), "exchange ended");
-        let stopped_by_shutdown = matches!(&outcome.result, Err(f) if f.kind == FailureKind::Cancelled)
-            && !entry.cancel_requested();
-        if stopped_by_shutdown {
-            // Not the advisor's fault and not the client's wish: ask it again on resume.
-            interrupted = true;
+            ready.push((waited, outcome));
+        }
+        if ready.is_empty() {
             continue;
         }
-        match record_outcome(entry, prepared, secrets, &waited, &outcome).await {
-            Ok(record) => recorded[waited.index] = Some(record),
-            Err(reason) => {
-                failure = Some(reason);
-                entry.cancel.cancel(); // stop the other exchanges: nothing more is recorded
+        for (waited, written) in record_outcomes(entry, prepared, secrets, &ready).await {
+            match written {
+                Ok(record) => recorded[waited] = Some(record),
+                Err(reason) => {
+                    if failure.is_none() {
+                        failure = Some(reason);
+                    }
+                    entry.cancel.cancel(); // stop the other exchanges: nothing more is recorded
+                }
             }
         }
     }
@@ -611,44 +649,59 @@ async fn record_in_order(
     None
 }
 
-/// Store one exchange's outcome as its consultation, and tell the job.
-async fn record_outcome(
+/// Store the exchanges' outcomes (in plan order) as their consultations, with one flush,
+/// and tell the job of each; each one's place in the plan and what became of it.
+async fn record_outcomes(
     entry: &Arc<JobEntry>,
     prepared: &Prepared,
     secrets: &Arc<[String]>,
-    waited: &Waiting,
-    outcome: &Outcome,
-) -> Result<Record, Error> {
+    ready: &[(Waiting, Outcome)],
+) -> Vec<(usize, Result<Record, Error>)> {
     let plan_id = prepared.plan_record.id();
-    let advisor = &waited.advisor;
-    let input = draft::consultation_input(plan_id, advisor, outcome);
-    let made = Made {
-        job: entry.id().to_string(),
-        source: draft::answer_source(waited.source.as_deref(), outcome),
-        counts: outcome.vouched,
-    };
+    let drafts: Vec<Draft> = ready
+        .iter()
+        .map(|(waited, outcome)| Draft {
+            advisor: waited.advisor.clone(),
+            input: draft::consultation_input(plan_id, &waited.advisor, outcome),
+            made: Made {
+                job: entry.id().to_string(),
+                source: draft::answer_source(waited.source.as_deref(), outcome),
+                counts: outcome.vouched,
+            },
+        })
+        .collect();
     let store = &prepared.store;
     let task = &prepared.resolved.task;
-    let record =
-        write_consultation(store, task, plan_id, advisor, input, secrets.clone(), made).await?;
-    tracing::debug!(job = %entry.id(), advisor = %advisor, "consultation recorded");
-    entry.update(|job| {
-        if let (Some(c), Body::Consultation(body)) =
-            (job.consultations.get_mut(waited.index), &record.body)
-        {
-            c.record = Some(RecordId::from(record.id()));
-            c.status = body.status.into();
-            c.failure = body.failure;
-            c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
-        }
-    });
-    entry.emit(Event::Recorded {
-        at: crate::protocol::Timestamp::now(),
-        job: entry.id(),
-        advisor: advisor.clone(),
-        record: Box::new(record.clone()),
-    });
-    Ok(record)
+    let written = write_consultations(store, task, plan_id, drafts, secrets.clone()).await;
+    let mut out = Vec::new();
+    for ((waited, _), written) in ready.iter().zip(written) {
+        let record = match written {
+            Ok(record) => record,
+            Err(e) => {
+                out.push((waited.index, Err(e)));
+                continue;
+            }
+        };
+        tracing::debug!(job = %entry.id(), advisor = %waited.advisor, "consultation recorded");
+        entry.update(|job| {
+            if let (Some(c), Body::Consultation(body)) =
+                (job.consultations.get_mut(waited.index), &record.body)
+            {
+                c.record = Some(RecordId::from(record.id()));
+                c.status = body.status.into();
+                c.failure = body.failure;
+                c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
+            }
+        });
+        entry.emit(Event::Recorded {
+            at: crate::protocol::Timestamp::now(),
+            job: entry.id(),
+            advisor: waited.advisor.clone(),
+            record: Box::new(record.clone()),
+        });
+        out.push((waited.index, Ok(record)));
+    }
+    out
 }
 
 /// One advisor's turn within a job.
@@ -800,43 +853,65 @@ struct Made {
     counts: bool,
 }
 
-/// Store one consultation, attested as the job's; a duplicate (the advisor already
-/// recorded for this plan, by a resumed run) is taken as recorded.
-async fn write_consultation(
+/// One consultation drafted from an outcome, to store.
+struct Draft {
+    advisor: String,
+    input: serde_json::Value,
+    made: Made,
+}
+
+/// Store consultations (in plan order, one flush for all), attested as the job's; a
+/// duplicate (the advisor already recorded for this plan, by a resumed run) is taken as
+/// recorded. One result per draft.
+async fn write_consultations(
     store: &Arc<Store>,
     task: &TaskName,
     plan: &str,
-    advisor: &str,
-    input: serde_json::Value,
+    drafts: Vec<Draft>,
     secrets: Arc<[String]>,
-    made: Made,
-) -> Result<Record, Error> {
-    let (store, task, plan, advisor) = (
-        store.clone(),
-        task.clone(),
-        plan.to_string(),
-        advisor.to_string(),
-    );
+) -> Vec<Result<Record, Error>> {
+    let (store, task, plan) = (store.clone(), task.clone(), plan.to_string());
+    let count = drafts.len();
     let written = tokio::task::spawn_blocking(move || {
-        let provenance = crate::store::Provenance {
-            job: &made.job,
-            source: made.source.as_deref(),
-            counts: made.counts,
-            secrets: &secrets,
-        };
-        match store.write_consultation(&task, &input, &provenance) {
-            Ok(record) => Ok(record),
-            Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => store
-                .with_records(&task, |records| consultation_of(records, &plan, &advisor))
-                .map_err(internal)?
-                .ok_or_else(|| internal(r)),
-            Err(e) => Err(internal(format!(
-                "the consultation of `{advisor}` could not be recorded: {e}"
-            ))),
-        }
+        let items: Vec<(serde_json::Value, crate::store::Provenance)> = drafts
+            .iter()
+            .map(|d| {
+                (
+                    d.input.clone(),
+                    crate::store::Provenance {
+                        job: &d.made.job,
+                        source: d.made.source.as_deref(),
+                        counts: d.made.counts,
+                        secrets: &secrets,
+                    },
+                )
+            })
+            .collect();
+        let written = store.write_consultations(&task, &items);
+        drafts
+            .iter()
+            .zip(written)
+            .map(|(d, written)| match written {
+                Ok(record) => Ok(record),
+                Err(StoreError::Refused(r)) if r.reason == ReasonCode::DuplicateConsultation => {
+                    store
+                        .with_records(&task, |records| consultation_of(records, &plan, &d.advisor))
+                        .map_err(internal)?
+                        .ok_or_else(|| internal(r))
+                }
+                Err(e) => Err(internal(format!(
+                    "the consultation of `{}` could not be recorded: {e}",
+                    d.advisor
+                ))),
+            })
+            .collect::<Vec<_>>()
     })
     .await;
-    written.unwrap_or_else(|e| Err(internal(format!("recording failed: {e}"))))
+    written.unwrap_or_else(|e| {
+        (0..count)
+            .map(|_| Err(internal(format!("recording failed: {e}"))))
+            .collect()
+    })
 }
 
 /// Record the disagreement when a completed consultation of the plan diverges, once.

@@ -167,7 +167,7 @@ impl Api for Served {
                 Request::Advisors(r) => Response::Advisors(self.advisors_here(r).await?),
                 Request::Plan(r) => Response::Plan(self.plan_here(r).await?),
                 Request::Record(r) => Response::Record(self.record_here(r).await?),
-                Request::Consult(r) => Response::Consult(self.jobs.submit(r).await?.job()),
+                Request::Consult(r) => Response::Consult(self.jobs.consult(r).await?),
                 Request::Jobs(r) => Response::Jobs(self.jobs.list(&r)),
                 Request::Job(r) => Response::Job(self.jobs.get(&r.id)?),
                 Request::Cancel(r) => Response::Cancel(self.jobs.cancel(&r.id).await?),

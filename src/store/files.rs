@@ -219,7 +219,7 @@ pub(super) fn write_atomically(
 
 /// Rename `from` to `to` unless `to` exists (`renameat2` with `RENAME_NOREPLACE`, one
 /// system call; a file system without it gets a look first, under the task's lock).
-fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
+pub(super) fn rename_new(from: &Path, to: &Path) -> io::Result<()> {
     use nix::fcntl::{renameat2, RenameFlags};
     match renameat2(None, from, None, to, RenameFlags::RENAME_NOREPLACE) {
         Ok(()) => Ok(()),

@@ -98,6 +98,250 @@ impl Store {
         input: &serde_json::Value,
         provenance: &Provenance,
     ) -> Result<Record, StoreError> {
+        let (input, key) = self.consultation_input(input, provenance)?;
+        self.write_as(
+            task,
+            &input,
+            None,
+            provenance.secrets,
+            Some((&key, provenance)),
+            false,
+            &[],
+        )
+    }
+
+    /// Several consultations a daemon's job drafted, ready at the same moment, stored
+    /// as [`Store::write_consultation`] stores each, in the order given, with **one**
+    /// flush for all of them: under the task's lock each is judged (against the ones
+    /// before it) and written to its temporary file, then the file system is flushed
+    /// once, then each is renamed into place in order. So the guarantees are each
+    /// record's (never torn, never durable without the records before it), and two
+    /// outcomes that arrive together cost one flush, not two in turn.
+    ///
+    /// One result per item: a refusal is that item's alone (the others are judged and
+    /// written without it); a failure to write or flush fails every item not yet in
+    /// place, and the task is read again from its files by the next use.
+    pub fn write_consultations(
+        &self,
+        task: &TaskName,
+        items: &[(serde_json::Value, Provenance)],
+    ) -> Vec<Result<Record, StoreError>> {
+        let one_by_one = items.len() < 2
+            || !self.task_dir(task).exists()
+            || crate::journal::seam::state(&self.state_dir).is_some();
+        if one_by_one {
+            // A shared task publishes each record to its journal first, and a new task
+            // is created by its first record: those take the one-record path.
+            return items
+                .iter()
+                .map(|(input, provenance)| self.write_consultation(task, input, provenance))
+                .collect();
+        }
+        let mut results: Vec<Option<Result<Record, StoreError>>> =
+            items.iter().map(|_| None).collect();
+        let mut drafted = Vec::new();
+        for (at, (input, provenance)) in items.iter().enumerate() {
+            match self.consultation_input(input, provenance) {
+                Ok((input, key)) => drafted.push((at, input, key, provenance)),
+                Err(e) => results[at] = Some(Err(e)),
+            }
+        }
+        match self.write_batch(task, &drafted, &mut results) {
+            Ok(()) => {}
+            Err(failure) => {
+                for result in results.iter_mut() {
+                    if result.as_ref().is_none_or(|r| r.is_ok()) {
+                        *result = Some(Err(StoreError::Io {
+                            context: failure.0.clone(),
+                            source: io::Error::new(failure.1, failure.2.clone()),
+                        }));
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(StoreError::Io {
+                        context: "a consultation of the batch was not written".into(),
+                        source: io::Error::other("not written"),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// The batch of [`Store::write_consultations`] under the task's lock: each result
+    /// set in `results` as judged and written; `Err` (what failed, as text) when the
+    /// batch could not be put in place, after which nothing of it counts as written.
+    #[allow(clippy::type_complexity)]
+    fn write_batch(
+        &self,
+        task: &TaskName,
+        drafted: &[(
+            usize,
+            serde_json::Value,
+            Arc<crate::machine::attest::Key>,
+            &Provenance,
+        )],
+        results: &mut [Option<Result<Record, StoreError>>],
+    ) -> Result<(), (String, io::ErrorKind, String)> {
+        let failed = |context: String| move |e: io::Error| (context, e.kind(), e.to_string());
+        let store_failed = |e: StoreError| match e {
+            StoreError::Io { context, source } => (context, source.kind(), source.to_string()),
+            other => (other.to_string(), io::ErrorKind::Other, other.to_string()),
+        };
+        let dir = self.task_dir(task);
+        let _held = self.lock_task(&dir).map_err(store_failed)?;
+        let slot = self.cache(task);
+        let mut cache = lock(&slot);
+        let stale = self.refresh(task, &mut cache).map_err(store_failed)?;
+        for name in stale {
+            let _ = fs::remove_file(dir.join(name));
+        }
+        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        // Judged and written to temporary files one after the other, each in the cache
+        // before the next is judged (it is the next one's `prev`).
+        let mut staged: Vec<(usize, Record, PathBuf, PathBuf, bool, String)> = Vec::new();
+        let mut trouble = None;
+        for (at, input, key, provenance) in drafted {
+            let sequence = cache.highest + 1;
+            let judged =
+                self.judge_next(task, &mut cache, input, None, provenance.secrets, &[], true);
+            let mut record = match judged {
+                Ok(record) => record,
+                Err(e) => {
+                    results[*at] = Some(Err(e));
+                    continue;
+                }
+            };
+            if sequence > chain::MAX_SEQUENCE {
+                trouble = Some((
+                    format!(
+                        "task `{task}` holds record {}, the highest a record file's name                          can hold; record into another task",
+                        chain::MAX_SEQUENCE
+                    ),
+                    io::ErrorKind::StorageFull,
+                    "full".to_string(),
+                ));
+                break;
+            }
+            let runtime = crate::machine::installed().and_then(|m| m.runtime());
+            key.attest_signed(
+                &mut record,
+                provenance.job,
+                provenance.counts,
+                runtime.as_ref(),
+            );
+            let local = anchors.as_ref().is_some_and(|anchors| {
+                let highest = cache.records.last().map(|r| r.envelope.sequence);
+                chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
+                    digest_at(&cache, s)
+                })
+                .is_none()
+            });
+            let name = file_name(&record);
+            let mut bytes = match serde_json::to_vec_pretty(&record) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    trouble = Some((
+                        format!("cannot serialise record `{}`", record.id()),
+                        io::ErrorKind::Other,
+                        e.to_string(),
+                    ));
+                    break;
+                }
+            };
+            bytes.push(b'\n');
+            let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+            let written = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(files::libc_flags::NOFOLLOW)
+                .open(&temp)
+                .and_then(|mut file| file.write_all(&bytes));
+            if let Err(e) = written {
+                let _ = fs::remove_file(&temp);
+                trouble = Some(failed(format!(
+                    "cannot write record `{}`; nothing was stored (check free space and                      permissions)",
+                    dir.join(&name).display()
+                ))(e));
+                break;
+            }
+            cache.highest = sequence;
+            cache.records.push(record.clone());
+            let digest = chain::digest(&bytes);
+            cache.digests.push(digest.clone());
+            cache.files.push(None);
+            cache.bytes += bytes.len();
+            let rules = std::mem::take(&mut cache.rules);
+            cache.rules = extended(task, &cache, rules, chain::Depth::Links);
+            staged.push((*at, record, temp, dir.join(name), local, digest));
+        }
+        // One flush for the batch, before any of it is renamed into place.
+        self.unsettled
+            .store(false, std::sync::atomic::Ordering::Release);
+        let flushed = match trouble {
+            Some(trouble) => Err(trouble),
+            None if staged.is_empty() => Ok(()),
+            None => self.flusher.flush().map_err(failed(format!(
+                "cannot flush the state directory `{}`",
+                self.state_dir.display()
+            ))),
+        };
+        let mut placed = 0;
+        let outcome = flushed.and_then(|()| {
+            for (_, _, temp, target, _, _) in &staged {
+                files::rename_new(temp, target).map_err(failed(format!(
+                    "cannot write record `{}`; nothing was stored (check free space and                      permissions)",
+                    target.display()
+                )))?;
+                placed += 1;
+            }
+            Ok(())
+        });
+        if placed > 0 {
+            self.unsettled
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        if let Err(failure) = outcome {
+            for (_, _, temp, _, _, _) in &staged[placed..] {
+                let _ = fs::remove_file(temp);
+            }
+            // The cache holds records that are not all in place: read the task afresh.
+            *cache = TaskCache::default();
+            drop(cache);
+            return Err(failure);
+        }
+        for (at, record, _, _, local, digest) in staged {
+            if let (true, Some(anchors)) = (local, &anchors) {
+                let head = chain::Head {
+                    sequence: record.envelope.sequence,
+                    hash: digest,
+                };
+                if let Err(e) = anchors.set(task, &head) {
+                    tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
+                }
+            }
+            results[at] = Some(Ok(record));
+        }
+        self.feed(task, &cache.records);
+        self.feed_track(task, &mut cache);
+        let cached = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, cached);
+        Ok(())
+    }
+
+    /// A consultation's input as it is stored (its `source` added) and the key it is
+    /// attested with.
+    fn consultation_input(
+        &self,
+        input: &serde_json::Value,
+        provenance: &Provenance,
+    ) -> Result<(serde_json::Value, Arc<crate::machine::attest::Key>), StoreError> {
         let machine = crate::machine::installed().ok_or_else(|| StoreError::Io {
             context: "cannot attest a consultation: this process named no data directory to \
                       keep the attestation key in (the daemon and the CLI install theirs)"
@@ -120,15 +364,7 @@ impl Store {
                 object.insert("source".into(), serde_json::Value::String(source));
             }
         }
-        self.write_as(
-            task,
-            &input,
-            None,
-            provenance.secrets,
-            Some((&key, provenance)),
-            false,
-            &[],
-        )
+        Ok((input, key))
     }
 
     #[allow(clippy::too_many_arguments)]
