@@ -1243,7 +1243,7 @@ mod tests {
   - {id: x, title: X, transport: process, adapter: process, executable: x,
      capabilities: [independent_reasoning],
      price: {currency: USD, input_per_million: 3, output_per_million: 15, as_of: 2026-12-01}}
-  - {id: y, title: Y, transport: http, adapter: openai,
+  - {id: y, title: Y, transport: process, adapter: process, executable: y,
      capabilities: [independent_reasoning], price: flat_rate}
 ";
         crate::core::catalogue::Catalogue::parse(
