@@ -548,3 +548,35 @@ mod page_tests {
         check(2, 0, &[]);
     }
 }
+
+/// What the views' tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::core::chain::{digest, Entry, Trust, GENESIS};
+    use crate::core::records::Record;
+
+    /// The trust of a chain over `records` whose link into record `at` does not hold.
+    pub(crate) fn broken_at(records: &[Record], at: usize) -> Trust {
+        let mut records = records.to_vec();
+        let digests: Vec<String> = records.iter().map(|r| digest(r.id().as_bytes())).collect();
+        for (i, r) in records.iter_mut().enumerate() {
+            r.envelope.prev = Some(match i {
+                0 => GENESIS.to_string(),
+                i if i == at => digest(b"elsewhere"),
+                i => digests[i - 1].clone(),
+            });
+        }
+        let entries: Vec<Entry> = records
+            .iter()
+            .zip(&digests)
+            .map(|(r, d)| Entry {
+                file: None,
+                sequence: r.envelope.sequence,
+                digest: d,
+                record: Ok(r),
+            })
+            .collect();
+        let task = crate::core::records::TaskName::new("t").expect("task");
+        Trust::of(&task, &entries)
+    }
+}

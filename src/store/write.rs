@@ -234,13 +234,7 @@ impl Store {
                 provenance.counts,
                 runtime.as_ref(),
             );
-            let local = anchors.as_ref().is_some_and(|anchors| {
-                let highest = cache.records.last().map(|r| r.envelope.sequence);
-                chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
-                    digest_at(&cache, s)
-                })
-                .is_none()
-            });
+            let local = vouched_before(task, anchors.as_deref(), &cache);
             let name = file_name(&record);
             let mut bytes = match serde_json::to_vec_pretty(&record) {
                 Ok(bytes) => bytes,
@@ -458,13 +452,7 @@ impl Store {
         // This machine anchors the new head when it vouched for the task before it (or
         // the task is new); a foreign task stays foreign until adopted.
         let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
-        let local = anchors.as_ref().is_some_and(|anchors| {
-            let highest = cache.records.last().map(|r| r.envelope.sequence);
-            chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
-                digest_at(&cache, s)
-            })
-            .is_none()
-        });
+        let local = vouched_before(task, anchors.as_deref(), &cache);
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
             context: format!("cannot serialise record `{}`", record.id()),
@@ -575,4 +563,21 @@ impl Store {
             invariants: &[],
         }
     }
+}
+
+/// Whether this machine vouched for `task` as `cache` holds it (its anchored head is among
+/// the records, or the task is new), so the head a write makes is anchored too; a foreign
+/// task stays foreign until adopted. `None`: no data directory installed, nothing anchored.
+fn vouched_before(
+    task: &TaskName,
+    anchors: Option<&crate::machine::anchor::Anchors>,
+    cache: &TaskCache,
+) -> bool {
+    anchors.is_some_and(|anchors| {
+        let highest = cache.records.last().map(|r| r.envelope.sequence);
+        chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
+            digest_at(cache, s)
+        })
+        .is_none()
+    })
 }

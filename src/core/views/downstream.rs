@@ -477,6 +477,7 @@ impl Graph {
 mod tests {
     use super::*;
     use crate::core::records::{Record, SCHEMA_VERSION};
+    use crate::core::views::test_support::broken_at;
     use serde_json::{json, Value};
 
     /// A task built record by record, each record `r<sequence>`.
@@ -527,32 +528,6 @@ mod tests {
             }
             self.put("conclusion", fields)
         }
-    }
-
-    /// The trust of a chain over `records` whose link into record `at` does not hold.
-    fn broken_at(records: &[Record], at: usize) -> Trust {
-        use crate::core::chain::{digest, Entry, GENESIS};
-        let mut records = records.to_vec();
-        let digests: Vec<String> = records.iter().map(|r| digest(r.id().as_bytes())).collect();
-        for (i, r) in records.iter_mut().enumerate() {
-            r.envelope.prev = Some(match i {
-                0 => GENESIS.to_string(),
-                i if i == at => digest(b"elsewhere"),
-                i => digests[i - 1].clone(),
-            });
-        }
-        let entries: Vec<Entry> = records
-            .iter()
-            .zip(&digests)
-            .map(|(r, d)| Entry {
-                file: None,
-                sequence: r.envelope.sequence,
-                digest: d,
-                record: Ok(r),
-            })
-            .collect();
-        let task = crate::core::records::TaskName::new("t").expect("task");
-        Trust::of(&task, &entries)
     }
 
     fn ids(resting: &[Resting]) -> Vec<(&str, &str)> {

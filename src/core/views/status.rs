@@ -984,6 +984,7 @@ fn is_zero(n: &usize) -> bool {
 mod tests {
     use super::super::testing::Task;
     use super::*;
+    use crate::core::views::test_support::broken_at;
 
     /// Build a task with `build`, and expect the state of its first assessment.
     fn check(build: impl FnOnce(&mut Task, &str), expected: State) {
@@ -1252,32 +1253,6 @@ mod tests {
             &crate::core::catalogue::accept_any_settings,
         )
         .expect("a valid catalogue")
-    }
-
-    /// The trust of a chain over `records` whose link into record `at` does not hold.
-    fn broken_at(records: &[Record], at: usize) -> Trust {
-        use crate::core::chain::{digest, Entry, GENESIS};
-        let mut records = records.to_vec();
-        let digests: Vec<String> = records.iter().map(|r| digest(r.id().as_bytes())).collect();
-        for (i, r) in records.iter_mut().enumerate() {
-            r.envelope.prev = Some(match i {
-                0 => GENESIS.to_string(),
-                i if i == at => digest(b"elsewhere"),
-                i => digests[i - 1].clone(),
-            });
-        }
-        let entries: Vec<crate::core::chain::Entry> = records
-            .iter()
-            .zip(&digests)
-            .map(|(r, d)| Entry {
-                file: None,
-                sequence: r.envelope.sequence,
-                digest: d,
-                record: Ok(r),
-            })
-            .collect();
-        let task = crate::core::records::TaskName::new("t").expect("task");
-        Trust::of(&task, &entries)
     }
 
     /// The whole view, priced, cut by hand as the daemon cut it before pages were derived
