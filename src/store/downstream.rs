@@ -21,6 +21,17 @@ impl Store {
         task: &TaskName,
         f: impl FnOnce(&[Record], &Trust, &Graph) -> R,
     ) -> Result<R, StoreError> {
+        self.with_graph(task, |cache, trust, graph| f(&cache.records, trust, graph))
+    }
+
+    /// Call `f` with the task's cache read up to date, what the hash chain vouches for and
+    /// the task's downstream graph caught up over the records; the one way in for the views
+    /// kept in the cache (this graph, the status index).
+    pub(super) fn with_graph<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&mut TaskCache, &Trust, &Graph) -> R,
+    ) -> Result<R, StoreError> {
         let slot = self.cache(task);
         let mut cache = lock(&slot);
         if let Checked::Stale = self.check_files(task, &mut cache)? {
@@ -30,7 +41,7 @@ impl Store {
         let trust = self.judged(task, &mut cache);
         let mut graph = std::mem::take(&mut cache.downstream);
         graph.catch_up(&cache.records);
-        let answer = f(&cache.records, &trust, &graph);
+        let answer = f(&mut cache, &trust, &graph);
         cache.downstream = graph;
         let bytes = cache.bytes;
         drop(cache);

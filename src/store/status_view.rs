@@ -4,7 +4,7 @@
 //! changed behind it) starts its index again with it, and so does another judgement of
 //! the task (its chain broken, this machine no longer vouching for it, other pins).
 
-use super::{lock, Checked, Store, StoreError, TaskCache};
+use super::{Store, StoreError};
 use crate::core::chain::Trust;
 use crate::core::records::{Record, TaskName};
 use crate::core::views::downstream::Graph;
@@ -19,24 +19,13 @@ impl Store {
         task: &TaskName,
         f: impl FnOnce(&[Record], &Trust, &Graph, &mut StatusIndex<'static>) -> R,
     ) -> Result<R, StoreError> {
-        let slot = self.cache(task);
-        let mut cache = lock(&slot);
-        if let Checked::Stale = self.check_files(task, &mut cache)? {
-            *cache = TaskCache::default();
-        }
-        self.refresh(task, &mut cache)?;
-        let trust = self.judged(task, &mut cache);
-        let mut graph = std::mem::take(&mut cache.downstream);
-        graph.catch_up(&cache.records);
-        let mut index = std::mem::take(&mut cache.status);
-        let judged = Judged::of(&trust, cache.attestations.pins());
-        index.catch_up(&cache.records, &trust, judged);
-        let answer = f(&cache.records, &trust, &graph, &mut index);
-        cache.downstream = graph;
-        cache.status = index;
-        let bytes = cache.bytes;
-        drop(cache);
-        self.used(task, &slot, bytes);
-        Ok(answer)
+        self.with_graph(task, |cache, trust, graph| {
+            let mut index = std::mem::take(&mut cache.status);
+            let judged = Judged::of(trust, cache.attestations.pins());
+            index.catch_up(&cache.records, trust, judged);
+            let answer = f(&cache.records, trust, graph, &mut index);
+            cache.status = index;
+            answer
+        })
     }
 }
