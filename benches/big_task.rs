@@ -32,7 +32,7 @@ mod flow;
 mod stats;
 
 use advisord::core::chain::{self, Head};
-use advisord::core::records::{Envelope, Record, TaskName, SCHEMA_VERSION};
+use advisord::core::records::TaskName;
 use advisord::machine::anchor::Anchors;
 use advisord::store::file_name;
 use daemon_helper::{call, call_json, Binary, Place};
@@ -52,7 +52,6 @@ const VERIFY_BOUND: Duration = Duration::from_secs(2);
 const WRITE_RATIO: f64 = 1.5;
 const READ_RATIO: f64 = 2.0;
 const RSS_BOUND_MIB: f64 = 64.0;
-use flow::CREATED;
 
 /// The id of record `sequence` of the task tagged `tag` (three letters).
 fn id(tag: &str, sequence: usize) -> String {
@@ -69,21 +68,7 @@ fn fill(state: &Path, data: &Path, task: &str, tag: &str, count: usize) {
     for i in 0..count / 4 {
         for body in flow::flow(i, |n| id(tag, n), format!("stored decision {i}"), false) {
             sequence += 1;
-            let record = Record {
-                envelope: Envelope {
-                    id: id(tag, sequence),
-                    task: task.to_string(),
-                    sequence: sequence as u64,
-                    created_at: CREATED.into(),
-                    schema: SCHEMA_VERSION,
-                    redacted: vec![],
-                    prev: Some(prev.clone()),
-                },
-                body,
-            };
-            let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
-            bytes.push(b'\n');
-            prev = chain::digest(&bytes);
+            let (record, bytes) = flow::chained(task, id(tag, sequence), sequence, &mut prev, body);
             std::fs::write(dir.join(file_name(&record)), bytes).expect("a record file");
         }
     }

@@ -26,7 +26,7 @@ use advisord::core::catalogue::Catalogue;
 use advisord::core::chain;
 use advisord::core::policy::PlanEnv;
 use advisord::core::records::TaskName;
-use advisord::core::records::{Body, Envelope, Mode, Record, SCHEMA_VERSION};
+use advisord::core::records::{Body, Mode};
 use advisord::store::{file_name, Store};
 use nix::time::{clock_gettime, ClockId};
 use serde_json::json;
@@ -54,8 +54,6 @@ fn thread_cpu() -> Duration {
     Duration::new(t.tv_sec() as u64, t.tv_nsec() as u32)
 }
 
-use flow::CREATED;
-
 /// The id of record `sequence` of a filled task.
 fn id(sequence: usize) -> String {
     format!("01JFILLED{sequence:017}")
@@ -72,21 +70,7 @@ fn fill(state: &Path, task: &str, count: usize) {
             .enumerate()
         {
             let sequence = 4 * i + k + 1;
-            let record = Record {
-                envelope: Envelope {
-                    id: id(sequence),
-                    task: task.to_string(),
-                    sequence: sequence as u64,
-                    created_at: CREATED.into(),
-                    schema: SCHEMA_VERSION,
-                    redacted: vec![],
-                    prev: Some(prev.clone()),
-                },
-                body,
-            };
-            let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
-            bytes.push(b'\n');
-            prev = chain::digest(&bytes);
+            let (record, bytes) = flow::chained(task, id(sequence), sequence, &mut prev, body);
             std::fs::write(dir.join(file_name(&record)), bytes).expect("a record file");
         }
     }

@@ -1,9 +1,10 @@
 //! The records the large-task benches fill their tasks with: whole flows of an assessment,
 //! its plan, a completed consultation and a conclusion citing it.
 
+use advisord::core::chain;
 use advisord::core::records::{
-    Assessment, Body, Conclusion, Confidence, Consultation, ConsultationStatus, Materiality, Mode,
-    Plan, Selected,
+    Assessment, Body, Conclusion, Confidence, Consultation, ConsultationStatus, Envelope,
+    Materiality, Mode, Plan, Record, Selected, SCHEMA_VERSION,
 };
 
 /// When every filled record was written.
@@ -88,4 +89,31 @@ pub fn flow(i: usize, id: impl Fn(usize) -> String, subject: String, reviewed: b
             independent_review_count: u32::from(reviewed),
         }),
     ]
+}
+
+/// Record `sequence` of `task` (named `id`, holding `body`) chained on `prev` as the writer
+/// chains it, and the bytes of its file; `prev` becomes the digest of those bytes.
+pub fn chained(
+    task: &str,
+    id: String,
+    sequence: usize,
+    prev: &mut String,
+    body: Body,
+) -> (Record, Vec<u8>) {
+    let record = Record {
+        envelope: Envelope {
+            id,
+            task: task.to_string(),
+            sequence: sequence as u64,
+            created_at: CREATED.into(),
+            schema: SCHEMA_VERSION,
+            redacted: vec![],
+            prev: Some(prev.clone()),
+        },
+        body,
+    };
+    let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
+    bytes.push(b'\n');
+    *prev = chain::digest(&bytes);
+    (record, bytes)
 }

@@ -7,7 +7,7 @@
 mod flow;
 
 use advisord::core::chain::{self, Depth, Entry, Problem};
-use advisord::core::records::{Body, Envelope, Record, TaskName, SCHEMA_VERSION};
+use advisord::core::records::{Body, Record, TaskName};
 use advisord::store::file_name;
 
 fn id(sequence: usize) -> String {
@@ -29,21 +29,7 @@ fn task(
         for mut body in flow::flow(i, id, format!("decision {i}"), true) {
             sequence += 1;
             change(sequence, &mut body);
-            let record = Record {
-                envelope: Envelope {
-                    id: id(sequence),
-                    task: "par".into(),
-                    sequence: sequence as u64,
-                    created_at: flow::CREATED.into(),
-                    schema: SCHEMA_VERSION,
-                    redacted: vec![],
-                    prev: Some(prev.clone()),
-                },
-                body,
-            };
-            let mut bytes = serde_json::to_vec_pretty(&record).expect("serialises");
-            bytes.push(b'\n');
-            prev = chain::digest(&bytes);
+            let (record, bytes) = flow::chained("par", id(sequence), sequence, &mut prev, body);
             files.push((file_name(&record), sequence as u64, bytes));
         }
     }

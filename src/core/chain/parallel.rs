@@ -45,16 +45,22 @@ pub fn map<T: Sync, R: Send>(items: &[T], workers: usize, f: impl Fn(&T) -> R + 
                 scope.spawn(move || items[from..to].iter().map(f).collect::<Vec<R>>())
             })
             .collect();
-        let mut all = Vec::with_capacity(items.len());
-        for handle in handles {
-            all.extend(
-                handle
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-            );
-        }
-        all
+        joined(handles, items.len())
     })
+}
+
+/// The workers' results in chunk order, `capacity` in all; a worker's panic goes on in
+/// the caller.
+fn joined<R>(handles: Vec<std::thread::ScopedJoinHandle<'_, Vec<R>>>, capacity: usize) -> Vec<R> {
+    let mut all = Vec::with_capacity(capacity);
+    for handle in handles {
+        all.extend(
+            handle
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+        );
+    }
+    all
 }
 
 /// Each file's [`digest`] and what it parses to (or why it does not).
@@ -139,15 +145,7 @@ pub fn readmit_all(
         for n in telling {
             admitted(n);
         }
-        let mut all = Vec::with_capacity(readable.len());
-        for handle in handles {
-            all.extend(
-                handle
-                    .join()
-                    .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-            );
-        }
-        all
+        joined(handles, readable.len())
     })
 }
 
