@@ -34,7 +34,7 @@ fn assessment() -> Value {
 }
 
 /// A `--no-daemon` project whose catalogue holds two process advisors, both present.
-fn project() -> Rc<Project> {
+pub(crate) fn project() -> Rc<Project> {
     let project = Project::new();
     let mut text = String::from("advisors:\n");
     for id in ["adv1", "adv2"] {

@@ -21,23 +21,32 @@ fn id_of(record: &Value) -> String {
 /// A `--no-daemon` project whose catalogue holds two process advisors, an assessment and
 /// its plan selecting both; the project and the plan's id.
 fn planned() -> (Rc<Project>, String) {
-    let project = Project::new();
-    let mut text = String::from("advisors:\n");
-    for id in ["adv1", "adv2"] {
-        text.push_str(&format!(
-            "  - id: {id}\n    title: {id}\n    transport: process\n    adapter: process\n    \
-             executable: {id}-bin\n    capabilities: [independent_reasoning]\n"
-        ));
-        project.install(&format!("{id}-bin"));
-    }
-    project.write(".advisord/advisors.yaml", &text);
-    project.trust_catalogue();
+    let project = crate::attest::project();
     let assessment = id_of(&project.record(json!({
         "kind": "assessment", "subject": "one flush for two records", "materiality": "high",
         "hypothesis": "a batch is enough",
         "evidence": [{"kind": "file", "ref": "src/store/write.rs"}]})));
     let plan = id_of(&project.record(json!({"kind": "plan", "assessment": assessment})));
     (project, plan)
+}
+
+/// The project's store opened as the daemon opens it (its data directory installed), and
+/// its default task.
+fn opened(project: &Project) -> (advisord::store::Store, advisord::core::records::TaskName) {
+    advisord::machine::install(&project.data());
+    let store = advisord::store::Store::open(&project.state());
+    let task = advisord::core::records::TaskName::new("default").expect("a task");
+    (store, task)
+}
+
+/// What a job's writes carry.
+fn provenance() -> advisord::store::Provenance<'static> {
+    advisord::store::Provenance {
+        job: "01JTESTJOB0000000000000000",
+        source: None,
+        counts: true,
+        secrets: &[],
+    }
 }
 
 fn consultation(plan: &str, advisor: &str) -> Value {
@@ -48,15 +57,7 @@ fn consultation(plan: &str, advisor: &str) -> Value {
 #[test]
 fn consultations_ready_together_are_written_in_order_with_one_flush() {
     let (project, plan) = planned();
-    advisord::machine::install(&project.data());
-    let store = advisord::store::Store::open(&project.state());
-    let task = advisord::core::records::TaskName::new("default").expect("a task");
-    let provenance = || advisord::store::Provenance {
-        job: "01JTESTJOB0000000000000000",
-        source: None,
-        counts: true,
-        secrets: &[],
-    };
+    let (store, task) = opened(&project);
     let items = [
         (consultation(&plan, "adv1"), provenance()),
         (consultation(&plan, "adv2"), provenance()),
@@ -103,15 +104,7 @@ fn consultations_ready_together_are_written_in_order_with_one_flush() {
 fn a_refused_consultation_of_a_batch_leaves_the_others_written() {
     let (project, plan) = planned();
     project.record_consultation(consultation(&plan, "adv1"));
-    advisord::machine::install(&project.data());
-    let store = advisord::store::Store::open(&project.state());
-    let task = advisord::core::records::TaskName::new("default").expect("a task");
-    let provenance = || advisord::store::Provenance {
-        job: "01JTESTJOB0000000000000000",
-        source: None,
-        counts: true,
-        secrets: &[],
-    };
+    let (store, task) = opened(&project);
     let written = store.write_consultations(
         &task,
         &[
