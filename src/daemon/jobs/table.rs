@@ -23,6 +23,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod packed;
+
 /// What a job was asked to do; fixed once accepted.
 #[derive(Debug, Clone)]
 pub struct JobOrder {
@@ -55,7 +57,7 @@ struct Inner {
 /// keeps only the record's id, `done` keeps no copy of the job as it ended (the job's own
 /// summary is that copy), and `started` keeps no copy of the job's id. (`finished`, with
 /// its many small fields, is kept whole.)
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 enum Kept {
     Whole(Event),
     Plan {
@@ -189,6 +191,9 @@ pub struct JobEntry {
     store: std::sync::OnceLock<Arc<Store>>,
     /// The job's context resolved when it was accepted (none for a resumed job).
     resolved: Mutex<Option<Arc<Resolved>>>,
+    /// Set once the job was found not to pack (it would not read back identical): it
+    /// stays an entry of its own, and is not tried again.
+    unpackable: AtomicBool,
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -216,7 +221,61 @@ impl JobEntry {
             feed: std::sync::OnceLock::new(),
             store: std::sync::OnceLock::new(),
             resolved: Mutex::new(None),
+            unpackable: AtomicBool::new(false),
         }
+    }
+
+    /// The finished job `unpacked` read back from the table's packed jobs: what its
+    /// entry answered once it ended (its summary, its events, its store), without what
+    /// only a running job needs (its order holds the root alone).
+    fn unpacked(
+        unpacked: packed::In,
+        finished: SystemTime,
+        store: Option<Arc<Store>>,
+    ) -> Option<JobEntry> {
+        let context = serde_json::from_value(serde_json::json!({ "root": unpacked.job.root }));
+        let order = JobOrder {
+            context: context.ok()?,
+            question: None,
+            prior_opinion: None,
+            prompt: None,
+            timeout: Timeout::from_secs_f64(unpacked.job.timeout_s.unwrap_or(1.0))
+                .or_else(|_| Timeout::from_secs_f64(1.0))
+                .ok()?,
+            resumed: false,
+        };
+        let count = unpacked.events.len();
+        let entry = JobEntry::new(unpacked.job, order, &CancellationToken::new());
+        {
+            let mut inner = lock(&entry.inner);
+            inner.events = unpacked.events;
+            inner.finished = Some(finished);
+        }
+        entry.event_count.send_replace(count);
+        if let Some(store) = store {
+            entry.keep_store(store);
+        }
+        Some(entry)
+    }
+
+    /// Pack the job into `archive` if it has ended and sent its last event (and packs
+    /// identical); whether it did.
+    fn pack_into(&self, archive: &mut packed::Archive) -> bool {
+        if self.unpackable.load(Ordering::Relaxed) {
+            return false;
+        }
+        let inner = lock(&self.inner);
+        let Some(finished) = inner.finished else {
+            return false;
+        };
+        if !inner.events.last().is_some_and(Kept::is_done) {
+            return false;
+        }
+        let packed = archive.pack(&inner.job, &inner.events, finished, self.store.get());
+        if !packed {
+            self.unpackable.store(true, Ordering::Relaxed);
+        }
+        packed
     }
 
     /// Keep the job's resolved context, so it is not resolved again to run.
@@ -404,15 +463,23 @@ impl Default for Retention {
     }
 }
 
-/// Every job the daemon keeps, by id (ULIDs sort by creation).
+/// Every job the daemon keeps, by id (ULIDs sort by creation): the running ones (and
+/// finished ones not packed) as entries of their own, the finished ones packed (see
+/// `table/packed.rs`), each read back into an entry of its own when asked for.
 #[derive(Default)]
 pub struct JobTable {
     jobs: Mutex<BTreeMap<JobId, Arc<JobEntry>>>,
+    /// Taken only with `jobs` held, after it.
+    packed: Mutex<packed::Archive>,
 }
 
 impl JobTable {
     fn map(&self) -> MutexGuard<'_, BTreeMap<JobId, Arc<JobEntry>>> {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn archive(&self) -> MutexGuard<'_, packed::Archive> {
+        self.packed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Keep `entry`.
@@ -423,25 +490,52 @@ impl JobTable {
 
     /// The job `id`, if kept.
     pub fn get(&self, id: &str) -> Option<Arc<JobEntry>> {
-        self.map().get(id).cloned()
+        let map = self.map();
+        if let Some(entry) = map.get(id) {
+            return Some(entry.clone());
+        }
+        let archive = self.archive();
+        let packed = archive.find(id)?;
+        Self::read_back(&archive, packed)
+    }
+
+    /// The packed job `packed` as an entry of its own.
+    fn read_back(archive: &packed::Archive, packed: &packed::Packed) -> Option<Arc<JobEntry>> {
+        let (unpacked, store) = archive.unpack(packed)?;
+        JobEntry::unpacked(unpacked, packed.finished, store).map(Arc::new)
     }
 
     /// Every job kept, oldest first.
     pub fn all(&self) -> Vec<Arc<JobEntry>> {
-        self.map().values().cloned().collect()
+        let map = self.map();
+        let archive = self.archive();
+        let mut all: Vec<(JobId, Arc<JobEntry>)> = map
+            .iter()
+            .map(|(id, entry)| (id.clone(), entry.clone()))
+            .collect();
+        all.extend(archive.jobs().iter().filter_map(|packed| {
+            let entry = Self::read_back(&archive, packed)?;
+            Some((JobId::from(archive.id(packed)), entry))
+        }));
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all.into_iter().map(|(_, entry)| entry).collect()
     }
 
     /// How many jobs are in each state (every state listed).
     pub fn counts(&self) -> BTreeMap<JobState, usize> {
         let mut counts: BTreeMap<JobState, usize> =
             JobState::ALL.into_iter().map(|s| (s, 0)).collect();
-        for entry in self.all() {
+        let map = self.map();
+        for entry in map.values() {
             *counts.entry(entry.state()).or_default() += 1;
+        }
+        for packed in self.archive().jobs() {
+            *counts.entry(packed.state).or_default() += 1;
         }
         counts
     }
 
-    /// Whether any job is queued or running.
+    /// Whether any job is queued or running (a packed job has finished).
     pub fn any_unfinished(&self) -> bool {
         self.map().values().any(|e| !e.state().is_finished())
     }
@@ -456,13 +550,22 @@ impl JobTable {
             .collect()
     }
 
-    /// Drop finished jobs past `retention` as of `now`; the ids dropped.
+    /// Pack the finished jobs that sent their last event, then drop finished jobs past
+    /// `retention` as of `now`; the ids dropped.
     pub fn prune(&self, retention: Retention, now: SystemTime) -> Vec<JobId> {
         let mut map = self.map();
+        let mut archive = self.archive();
+        map.retain(|_, entry| !entry.pack_into(&mut archive));
         let mut finished: Vec<(SystemTime, JobId)> = map
             .iter()
             .filter_map(|(id, e)| e.finished_at().map(|at| (at, id.clone())))
             .collect();
+        finished.extend(
+            archive
+                .jobs()
+                .iter()
+                .map(|p| (p.finished, JobId::from(archive.id(p)))),
+        );
         // Newest first, so the ones past `keep_max` are at the end.
         finished.sort_by(|a, b| b.cmp(a));
         let mut dropped = Vec::new();
@@ -472,6 +575,9 @@ impl JobTable {
                 map.remove(&id);
                 dropped.push(id);
             }
+        }
+        if !dropped.is_empty() {
+            archive.retain(|id, _| !dropped.iter().any(|d| d.as_str() == id));
         }
         dropped
     }
@@ -693,5 +799,124 @@ mod tests {
         e2.emit(recorded(&second));
         e2.emit(done.clone());
         assert_eq!(e2.events_from(0), (vec![recorded(&first), done], true));
+    }
+
+    /// A finished job, once packed (out of the table's entries, into its chunks), answers
+    /// as its entry did before: its summary (`GET /api/v1/jobs/ID`), a replay of its
+    /// events from any position (its records read back from its store), its place in the
+    /// list and the counts. Pruned, its chunk goes.
+    #[test]
+    fn a_packed_job_answers_as_it_did_before_it_was_packed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(Store::open(dir.path()));
+        let task = TaskName::new("t").expect("a task");
+        let assessment = store
+            .write(
+                &task,
+                &serde_json::json!({"kind": "assessment", "subject": "s",
+                    "materiality": "low", "hypothesis": "h"}),
+                None,
+            )
+            .expect("stored");
+        let t = table(&[("1", JobState::Running), ("2", JobState::Running)]);
+        let e = t.get("1").unwrap();
+        e.keep_store(store.clone());
+        let at = Timestamp::parse("2026-01-01T00:00:00.123Z").unwrap();
+        e.emit(Event::Started {
+            job: "1".into(),
+            advisor: "alpha".into(),
+            at,
+        });
+        e.emit(Event::Finished {
+            job: "1".into(),
+            at,
+            advisor: "alpha".into(),
+            status: crate::core::records::ConsultationStatus::Failed,
+            failure: Some(crate::core::records::FailureKind::Timeout),
+            diagnostic: Some("no answer".into()),
+            duration_ms: 7,
+        });
+        e.emit(Event::Recorded {
+            job: "1".into(),
+            at,
+            advisor: "alpha".into(),
+            record: Box::new(assessment),
+        });
+        let job = e.update(|job| {
+            job.state = JobState::Done;
+            job.finished_at = Some(at);
+            job.reason = Some("a reason".into());
+        });
+        e.emit(Event::Done {
+            at,
+            job: "1".into(),
+            result: Box::new(job.clone()),
+        });
+        let before = (e.snapshot(), e.events_from(0), e.events_from(2));
+        let listed: Vec<Job> = t.all().iter().map(|e| e.snapshot()).collect();
+        let counts = t.counts();
+        drop(e);
+        assert!(t.prune(Retention::default(), SystemTime::now()).is_empty());
+        assert_eq!(t.map().len(), 1, "the finished job left the entries");
+        assert_eq!(t.archive().jobs().len(), 1, "and was packed");
+        let back = t.get("1").expect("still kept");
+        assert_eq!(
+            (back.snapshot(), back.events_from(0), back.events_from(2)),
+            before
+        );
+        assert_eq!(before.1 .0.len(), 4, "every event replayed: {:?}", before.1);
+        assert_eq!(back.finished_at(), t.get("1").unwrap().finished_at());
+        assert_eq!(
+            t.all().iter().map(|e| e.snapshot()).collect::<Vec<_>>(),
+            listed,
+            "listed in the same place"
+        );
+        assert_eq!(t.counts(), counts);
+        assert!(t.any_unfinished(), "job 2 still runs");
+        assert_eq!(*back.watch_events().borrow(), 4);
+        // Pruned: gone from the list, and its chunk freed.
+        let all_old = Retention {
+            keep_for: Duration::ZERO,
+            keep_max: 256,
+        };
+        let later = SystemTime::now() + Duration::from_secs(1);
+        assert_eq!(t.prune(all_old, later), vec![JobId::from("1")]);
+        assert!(t.get("1").is_none());
+        assert_eq!(t.archive().size(), (0, 0));
+    }
+
+    /// Jobs pack one after the other into chunks of at least 128 KiB (each a mapping of
+    /// its own), and a chunk whose jobs were all pruned is freed.
+    #[test]
+    fn packed_jobs_fill_chunks_that_are_freed_once_empty() {
+        let t = JobTable::default();
+        let token = CancellationToken::new();
+        let keep = Retention {
+            keep_for: Duration::from_secs(3600),
+            keep_max: 100,
+        };
+        for n in 0..1000 {
+            let id = format!("{n:06}");
+            let mut job = Job::sample(&id, JobState::Done);
+            job.reason = Some("x".repeat(400));
+            let entry = Arc::new(JobEntry::new(job.clone(), request(), &token));
+            entry.emit(Event::Done {
+                at: Timestamp::now(),
+                job: id.as_str().into(),
+                result: Box::new(job),
+            });
+            t.insert(entry);
+            t.prune(keep, SystemTime::now());
+        }
+        assert_eq!(t.map().len(), 0);
+        let (chunks, used) = t.archive().size();
+        assert_eq!(t.archive().jobs().len(), 100);
+        assert!(
+            chunks <= 2 && used <= 2 * packed::CHUNK,
+            "100 jobs of about 1 KiB: {chunks} chunks, {used} bytes"
+        );
+        let ids: Vec<String> = t.all().iter().map(|e| e.id().to_string()).collect();
+        assert_eq!(ids.first().map(String::as_str), Some("000900"));
+        assert_eq!(ids.last().map(String::as_str), Some("000999"));
     }
 }
