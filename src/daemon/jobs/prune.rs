@@ -6,7 +6,6 @@
 
 use super::{Jobs, Retention};
 use crate::daemon::journal::Journal;
-use crate::protocol::JobId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +16,11 @@ pub const TASK_IDLE: Duration = Duration::from_secs(120);
 pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) -> &'static str {
     let mut ticks = tokio::time::interval(every);
     let mut sweeps = tokio::time::interval(crate::store::IDLE_RELEASE / 3);
-    let mut unjournal: Vec<JobId> = Vec::new();
+    // The ids dropped from memory and not yet from the journal, one a line in one buffer:
+    // kept as a `JobId` each, a burst's hundreds of small strings would wait here until
+    // the next round, scattered over the pages the burst freed (so that none of them
+    // could go back to the system before then).
+    let mut unjournal = String::new();
     loop {
         let round = tokio::select! {
             () = jobs.drain.cancelled() => break,
@@ -43,18 +46,19 @@ pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) 
             // The last running job ended: what the burst freed goes back to the system.
             crate::daemon::memory::after_burst();
         }
-        unjournal.extend(jobs.table.prune(retention, SystemTime::now()));
+        for id in jobs.table.prune(retention, SystemTime::now()) {
+            unjournal.push_str(id.as_str());
+            unjournal.push('\n');
+        }
         if !round || unjournal.is_empty() {
             continue;
         }
-        tracing::debug!(count = unjournal.len(), "pruning finished jobs");
+        tracing::debug!(count = unjournal.lines().count(), "pruning finished jobs");
         let dir = jobs.journal.dir().to_path_buf();
         let dropped = std::mem::take(&mut unjournal);
         let removed = tokio::task::spawn_blocking(move || {
             let journal = Journal::at(dir);
-            dropped
-                .iter()
-                .try_for_each(|id| journal.remove(id.as_str()))
+            dropped.lines().try_for_each(|id| journal.remove(id))
         })
         .await;
         if let Ok(Err(e)) = removed {

@@ -4,7 +4,10 @@
 //!
 //! A finished job keeps its events without the records they carried (see [`Kept`]):
 //! those are stored already, and a replay reads them back from the store, so the jobs
-//! kept for an hour cost the daemon little memory however many there are.
+//! kept for an hour cost the daemon little memory however many there are. Once it has
+//! sent `done`, its summary and events are packed with the other finished jobs' in a few
+//! large blocks (`table/packed.rs`) and its entry is freed; asked for, it is read back
+//! into an entry of its own that answers as the old one did.
 //!
 //! A job's state is behind a plain mutex that is only held to read or change it, never
 //! across an `.await`; readers of the event stream wait on a `watch` of the event count,
@@ -885,8 +888,8 @@ mod tests {
         assert_eq!(t.archive().size(), (0, 0));
     }
 
-    /// Jobs pack one after the other into chunks of at least 128 KiB (each a mapping of
-    /// its own), and a chunk whose jobs were all pruned is freed.
+    /// Jobs pack one after the other into chunks of at least 128 KiB (a few large blocks
+    /// in place of thousands of small ones), and a chunk whose jobs were all pruned is freed.
     #[test]
     fn packed_jobs_fill_chunks_that_are_freed_once_empty() {
         let t = JobTable::default();

@@ -5,24 +5,25 @@
 //! request context, token, channels), made during the burst that ran it. Kept as they
 //! were, the 256 finished jobs an idle daemon lists sat one block every couple of KiB
 //! across the burst's freed pages, and the allocator could give none of those pages back
-//! (`docs/DAEMON.md`, "What the daemon keeps in memory"). A chunk of 128 KiB or more gets
-//! a mapping of its own (`daemon::memory::limit_arenas` fixes the threshold), so what
-//! outlives the burst sits outside its pages, and a chunk whose jobs were all pruned is
-//! unmapped whole. Jobs are packed in the order they finish and pruned oldest first, so
-//! chunks empty from the front.
+//! (`docs/DAEMON.md`, "What the daemon keeps in memory"). Packed, they are a few large
+//! blocks, each allocated once at its final size and filled whole; jobs are packed in
+//! the order they finish and pruned oldest first, so chunks empty from the front, and a
+//! chunk whose jobs were all pruned is freed whole.
 
 use super::Kept;
+use crate::daemon::memory::PACKED;
 use crate::protocol::{Job, JobState};
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-/// The least size of a chunk: the allocator's fixed mmap threshold, so each is a mapping
-/// of its own.
+/// The least size of a chunk: the allocator's fixed mmap threshold (a chunk is a mapping
+/// of its own unless the heap has a free stretch that large).
 pub(super) const CHUNK: usize = 128 * 1024;
 
-/// How many packed jobs the index holds before it grows: one mapping's worth.
+/// How many packed jobs the index holds before it grows: one chunk's worth.
 const SLOTS: usize = CHUNK / std::mem::size_of::<Packed>() + 1;
 
 /// The packed finished jobs.
@@ -77,8 +78,8 @@ impl Default for Archive {
         Archive {
             chunks: Vec::with_capacity(64),
             first: 0,
-            // Reserved at once (made before any burst, and a mapping of its own): the
-            // index never lands among a burst's small blocks.
+            // Reserved at once, when the daemon starts: the index is not grown among a
+            // burst's small blocks.
             jobs: Vec::with_capacity(SLOTS),
             stores: Vec::with_capacity(8),
         }
@@ -124,10 +125,9 @@ impl Archive {
             .is_some_and(|c| c.bytes.capacity() - c.bytes.len() >= len);
         if !fits {
             // Never grown in place: a chunk is allocated once, at its final size.
-            self.chunks.push(Chunk {
-                bytes: Vec::with_capacity(len.max(CHUNK)),
-                live: 0,
-            });
+            let bytes = Vec::with_capacity(len.max(CHUNK));
+            PACKED.1.fetch_add(bytes.capacity(), Ordering::Relaxed);
+            self.chunks.push(Chunk { bytes, live: 0 });
         }
         let number = self.first + self.chunks.len() as u64 - 1;
         let chunk = self.chunks.last_mut().expect("a chunk");
@@ -137,6 +137,7 @@ impl Archive {
         chunk.bytes.extend_from_slice(id);
         chunk.bytes.extend_from_slice(&text);
         chunk.live += 1;
+        PACKED.0.fetch_add(1, Ordering::Relaxed);
         self.jobs.push(Packed {
             chunk: number,
             offset,
@@ -197,23 +198,27 @@ impl Archive {
         if dropped.is_empty() {
             return;
         }
+        PACKED.0.fetch_sub(dropped.len(), Ordering::Relaxed);
         for number in dropped {
             let chunk = &mut self.chunks[(number - self.first) as usize];
             chunk.live -= 1;
         }
         let last = self.chunks.len().saturating_sub(1);
+        let everything = self.jobs.is_empty();
         for (at, chunk) in self.chunks.iter_mut().enumerate() {
-            if chunk.live == 0 && at != last {
+            // The last chunk is filled on; it goes only when nothing is packed.
+            if chunk.live == 0 && (at != last || everything) {
+                PACKED
+                    .1
+                    .fetch_sub(chunk.bytes.capacity(), Ordering::Relaxed);
                 chunk.bytes = Vec::new();
             }
         }
-        while self.chunks.len() > 1 && self.chunks[0].live == 0 {
+        while !self.chunks.is_empty() && self.chunks[0].live == 0 {
             self.chunks.remove(0);
             self.first += 1;
         }
-        if self.jobs.is_empty() {
-            // Nothing packed: the last chunk goes too, and the stores' handles.
-            self.chunks.clear();
+        if everything {
             self.stores.clear();
         }
     }
