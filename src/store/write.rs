@@ -709,7 +709,13 @@ impl Store {
         let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
         env.daemon = daemon;
         env.invariants = invariants;
-        let index = cache.rules.rules_index();
+        if cache.rules.rules_index().is_none() {
+            keep_writer_index(cache);
+        }
+        let index = cache
+            .rules
+            .rules_index()
+            .or(cache.writer_index.as_ref().map(|(index, _)| index));
         Ok(writer::admit_indexed(&cache.records, index, input, &env)?)
     }
 
@@ -734,6 +740,28 @@ impl Store {
             daemon: false,
             invariants: &[],
         }
+    }
+}
+
+/// Keep the writer's index of the cached records up to date in `cache.writer_index`,
+/// indexing only the records added since (the walk kept in `cache.rules` keeps an index
+/// only once it has admitted a record written by someone else again; without one, each
+/// write built the index of the whole task afresh, a cost that grew with the task). The
+/// index is started again when the record it indexed last is no longer the one at its
+/// place (the task was read afresh).
+fn keep_writer_index(cache: &mut TaskCache) {
+    let continued = cache.writer_index.as_ref().is_some_and(|(index, last)| {
+        let indexed = index.indexed();
+        indexed > 0
+            && indexed <= cache.records.len()
+            && cache.digests.get(indexed - 1) == Some(last)
+    });
+    if !continued {
+        cache.writer_index = Some((writer::Index::default(), String::new()));
+    }
+    if let Some((index, last)) = cache.writer_index.as_mut() {
+        index.extend(&cache.records);
+        *last = cache.digests.last().cloned().unwrap_or_default();
     }
 }
 
