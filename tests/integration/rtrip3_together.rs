@@ -2,8 +2,9 @@
 //! (docs/DAEMON.md, "What is flushed when" and "What a round trip costs"): nothing is
 //! promised before the job as accepted reaches the client, so the daemon holds it until
 //! one flush has made the job, its plan and the outcomes in within a short window durable
-//! together; a slow advisor does not hold it; and a daemon killed around that flush
-//! records no outcome twice.
+//! together; a slow advisor does not hold it; a daemon killed around that flush records
+//! no outcome twice; and a plan and its consultations lost before their one flush leave
+//! nothing, and are written once when the job runs again.
 
 use crate::support::daemon::{self as daemon_helper, answer, catalogue, Advisor, Binary, Daemon};
 use crate::support::daemon::{Place, TASK};
@@ -230,4 +231,101 @@ async fn a_daemon_killed_around_a_streamed_jobs_one_flush_records_no_outcome_twi
         .collect();
     assert_eq!(advisors, ["a", "b"]);
     assert_eq!(server.requests().len(), 2, "each advisor asked once");
+}
+
+#[test]
+fn a_plan_and_consultations_lost_before_their_one_flush_leave_nothing_and_are_written_once_after() {
+    use advisord::core::catalogue::Catalogue;
+    use advisord::core::policy::PlanEnv;
+    use advisord::core::records::{AdvisorAvailability, Body, Mode, Status, TaskName};
+    use advisord::store::{Drafted, Store};
+    let project = crate::attest::project();
+    let assessment = project.record(json!({
+        "kind": "assessment", "subject": "a plan and its outcomes in one flush",
+        "materiality": "high", "hypothesis": "a crash before the flush leaves nothing",
+        "evidence": [{"kind": "file", "ref": "src/store/write.rs"}]}))["id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    advisord::machine::install(&project.data());
+    let task = TaskName::new("default").expect("a task");
+    let catalogue = Catalogue::embedded();
+    let env = PlanEnv {
+        catalogue: &catalogue,
+        mode: Mode::Standard,
+        availability: catalogue
+            .advisors
+            .iter()
+            .map(|a| AdvisorAvailability {
+                advisor: a.id.clone(),
+                status: Status::Available,
+                reason: "present".into(),
+                recovering: false,
+                until: None,
+            })
+            .collect(),
+        budget_exhausted: None,
+        asker: None,
+    };
+    let input = json!({"kind": "plan", "assessment": assessment, "prompt": "judge it"});
+    let drafts = |plan: &advisord::core::records::Record| {
+        let Body::Plan(body) = &plan.body else {
+            panic!("a plan")
+        };
+        assert!(!body.selected.is_empty(), "the plan selects someone");
+        body.selected
+            .iter()
+            .map(|s| Drafted {
+                input: json!({"kind": "consultation", "plan": plan.id(),
+                    "advisor": s.advisor, "status": "completed",
+                    "conclusion": "agrees", "stance": "supports", "confidence": 0.9}),
+                job: "01JTESTJOB0000000000000000".into(),
+                source: None,
+                counts: true,
+                secrets: None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let kinds = |store: &Store| -> Vec<String> {
+        store
+            .records(&task)
+            .expect("records")
+            .iter()
+            .map(|r| r.kind().to_string())
+            .collect()
+    };
+    // The writer dies with the plan on its temporary file, its exchanges' outcomes
+    // drafted, before the one flush and any rename.
+    let dying = Store::open(&project.state());
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        dying.write_plan_with(&task, &input, &env, |plan| {
+            let _ = drafts(plan);
+            panic!("killed before the flush")
+        })
+    }));
+    assert!(died.is_err());
+    // Nothing of it is a record: the next daemon reads the assessment alone.
+    assert_eq!(kinds(&Store::open(&project.state())), ["assessment"]);
+    // The resumed job makes its plan and asks again: each outcome is written once, with
+    // the plan, in one flush; the dead writer's temporary file is removed by the first
+    // write that lists the task (the next daemon's).
+    let next = Store::open(&project.state());
+    let before = advisord::store::durable::flushes();
+    let written = next
+        .write_plan_with(&task, &input, &env, |plan| Some(drafts(plan)))
+        .expect("written");
+    assert_eq!(advisord::store::durable::flushes() - before, 1);
+    let consultations = written.consultations.expect("written with the plan");
+    assert!(consultations.iter().all(Result::is_ok), "{consultations:?}");
+    let fresh = Store::open(&project.state());
+    let mut expected = vec!["assessment".to_string(), "plan".to_string()];
+    expected.extend(consultations.iter().map(|_| "consultation".to_string()));
+    assert_eq!(kinds(&fresh), expected);
+    let leftovers: Vec<_> = std::fs::read_dir(project.state().join("default"))
+        .expect("the task's directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
