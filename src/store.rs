@@ -82,7 +82,7 @@ pub use files::{file_name, StoredFile};
 pub use identity::{FileId, RACY_WINDOW};
 pub use index::{index_path, INDEX_FILE, INDEX_VERSION};
 pub use shared::Stores;
-pub use write::Provenance;
+pub use write::{Drafted, PlanWritten, Provenance};
 
 use availability::CircuitIndex;
 use budget::{Spending, Spent};

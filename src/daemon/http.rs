@@ -280,16 +280,19 @@ async fn serve<V: Call>(
             return reply(StatusCode::OK, view);
         }
     }
-    let mut response = ask(api, request).await?;
     if V::NAME == VerbName::Consult
         && crate::daemon::verify_progress::wants_progress(&incoming.headers)
     {
-        // The job, then its events on this connection (`consult_streamed`).
-        let job = serde_json::to_value(&response)
-            .and_then(serde_json::from_value)
-            .map_err(|e| ApiError::internal(format!("the job accepted: {e}")))?;
-        return consult_streamed(api, job).await;
+        // The job, then its events on this connection (`consult_streamed`): nothing is
+        // promised before the job as accepted reaches the client, so it may wait for the
+        // flush that makes the plan and the first outcomes durable with it.
+        let any: &dyn std::any::Any = &request;
+        if let Some(consult) = any.downcast_ref::<crate::protocol::ConsultRequest>() {
+            let job = api.consult_streamed(consult.clone()).await?;
+            return consult_streamed(api, job).await;
+        }
     }
+    let mut response = ask(api, request).await?;
     if let Some(page) = page {
         if page.offset.is_some() || page.limit.is_some() {
             V::page(

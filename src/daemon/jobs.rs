@@ -114,9 +114,21 @@ pub struct Jobs {
     ended: tokio::sync::Notify,
     /// Jobs accepted whose journal entry the flush of their plan makes durable: the
     /// runner says so here once the plan is recorded ([`Jobs::take_acceptance`]).
-    acceptances: Mutex<std::collections::HashMap<String, oneshot::Sender<()>>>,
+    acceptances: Mutex<std::collections::HashMap<String, Acceptance>>,
     /// How many jobs run at once (the scheduler's bound).
     max_running: std::sync::atomic::AtomicUsize,
+}
+
+/// An acceptance waiting for the runner's flush to make the job's journal entry durable.
+pub(crate) struct Acceptance {
+    /// Answered once a flush that began after the entry was in place has ended; dropped
+    /// unanswered, the acceptance flushes the journal itself.
+    pub(crate) covered: oneshot::Sender<()>,
+    /// The client takes the job's events on the connection that queued it
+    /// (`Accept: application/x-ndjson`): nothing was promised before the job as accepted
+    /// reaches it, so the runner may answer after the flush that makes the plan and the
+    /// first outcomes durable too (`runner::drive_together`).
+    pub(crate) streamed: bool,
 }
 
 /// How long an accepted job waits for its runner's plan to make its journal entry durable
@@ -341,13 +353,21 @@ impl Jobs {
     /// Queue a consultation: check the request, journal the job durably, then hand it to
     /// the scheduler. The handle of the job as accepted.
     pub async fn submit(self: &Arc<Self>, request: ConsultRequest) -> Result<JobHandle> {
-        Ok(self.accept(request, None).await?.0)
+        Ok(self.accept(request, None, false).await?.0)
     }
 
     /// Queue a consultation as [`Jobs::submit`] does; the job as accepted (`queued`, as
     /// journaled: it may have started since, and its events say so).
     pub async fn consult(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
-        Ok(self.accept(request, None).await?.1)
+        Ok(self.accept(request, None, false).await?.1)
+    }
+
+    /// [`Jobs::consult`] for a client that takes the job's events on the connection that
+    /// queued it: the job as accepted is answered once it is durable, which may be after
+    /// the one flush that also makes its plan and first outcomes durable (at most
+    /// [`COVER_WAIT`] after it was queued; then the journal is flushed for it alone).
+    pub async fn consult_streamed(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
+        Ok(self.accept(request, None, true).await?.1)
     }
 
     /// Queue a review relayed for a mesh peer: a consultation whose advisors get
@@ -357,7 +377,7 @@ impl Jobs {
         request: ConsultRequest,
         question: String,
     ) -> Result<JobHandle> {
-        Ok(self.accept(request, Some(question)).await?.0)
+        Ok(self.accept(request, Some(question), false).await?.0)
     }
 
     /// The job accepted: its handle, and the job as it was journaled.
@@ -365,6 +385,7 @@ impl Jobs {
         self: &Arc<Self>,
         request: ConsultRequest,
         prompt: Option<String>,
+        streamed: bool,
     ) -> Result<(JobHandle, Job)> {
         if self.drain.is_cancelled() {
             return Err(Error::ShuttingDown);
@@ -403,8 +424,9 @@ impl Jobs {
         // The job's journal entry is made durable before the reply: by the flush of its
         // plan when the job starts at once (one flush for both), else by its own.
         let covered = self.plan_may_cover(&entry, &state_dir).then(|| {
-            let (sender, receiver) = oneshot::channel();
-            self.acceptances().insert(job.id.to_string(), sender);
+            let (covered, receiver) = oneshot::channel();
+            let acceptance = Acceptance { covered, streamed };
+            self.acceptances().insert(job.id.to_string(), acceptance);
             receiver
         });
         let saved = if covered.is_some() {
@@ -437,7 +459,7 @@ impl Jobs {
 
     fn acceptances(
         &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, oneshot::Sender<()>>> {
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Acceptance>> {
         self.acceptances.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -464,7 +486,7 @@ impl Jobs {
     /// For the runner of job `id`: the acceptance waiting for its plan's flush, if any
     /// (sent once the plan is recorded; dropped otherwise, and the acceptance flushes
     /// the journal itself).
-    pub(crate) fn take_acceptance(&self, id: &JobId) -> Option<oneshot::Sender<()>> {
+    pub(crate) fn take_acceptance(&self, id: &JobId) -> Option<Acceptance> {
         self.acceptances().remove(id.as_str())
     }
 
@@ -490,7 +512,9 @@ impl Jobs {
         assessment: crate::protocol::RecordId,
     ) -> Result<(RequestContext, Resolved)> {
         let registry = self.registry.clone();
-        blocking(move || {
+        // Read in place: the request waits for it, and a hand-off to the blocking pool
+        // costs two thread wake-ups.
+        let resolved = in_place(move || {
             let resolved = Resolved::resolve(&context, &registry)?;
             // Looked at in place: the task may hold thousands of records.
             let found =
@@ -519,7 +543,8 @@ impl Jobs {
             context.task = Some(resolved.task.to_string());
             Ok((context, resolved))
         })
-        .await
+        .await;
+        resolved.map_err(|e| Error::Internal(format!("a worker thread failed: {e}")))?
     }
 
     /// The handle of job `id`.
@@ -736,7 +761,7 @@ impl Jobs {
             timeout: entry.order.timeout,
         };
         let dir = self.journal.dir().to_path_buf();
-        tokio::task::spawn_blocking(move || Journal::at(dir).save_unflushed(&saved))
+        in_place(move || Journal::at(dir).save_unflushed(&saved))
             .await
             .unwrap_or_else(|e| {
                 Err(JournalError {
@@ -779,6 +804,23 @@ async fn ended(entry: &JobEntry) {
         if wake.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// Run `work`, a short piece of file work on the path of a reply (a journal entry
+/// saved: a few small writes and renames, never a flush), on this worker thread, the
+/// runtime's other tasks moved to another one meanwhile ([`tokio::task::block_in_place`]):
+/// the task goes on at once, where [`tokio::task::spawn_blocking`] waits for a thread of
+/// the blocking pool to wake and then for this one to be woken back. On a runtime of one
+/// thread (tests), on the blocking pool.
+pub(crate) async fn in_place<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        Ok(tokio::task::block_in_place(work))
+    } else {
+        tokio::task::spawn_blocking(work).await
     }
 }
 

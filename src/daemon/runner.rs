@@ -104,7 +104,7 @@ fn internal(what: impl std::fmt::Display) -> Error {
 async fn drive(
     jobs: &Arc<Jobs>,
     entry: &Arc<JobEntry>,
-    acceptance: Option<oneshot::Sender<()>>,
+    acceptance: Option<crate::daemon::jobs::Acceptance>,
 ) -> Ending {
     let resumed = entry.order.resumed;
     // Two resumed jobs of one assessment must not both take the same unclaimed plan: the
@@ -117,6 +117,14 @@ async fn drive(
         (None, Vec::new())
     };
     let context = with_peers(jobs, entry).await;
+    let together = acceptance.as_ref().is_some_and(|a| a.streamed)
+        && !resumed
+        && entry.snapshot().plan.is_none()
+        && context.mesh_peers.is_empty();
+    if together {
+        let acceptance = acceptance.map(|a| a.covered);
+        return drive_together(jobs, entry, context, acceptance).await;
+    }
     let prepared = match prepare_on_pool(jobs, entry, context, claimed).await {
         Ok(prepared) => prepared,
         Err(reason) => return failed(reason),
@@ -124,10 +132,21 @@ async fn drive(
     if let (Some(acceptance), true) = (acceptance, prepared.planned_now) {
         // The plan's flush began after the job's journal entry was in place: the job is
         // durable, and its acceptance can be answered.
-        let _ = acceptance.send(());
+        let _ = acceptance.covered.send(());
     }
+    run_prepared(jobs, entry, prepared, claim_turn).await
+}
+
+/// The job once its plan is recorded (or found): announced, every pending advisor asked
+/// and recorded in plan order, then its disagreement.
+async fn run_prepared(
+    jobs: &Arc<Jobs>,
+    entry: &Arc<JobEntry>,
+    prepared: Prepared,
+    claim_turn: Option<tokio::sync::MutexGuard<'_, ()>>,
+) -> Ending {
     entry.keep_store(prepared.store.clone());
-    if let Err(e) = announce_plan(jobs, entry, &prepared).await {
+    if let Err(e) = announce_plan(jobs, entry, &prepared, true).await {
         return failed(e);
     }
     drop(claim_turn);
@@ -141,7 +160,16 @@ async fn drive(
             return ending;
         }
     }
-    if let Err(reason) = record_disagreement(entry, &prepared, &recorded).await {
+    conclude(entry, &prepared, &recorded).await
+}
+
+/// The job's disagreement, then its end.
+async fn conclude(
+    entry: &Arc<JobEntry>,
+    prepared: &Prepared,
+    recorded: &[Option<Record>],
+) -> Ending {
+    if let Err(reason) = record_disagreement(entry, prepared, recorded).await {
         return failed(reason);
     }
     if entry.cancel_requested() {
@@ -202,11 +230,12 @@ async fn prepare_on_pool(
 }
 
 /// The plan on the job: its exchanges listed (with what a resumed run recorded already),
-/// journaled, and sent as events.
+/// journaled when `journal`, and sent as events.
 async fn announce_plan(
     jobs: &Jobs,
     entry: &Arc<JobEntry>,
     prepared: &Prepared,
+    journal: bool,
 ) -> Result<(), Error> {
     let plan_id = prepared.plan_record.id().to_string();
     tracing::debug!(job = %entry.id(), plan = %plan_id, "plan ready");
@@ -222,11 +251,13 @@ async fn announce_plan(
             })
             .collect();
     });
-    jobs.persist(entry).await.map_err(|e| {
-        internal(format!(
-            "the plan was recorded but the job could not be journaled: {e}"
-        ))
-    })?;
+    if journal {
+        jobs.persist(entry).await.map_err(|e| {
+            internal(format!(
+                "the plan was recorded but the job could not be journaled: {e}"
+            ))
+        })?;
+    }
     entry.emit(Event::Plan {
         at: crate::protocol::Timestamp::now(),
         job: entry.id(),
@@ -381,6 +412,13 @@ fn record_plan(
     prompt: &str,
 ) -> Result<Record, Error> {
     let env = planning::plan_env(resolved, store, time::OffsetDateTime::now_utc())?;
+    store
+        .write_in_job(&resolved.task, &plan_input(job, asked, prompt), Some(&env))
+        .map_err(|e| internal(format!("the plan could not be recorded: {e}")))
+}
+
+/// What the writer is given to make the job's plan.
+fn plan_input(job: &crate::protocol::Job, asked: &Asked, prompt: &str) -> serde_json::Value {
     let mut input = serde_json::json!({
         "kind": "plan", "assessment": job.assessment, "prompt": prompt
     });
@@ -392,9 +430,311 @@ fn record_plan(
             input[name] = value.as_str().into();
         }
     }
-    store
-        .write_in_job(&resolved.task, &input, Some(&env))
-        .map_err(|e| internal(format!("the plan could not be recorded: {e}")))
+    input
+}
+
+/// How long a job whose client waits on the connection for the job as accepted gives
+/// its exchanges, once its plan is judged, to end so that their consultations are made
+/// durable with the plan and the job in one flush. An exchange still running then is
+/// recorded on its own, after the plan has been placed alone and the job acknowledged:
+/// the acknowledgement waits at most this long for the exchanges.
+const TOGETHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// How long the store's side of [`drive_together`] waits for the job's side to say
+/// what to write with the plan, at most (it always says within [`TOGETHER_WINDOW`]
+/// unless the daemon is starved; then the plan is placed alone).
+const TOGETHER_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What the store's side of [`drive_together`] did.
+enum Together {
+    /// The plan was found, or written by the one-record path: the job as usual.
+    Alone(Box<Prepared>),
+    /// The plan was staged and the job's side told what to write with it.
+    Staged(Box<crate::store::PlanWritten>),
+}
+
+/// A job whose client waits on the connection for the job as accepted (nothing is
+/// promised before it gets it): its plan judged and written to its temporary file, its
+/// exchanges run at once, and when they all end within [`TOGETHER_WINDOW`] their
+/// consultations are written with the plan, with **one** flush for the job's journal
+/// entry, its plan and its outcomes, and only then is the job acknowledged. Otherwise
+/// the plan is placed alone (its flush covers the job), the job acknowledged, and the
+/// outcomes recorded as they come, as [`run_prepared`] does.
+async fn drive_together(
+    jobs: &Arc<Jobs>,
+    entry: &Arc<JobEntry>,
+    context: RequestContext,
+    acceptance: Option<oneshot::Sender<()>>,
+) -> Ending {
+    let job = entry.snapshot();
+    let accepted = entry.take_resolved();
+    let registry = jobs.registry().clone();
+    let asked = Asked {
+        question: entry.order.question.clone(),
+        prior_opinion: entry.order.prior_opinion.clone(),
+        relayed: entry.order.prompt.clone(),
+    };
+    let (staged_tx, staged_rx) = oneshot::channel::<Prepared>();
+    let (drafts_tx, drafts_rx) = std::sync::mpsc::channel::<Option<Vec<crate::store::Drafted>>>();
+    let store_side = tokio::task::spawn_blocking(move || {
+        let resolved = match accepted {
+            Some(resolved) => resolved,
+            None => Arc::new(Resolved::resolve(&context, &registry)?),
+        };
+        prepare_together(context, resolved, &job, &asked, staged_tx, drafts_rx)
+    });
+    let joined = |joined: Result<Result<Together, Error>, tokio::task::JoinError>| {
+        joined.map_err(|e| internal(format!("preparing the job failed: {e}")))?
+    };
+    let Ok(prepared) = staged_rx.await else {
+        // Not staged: the plan was found or written alone, or preparing failed.
+        return match joined(store_side.await) {
+            Ok(Together::Alone(prepared)) => {
+                if let Some(acceptance) = acceptance.filter(|_| prepared.planned_now) {
+                    let _ = acceptance.send(());
+                }
+                run_prepared(jobs, entry, *prepared, None).await
+            }
+            Ok(Together::Staged(_)) => failed(internal("the plan was staged unannounced")),
+            Err(reason) => failed(reason),
+        };
+    };
+    // The plan is judged and staged (the task's lock held): its exchanges run now, their
+    // events held until the plan is announced.
+    let held = Arc::new(Held::holding());
+    let fan_out = FanOut::new(entry, &prepared);
+    let mut waiting: Vec<(Waiting, oneshot::Receiver<Exchange>)> =
+        (0..prepared.plan.selected.len())
+            .map(|index| fan_out.start(jobs, entry, &prepared, index, Some(held.clone())))
+            .collect();
+    let window = Instant::now() + TOGETHER_WINDOW;
+    let mut ended = Vec::new();
+    for (_, receiver) in &mut waiting {
+        match tokio::time::timeout_at(window, receiver).await {
+            Ok(exchange) => ended.push(Some(exchange.unwrap_or(Exchange::NotStarted))),
+            Err(_) => ended.push(None),
+        }
+    }
+    let all_ran = ended.iter().all(|e| match e {
+        Some(Exchange::Ran(outcome)) => !matches!(
+            &outcome.result, Err(f) if f.kind == FailureKind::Cancelled
+        ),
+        _ => false,
+    });
+    let ready: Vec<(usize, Outcome)> = if all_ran {
+        ended
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(at, e)| match e.take() {
+                Some(Exchange::Ran(outcome)) => Some((at, *outcome)),
+                _ => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let drafts = all_ran.then(|| {
+        ready
+            .iter()
+            .map(|(at, outcome)| {
+                let waited = &waiting[*at].0;
+                crate::store::Drafted {
+                    input: draft::consultation_input(
+                        prepared.plan_record.id(),
+                        &waited.advisor,
+                        outcome,
+                    ),
+                    job: entry.id().to_string(),
+                    source: draft::answer_source(waited.source.as_deref(), outcome),
+                    counts: outcome.vouched,
+                    secrets: Some(fan_out.secrets.clone()),
+                }
+            })
+            .collect()
+    });
+    // The store's side is waiting for this (or gave up waiting and placed the plan alone).
+    let _ = drafts_tx.send(drafts);
+    let written = match joined(store_side.await) {
+        Ok(Together::Staged(written)) => written,
+        Ok(Together::Alone(_)) => {
+            held.release(entry);
+            entry.cancel.cancel();
+            return failed(internal("the staged plan was not placed"));
+        }
+        Err(reason) => {
+            held.release(entry);
+            entry.cancel.cancel(); // nothing of this job is recorded: stop its exchanges
+            return failed(reason);
+        }
+    };
+    // One flush, begun after the job's journal entry was in place, made the job, its
+    // plan and (when all were in) its outcomes durable: it can be acknowledged.
+    if let Some(acceptance) = acceptance {
+        let _ = acceptance.send(());
+    }
+    entry.keep_store(prepared.store.clone());
+    // With its outcomes recorded the job ends at once, and its end is journaled then:
+    // the plan's id is not journaled on its own (the records carry it: "The plan is
+    // made once").
+    let ending_now = written.consultations.is_some();
+    if let Err(e) = announce_plan(jobs, entry, &prepared, !ending_now).await {
+        held.release(entry);
+        entry.cancel.cancel();
+        return failed(e);
+    }
+    held.release(entry);
+    let mut recorded = prepared.recorded.clone();
+    match written.consultations {
+        Some(results) => {
+            let mut failure = None;
+            for ((at, _), result) in ready.iter().zip(results) {
+                let waited = &waiting[*at].0;
+                match result {
+                    Ok(record) => {
+                        note_recorded(entry, &prepared, waited, &record);
+                        recorded[waited.index] = Some(record);
+                    }
+                    Err(e) => {
+                        if failure.is_none() {
+                            failure = Some(internal(format!(
+                                "the consultation of `{}` could not be recorded: {e}",
+                                waited.advisor
+                            )));
+                        }
+                    }
+                }
+            }
+            if let Some(reason) = failure {
+                return failed(reason);
+            }
+        }
+        None => {
+            // Recorded as they come, in plan order: those in already, then the others.
+            let mut rest = Vec::new();
+            let mut ended = ended.into_iter();
+            let mut ready = ready.into_iter();
+            for (waited, receiver) in waiting {
+                let exchange = match ended.next().flatten() {
+                    Some(exchange) => Some(exchange),
+                    None if all_ran => ready.next().map(|(_, o)| Exchange::Ran(Box::new(o))),
+                    None => None,
+                };
+                let receiver = match exchange {
+                    Some(exchange) => {
+                        let (tx, rx) = oneshot::channel();
+                        let _ = tx.send(exchange);
+                        rx
+                    }
+                    None => receiver,
+                };
+                rest.push((waited, receiver));
+            }
+            let stopped =
+                record_in_order(entry, &prepared, &fan_out.secrets, rest, &mut recorded).await;
+            if let Some(ending) = stopped {
+                return ending;
+            }
+        }
+    }
+    conclude(entry, &prepared, &recorded).await
+}
+
+/// The store's side of [`drive_together`]: the task read, the plan judged and staged
+/// (sent to the job's side as prepared), then what the job's side drafts from its
+/// exchanges written with it ([`Store::write_plan_with`]).
+fn prepare_together(
+    context: RequestContext,
+    resolved: Arc<Resolved>,
+    job: &crate::protocol::Job,
+    asked: &Asked,
+    staged: oneshot::Sender<Prepared>,
+    drafts: std::sync::mpsc::Receiver<Option<Vec<crate::store::Drafted>>>,
+) -> Result<Together, Error> {
+    let store = Store::shared(&resolved.state_dir);
+    let (assessment, found) = find_in_task(&store, &resolved, job, None, &[])?;
+    let invariants = planning::invariants_for(&resolved, &store)?;
+    let prompt = prompt_of(&assessment, asked, &invariants);
+    let prepared = |plan_record: Record, planned_now: bool| -> Result<Prepared, Error> {
+        let Body::Plan(plan) = &plan_record.body else {
+            return Err(internal(format!("`{}` is not a plan", plan_record.id())));
+        };
+        Ok(Prepared {
+            context: context.clone(),
+            resolved: resolved.clone(),
+            store: store.clone(),
+            assessment: assessment.clone(),
+            plan: plan.clone(),
+            recorded: vec![None; plan.selected.len()],
+            plan_record,
+            prompt: prompt.clone(),
+            planned_now,
+        })
+    };
+    if found.is_some() {
+        // Not this job's to make: the usual path takes what is recorded for it.
+        return prepare(context.clone(), resolved.clone(), job, asked, None, &[])
+            .map(|p| Together::Alone(Box::new(p)));
+    }
+    let env = planning::plan_env(&resolved, &store, time::OffsetDateTime::now_utc())?;
+    let input = plan_input(job, asked, &prompt);
+    let mut handed = false;
+    let written = store
+        .write_plan_with(&resolved.task, &input, &env, |plan_record| {
+            let made = prepared(plan_record.clone(), true).ok()?;
+            staged.send(made).ok()?;
+            handed = true;
+            drafts.recv_timeout(TOGETHER_BACKSTOP).ok().flatten()
+        })
+        .map_err(|e| internal(format!("the plan could not be recorded: {e}")))?;
+    if handed {
+        Ok(Together::Staged(Box::new(written)))
+    } else {
+        prepared(written.plan, true).map(|p| Together::Alone(Box::new(p)))
+    }
+}
+
+/// What an exchange reports while its job's plan is not yet announced: held, then
+/// passed on in order once it is ([`drive_together`]).
+struct Held(std::sync::Mutex<Option<Vec<HeldReport>>>);
+
+enum HeldReport {
+    Running(usize),
+    Event(Event),
+}
+
+impl Held {
+    /// Hold `report`, or pass it on when the plan is announced already.
+    fn report(&self, entry: &JobEntry, report: HeldReport) {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(reports) = held.as_mut() {
+            reports.push(report);
+            return;
+        }
+        drop(held);
+        pass_on(entry, report);
+    }
+
+    /// Pass on what was held, in order; later reports go straight through.
+    fn release(&self, entry: &JobEntry) {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for report in held.take().unwrap_or_default() {
+            pass_on(entry, report);
+        }
+        *held = None;
+    }
+}
+
+impl Held {
+    fn holding() -> Held {
+        Held(std::sync::Mutex::new(Some(Vec::new())))
+    }
+}
+
+fn pass_on(entry: &JobEntry, report: HeldReport) {
+    match report {
+        HeldReport::Running(index) => entry.set_exchange(index, ExchangeStatus::Running),
+        HeldReport::Event(event) => entry.emit(event),
+    }
 }
 
 /// A plan of the job's assessment recorded after the job was accepted and before this
@@ -444,7 +784,7 @@ async fn consult_and_record(
     let fan_out = FanOut::new(entry, prepared);
     let waiting: Vec<(Waiting, oneshot::Receiver<Exchange>)> = pending
         .iter()
-        .map(|&index| fan_out.start(jobs, entry, prepared, index))
+        .map(|&index| fan_out.start(jobs, entry, prepared, index, None))
         .collect();
     record_in_order(entry, prepared, &fan_out.secrets, waiting, recorded).await
 }
@@ -486,6 +826,7 @@ impl FanOut {
         entry: &Arc<JobEntry>,
         prepared: &Prepared,
         index: usize,
+        held: Option<Arc<Held>>,
     ) -> (Waiting, oneshot::Receiver<Exchange>) {
         let selected = &prepared.plan.selected[index];
         let (tx, rx) = oneshot::channel();
@@ -514,6 +855,7 @@ impl FanOut {
             },
             drain: jobs.draining(),
             secrets: self.secrets.clone(),
+            held,
         };
         let reach = catalogue_entry.map(|e| {
             let mut spec = advisor_spec(&e);
@@ -682,26 +1024,31 @@ async fn record_outcomes(
                 continue;
             }
         };
-        tracing::debug!(job = %entry.id(), advisor = %waited.advisor, "consultation recorded");
-        entry.update(|job| {
-            if let (Some(c), Body::Consultation(body)) =
-                (job.consultations.get_mut(waited.index), &record.body)
-            {
-                c.record = Some(RecordId::from(record.id()));
-                c.status = body.status.into();
-                c.failure = body.failure;
-                c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
-            }
-        });
-        entry.emit(Event::Recorded {
-            at: crate::protocol::Timestamp::now(),
-            job: entry.id(),
-            advisor: waited.advisor.clone(),
-            record: Box::new(record.clone()),
-        });
+        note_recorded(entry, prepared, waited, &record);
         out.push((waited.index, Ok(record)));
     }
     out
+}
+
+/// Tell the job that `waited`'s outcome is recorded as `record`.
+fn note_recorded(entry: &Arc<JobEntry>, prepared: &Prepared, waited: &Waiting, record: &Record) {
+    tracing::debug!(job = %entry.id(), advisor = %waited.advisor, "consultation recorded");
+    entry.update(|job| {
+        if let (Some(c), Body::Consultation(body)) =
+            (job.consultations.get_mut(waited.index), &record.body)
+        {
+            c.record = Some(RecordId::from(record.id()));
+            c.status = body.status.into();
+            c.failure = body.failure;
+            c.cost = Some(consultation_cost(body, &prepared.resolved.catalogue));
+        }
+    });
+    entry.emit(Event::Recorded {
+        at: crate::protocol::Timestamp::now(),
+        job: entry.id(),
+        advisor: waited.advisor.clone(),
+        record: Box::new(record.clone()),
+    });
 }
 
 /// One advisor's turn within a job.
@@ -714,6 +1061,8 @@ struct Turn {
     drain: CancellationToken,
     /// The request's own credential values, scrubbed from the `finished` diagnostic.
     secrets: Arc<[String]>,
+    /// Where the exchange's reports wait while the job's plan is not yet announced.
+    held: Option<Arc<Held>>,
 }
 
 impl Turn {
@@ -732,16 +1081,24 @@ impl Turn {
         if self.drain.is_cancelled() {
             return Exchange::NotStarted;
         }
-        self.entry.set_exchange(self.index, ExchangeStatus::Running);
-        self.entry.emit(Event::Started {
+        self.report(HeldReport::Running(self.index));
+        self.report(HeldReport::Event(Event::Started {
             job: self.entry.id(),
             advisor: self.advisor.clone(),
             at: Timestamp::now(),
-        });
+        }));
         let outcome = self.consult(adapter.as_ref(), &spec).await;
         drop(permit);
-        self.entry.emit(self.finished(&outcome));
+        self.report(HeldReport::Event(self.finished(&outcome)));
         Exchange::Ran(Box::new(outcome))
+    }
+
+    /// Tell the job, now or once its plan is announced.
+    fn report(&self, report: HeldReport) {
+        match &self.held {
+            Some(held) => held.report(&self.entry, report),
+            None => pass_on(&self.entry, report),
+        }
     }
 
     /// A free slot of the advisor; the exchange as it ended without one (cancelled, or

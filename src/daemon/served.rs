@@ -72,6 +72,15 @@ impl Served {
     pub fn shutting_down(&self) -> bool {
         self.jobs.shutting_down()
     }
+
+    /// Queue a consultation whose client takes its events on the same connection: the
+    /// job as accepted, once durable ([`Jobs::consult_streamed`]).
+    pub(crate) async fn consult_streamed(
+        &self,
+        request: crate::protocol::ConsultRequest,
+    ) -> Result<crate::protocol::Job> {
+        self.jobs.consult_streamed(request).await
+    }
 }
 
 impl Served {

@@ -43,6 +43,9 @@ pub(super) struct TaskCache {
     pub(super) watch: Option<super::identity::watch::Subscription>,
     /// How many record files the last check of the files looked at (`stat` or read).
     pub(super) checked: usize,
+    /// The writer's index of `records` when `rules` keeps none, and the digest of the
+    /// last record it indexed (`store::write`, `judge_next`).
+    pub(super) writer_index: Option<(crate::core::writer::Index, String)>,
 }
 
 /// The bytes of records (their size on disk) whose cache was dropped since the daemon last

@@ -186,12 +186,7 @@ impl Store {
             &Provenance,
         )],
         results: &mut [Option<Result<Record, StoreError>>],
-    ) -> Result<(), (String, io::ErrorKind, String)> {
-        let failed = |context: String| move |e: io::Error| (context, e.kind(), e.to_string());
-        let store_failed = |e: StoreError| match e {
-            StoreError::Io { context, source } => (context, source.kind(), source.to_string()),
-            other => (other.to_string(), io::ErrorKind::Other, other.to_string()),
-        };
+    ) -> Result<(), Trouble> {
         let dir = self.task_dir(task);
         let _held = self.lock_task(&dir).map_err(store_failed)?;
         let slot = self.cache(task);
@@ -201,14 +196,160 @@ impl Store {
             let _ = fs::remove_file(dir.join(name));
         }
         let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
-        // Judged and written to temporary files one after the other, each in the cache
-        // before the next is judged (it is the next one's `prev`).
-        let mut staged: Vec<(usize, Record, PathBuf, PathBuf, bool, String)> = Vec::new();
+        let mut staged = Vec::new();
+        let trouble = self.stage_consultations(
+            task,
+            &dir,
+            &mut cache,
+            anchors.as_deref(),
+            drafted,
+            results,
+            &mut staged,
+        );
+        let placed = self.place(task, &mut cache, staged, trouble, anchors.as_deref());
+        let placed = match placed {
+            Ok(placed) => placed,
+            Err(failure) => {
+                drop(cache);
+                return Err(failure);
+            }
+        };
+        for (at, record) in placed {
+            results[at] = Some(Ok(record));
+        }
+        self.feed(task, &cache.records);
+        self.feed_track(task, &mut cache);
+        let cached = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, cached);
+        Ok(())
+    }
+
+    /// A daemon's job's plan (`input`, judged with `plan_env` as [`Store::write_in_job`]
+    /// judges it), and with it, in **one** flush, the consultations `then` drafts once it
+    /// has the plan (its exchanges run while `then` waits; see `docs/DAEMON.md`, "What a
+    /// round trip costs"). Under the task's lock the plan is judged and written to its
+    /// temporary file, `then` is called with it (the lock held: it must come back
+    /// within a few milliseconds), each consultation it gives is judged after the one
+    /// before and written to its temporary file, then one flush, then each is renamed
+    /// into place in order (the plan first). `then` giving `None` places the plan alone
+    /// (its own flush). The guarantees are each record's: none torn, none durable
+    /// without every record before it.
+    ///
+    /// A task not yet created, or a shared one (docs/JOURNAL.md), takes the one-record
+    /// path: the plan is written by [`Store::write_in_job`] and `then` is never called.
+    pub fn write_plan_with(
+        &self,
+        task: &TaskName,
+        input: &serde_json::Value,
+        plan_env: &PlanEnv,
+        then: impl FnOnce(&Record) -> Option<Vec<Drafted>>,
+    ) -> Result<PlanWritten, StoreError> {
+        let dir = self.task_dir(task);
+        if !dir.exists() || crate::journal::seam::state(&self.state_dir).is_some() {
+            let plan = self.write_in_job(task, input, Some(plan_env))?;
+            return Ok(PlanWritten {
+                plan,
+                consultations: None,
+            });
+        }
+        let _held = self.lock_task(&dir)?;
+        let slot = self.cache(task);
+        let mut cache = lock(&slot);
+        let stale = self.refresh(task, &mut cache)?;
+        for name in stale {
+            let _ = fs::remove_file(dir.join(name));
+        }
+        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        let sequence = cache.highest + 1;
+        let plan = self.judge_next(task, &mut cache, input, Some(plan_env), &[], &[], false)?;
+        let plan_staged = self
+            .stage(task, &dir, &mut cache, plan, sequence, anchors.as_deref())
+            .map_err(trouble_error)?;
+        let plan = plan_staged.record.clone();
+        let mut staged = vec![(usize::MAX, plan_staged)];
+        let drafts = then(&plan);
+        let mut results: Vec<Option<Result<Record, StoreError>>> = Vec::new();
         let mut trouble = None;
+        if let Some(drafts) = &drafts {
+            results = drafts.iter().map(|_| None).collect();
+            let secrets: Vec<String> = Vec::new();
+            let provenances: Vec<Provenance> = drafts
+                .iter()
+                .map(|d| Provenance {
+                    job: &d.job,
+                    source: d.source.as_deref(),
+                    counts: d.counts,
+                    secrets: d.secrets.as_deref().unwrap_or(&secrets),
+                })
+                .collect();
+            let mut drafted = Vec::new();
+            for (at, (d, provenance)) in drafts.iter().zip(&provenances).enumerate() {
+                match self.consultation_input(&d.input, provenance) {
+                    Ok((input, key)) => drafted.push((at, input, key, provenance)),
+                    Err(e) => results[at] = Some(Err(e)),
+                }
+            }
+            trouble = self.stage_consultations(
+                task,
+                &dir,
+                &mut cache,
+                anchors.as_deref(),
+                &drafted,
+                &mut results,
+                &mut staged,
+            );
+        }
+        let placed = self
+            .place(task, &mut cache, staged, trouble, anchors.as_deref())
+            .map_err(trouble_error)?;
+        let mut plan = None;
+        for (at, record) in placed {
+            match results.get_mut(at) {
+                Some(result) => *result = Some(Ok(record)),
+                None => plan = Some(record),
+            }
+        }
+        self.feed(task, &cache.records);
+        self.feed_track(task, &mut cache);
+        let cached = cache.bytes;
+        drop(cache);
+        self.used(task, &slot, cached);
+        let plan = plan.ok_or_else(|| trouble_error(not_written()))?;
+        Ok(PlanWritten {
+            plan,
+            consultations: drafts.map(|_| {
+                results
+                    .into_iter()
+                    .map(|r| r.unwrap_or_else(|| Err(trouble_error(not_written()))))
+                    .collect()
+            }),
+        })
+    }
+
+    /// Judge, attest and stage (temporary file, cache) each of `drafted` after the one
+    /// before, onto `staged`; a refusal is that item's result. What stopped the batch,
+    /// if anything did.
+    #[allow(clippy::type_complexity, clippy::too_many_arguments)]
+    fn stage_consultations(
+        &self,
+        task: &TaskName,
+        dir: &Path,
+        cache: &mut TaskCache,
+        anchors: Option<&crate::machine::anchor::Anchors>,
+        drafted: &[(
+            usize,
+            serde_json::Value,
+            Arc<crate::machine::attest::Key>,
+            &Provenance,
+        )],
+        results: &mut [Option<Result<Record, StoreError>>],
+        staged: &mut Vec<(usize, Staged)>,
+    ) -> Option<Trouble> {
+        let runtime = crate::machine::installed().and_then(|m| m.runtime());
         for (at, input, key, provenance) in drafted {
             let sequence = cache.highest + 1;
-            let judged =
-                self.judge_next(task, &mut cache, input, None, provenance.secrets, &[], true);
+            let judged = self.judge_next(task, cache, input, None, provenance.secrets, &[], true);
             let mut record = match judged {
                 Ok(record) => record,
                 Err(e) => {
@@ -216,64 +357,99 @@ impl Store {
                     continue;
                 }
             };
-            if sequence > chain::MAX_SEQUENCE {
-                trouble = Some((
-                    format!(
-                        "task `{task}` holds record {}, the highest a record file's name                          can hold; record into another task",
-                        chain::MAX_SEQUENCE
-                    ),
-                    io::ErrorKind::StorageFull,
-                    "full".to_string(),
-                ));
-                break;
-            }
-            let runtime = crate::machine::installed().and_then(|m| m.runtime());
             key.attest_signed(
                 &mut record,
                 provenance.job,
                 provenance.counts,
                 runtime.as_ref(),
             );
-            let local = vouched_before(task, anchors.as_deref(), &cache);
-            let name = file_name(&record);
-            let mut bytes = match serde_json::to_vec_pretty(&record) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    trouble = Some((
-                        format!("cannot serialise record `{}`", record.id()),
-                        io::ErrorKind::Other,
-                        e.to_string(),
-                    ));
-                    break;
-                }
-            };
-            bytes.push(b'\n');
-            let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-            let written = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(files::libc_flags::NOFOLLOW)
-                .open(&temp)
-                .and_then(|mut file| file.write_all(&bytes));
-            if let Err(e) = written {
-                let _ = fs::remove_file(&temp);
-                trouble = Some(failed(format!(
-                    "cannot write record `{}`; nothing was stored (check free space and                      permissions)",
-                    dir.join(&name).display()
-                ))(e));
-                break;
+            match self.stage(task, dir, cache, record, sequence, anchors) {
+                Ok(one) => staged.push((*at, one)),
+                Err(trouble) => return Some(trouble),
             }
-            cache.highest = sequence;
-            cache.records.push(record.clone());
-            let digest = chain::digest(&bytes);
-            cache.digests.push(digest.clone());
-            cache.files.push(None);
-            cache.bytes += bytes.len();
-            let rules = std::mem::take(&mut cache.rules);
-            cache.rules = extended(task, &cache, rules, chain::Depth::Links);
-            staged.push((*at, record, temp, dir.join(name), local, digest));
         }
+        None
+    }
+
+    /// Write `record` (judged as number `sequence`) to its temporary file in `dir` and
+    /// put it in the cache, so the next one is judged after it.
+    fn stage(
+        &self,
+        task: &TaskName,
+        dir: &Path,
+        cache: &mut TaskCache,
+        record: Record,
+        sequence: u64,
+        anchors: Option<&crate::machine::anchor::Anchors>,
+    ) -> Result<Staged, Trouble> {
+        let failed = |context: String| move |e: io::Error| (context, e.kind(), e.to_string());
+        if sequence > chain::MAX_SEQUENCE {
+            return Err((
+                format!(
+                    "task `{task}` holds record {}, the highest a record file's name can \
+                     hold; record into another task",
+                    chain::MAX_SEQUENCE
+                ),
+                io::ErrorKind::StorageFull,
+                "full".to_string(),
+            ));
+        }
+        let local = vouched_before(task, anchors, cache);
+        let name = file_name(&record);
+        let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| {
+            (
+                format!("cannot serialise record `{}`", record.id()),
+                io::ErrorKind::Other,
+                e.to_string(),
+            )
+        })?;
+        bytes.push(b'\n');
+        let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let written = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(files::libc_flags::NOFOLLOW)
+            .open(&temp)
+            .and_then(|mut file| file.write_all(&bytes));
+        if let Err(e) = written {
+            let _ = fs::remove_file(&temp);
+            return Err(failed(format!(
+                "cannot write record `{}`; nothing was stored (check free space and \
+                 permissions)",
+                dir.join(&name).display()
+            ))(e));
+        }
+        cache.highest = sequence;
+        cache.records.push(record.clone());
+        let digest = chain::digest(&bytes);
+        cache.digests.push(digest.clone());
+        cache.files.push(None);
+        cache.bytes += bytes.len();
+        let rules = std::mem::take(&mut cache.rules);
+        cache.rules = extended(task, cache, rules, chain::Depth::Links);
+        Ok(Staged {
+            record,
+            temp,
+            target: dir.join(name),
+            local,
+            digest,
+        })
+    }
+
+    /// Put `staged` in place: one flush, then each renamed in order, each new head
+    /// anchored. The records placed, each with its place; `Err` (after which the cache is
+    /// read afresh from the files) when `trouble` stopped the staging or a flush or
+    /// rename failed.
+    fn place(
+        &self,
+        task: &TaskName,
+        cache: &mut TaskCache,
+        staged: Vec<(usize, Staged)>,
+        trouble: Option<Trouble>,
+        anchors: Option<&crate::machine::anchor::Anchors>,
+    ) -> Result<Vec<(usize, Record)>, Trouble> {
+        let failed = |context: String| move |e: io::Error| (context, e.kind(), e.to_string());
         // One flush for the batch, before any of it is renamed into place.
         self.unsettled
             .store(false, std::sync::atomic::Ordering::Release);
@@ -287,10 +463,11 @@ impl Store {
         };
         let mut placed = 0;
         let outcome = flushed.and_then(|()| {
-            for (_, _, temp, target, _, _) in &staged {
-                files::rename_new(temp, target).map_err(failed(format!(
-                    "cannot write record `{}`; nothing was stored (check free space and                      permissions)",
-                    target.display()
+            for (_, one) in &staged {
+                files::rename_new(&one.temp, &one.target).map_err(failed(format!(
+                    "cannot write record `{}`; nothing was stored (check free space and \
+                     permissions)",
+                    one.target.display()
                 )))?;
                 placed += 1;
             }
@@ -301,32 +478,27 @@ impl Store {
                 .store(true, std::sync::atomic::Ordering::Release);
         }
         if let Err(failure) = outcome {
-            for (_, _, temp, _, _, _) in &staged[placed..] {
-                let _ = fs::remove_file(temp);
+            for (_, one) in &staged[placed..] {
+                let _ = fs::remove_file(&one.temp);
             }
             // The cache holds records that are not all in place: read the task afresh.
             *cache = TaskCache::default();
-            drop(cache);
             return Err(failure);
         }
-        for (at, record, _, _, local, digest) in staged {
-            if let (true, Some(anchors)) = (local, &anchors) {
+        let mut out = Vec::new();
+        for (at, one) in staged {
+            if let (true, Some(anchors)) = (one.local, anchors) {
                 let head = chain::Head {
-                    sequence: record.envelope.sequence,
-                    hash: digest,
+                    sequence: one.record.envelope.sequence,
+                    hash: one.digest,
                 };
                 if let Err(e) = anchors.set(task, &head) {
                     tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
                 }
             }
-            results[at] = Some(Ok(record));
+            out.push((at, one.record));
         }
-        self.feed(task, &cache.records);
-        self.feed_track(task, &mut cache);
-        let cached = cache.bytes;
-        drop(cache);
-        self.used(task, &slot, cached);
-        Ok(())
+        Ok(out)
     }
 
     /// A consultation's input as it is stored (its `source` added) and the key it is
@@ -537,7 +709,13 @@ impl Store {
         let mut env = self.write_env(task, sequence, plan_env, prev, Some(&trust), secrets);
         env.daemon = daemon;
         env.invariants = invariants;
-        let index = cache.rules.rules_index();
+        if cache.rules.rules_index().is_none() {
+            keep_writer_index(cache);
+        }
+        let index = cache
+            .rules
+            .rules_index()
+            .or(cache.writer_index.as_ref().map(|(index, _)| index));
         Ok(writer::admit_indexed(&cache.records, index, input, &env)?)
     }
 
@@ -565,6 +743,28 @@ impl Store {
     }
 }
 
+/// Keep the writer's index of the cached records up to date in `cache.writer_index`,
+/// indexing only the records added since (the walk kept in `cache.rules` keeps an index
+/// only once it has admitted a record written by someone else again; without one, each
+/// write built the index of the whole task afresh, a cost that grew with the task). The
+/// index is started again when the record it indexed last is no longer the one at its
+/// place (the task was read afresh).
+fn keep_writer_index(cache: &mut TaskCache) {
+    let continued = cache.writer_index.as_ref().is_some_and(|(index, last)| {
+        let indexed = index.indexed();
+        indexed > 0
+            && indexed <= cache.records.len()
+            && cache.digests.get(indexed - 1) == Some(last)
+    });
+    if !continued {
+        cache.writer_index = Some((writer::Index::default(), String::new()));
+    }
+    if let Some((index, last)) = cache.writer_index.as_mut() {
+        index.extend(&cache.records);
+        *last = cache.digests.last().cloned().unwrap_or_default();
+    }
+}
+
 /// Whether this machine vouched for `task` as `cache` holds it (its anchored head is among
 /// the records, or the task is new), so the head a write makes is anchored too; a foreign
 /// task stays foreign until adopted. `None`: no data directory installed, nothing anchored.
@@ -580,4 +780,63 @@ fn vouched_before(
         })
         .is_none()
     })
+}
+
+/// What stopped a batch, as text: its context, its kind and the error's message.
+type Trouble = (String, io::ErrorKind, String);
+
+fn store_failed(e: StoreError) -> Trouble {
+    match e {
+        StoreError::Io { context, source } => (context, source.kind(), source.to_string()),
+        other => (other.to_string(), io::ErrorKind::Other, other.to_string()),
+    }
+}
+
+fn trouble_error((context, kind, message): Trouble) -> StoreError {
+    StoreError::Io {
+        context,
+        source: io::Error::new(kind, message),
+    }
+}
+
+fn not_written() -> Trouble {
+    (
+        "a record of the batch was not written".into(),
+        io::ErrorKind::Other,
+        "not written".into(),
+    )
+}
+
+/// One record of a batch on its temporary file, in the cache, waiting for its rename.
+struct Staged {
+    record: Record,
+    temp: PathBuf,
+    target: PathBuf,
+    /// Whether this machine anchors it as the task's new head.
+    local: bool,
+    digest: String,
+}
+
+/// A consultation a daemon's job drafted, owned, for [`Store::write_plan_with`]: as
+/// [`Store::write_consultation`] takes it (`input` without `source`, then [`Provenance`]).
+pub struct Drafted {
+    /// The drafted consultation, without `source`.
+    pub input: serde_json::Value,
+    /// The job that produced it.
+    pub job: String,
+    /// What produced the answer, if known.
+    pub source: Option<String>,
+    /// Whether the transport vouched for who answered.
+    pub counts: bool,
+    /// The request's own credential values, removed by value from every string.
+    pub secrets: Option<Arc<[String]>>,
+}
+
+/// What [`Store::write_plan_with`] wrote: the plan, and the consultations written with it
+/// (one result per draft), `None` when it was placed alone.
+pub struct PlanWritten {
+    /// The plan, in place.
+    pub plan: Record,
+    /// The consultations written with it, one result per draft.
+    pub consultations: Option<Vec<Result<Record, StoreError>>>,
 }

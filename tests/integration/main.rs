@@ -35,6 +35,7 @@ mod readme;
 mod real_clis;
 mod record_chain;
 mod record_fixtures;
+mod rtrip3_together;
 mod rtrip_round_trip;
 mod schema;
 mod self_check;
