@@ -211,6 +211,19 @@ fn main() {
     for t in 0..MANY_TASKS {
         prefill(&many.state(), &format!("task-{t}"), per_task, t * per_task);
     }
+    // For profiling by hand: keep the empty root and the root of many tasks, and stop.
+    if let Some(keep) = std::env::var_os("NO_DAEMON_KEEP") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).expect("the directory to keep the roots in");
+        for (name, place) in [("empty", empty), ("many", many)] {
+            std::fs::rename(place.dir.keep(), keep.join(name)).expect("kept");
+        }
+        println!(
+            "no_daemon: kept the empty root and {MANY_TASKS} tasks in {}",
+            keep.display()
+        );
+        return;
+    }
     prefill(&one.state(), "big", RECORDS, 0);
     println!(
         "no_daemon: filled two roots of {RECORDS} consultations ({MANY_TASKS} tasks of \

@@ -203,7 +203,7 @@ impl Store {
             }
             None => false,
         };
-        let tasks = self.tasks()?;
+        let tasks = self.listed_tasks(&mut circuit)?;
         if let (true, Some(watcher)) = (changed, circuit.watcher.as_mut()) {
             let all_watched = tasks
                 .iter()
