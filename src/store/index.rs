@@ -428,6 +428,9 @@ pub(super) struct Persisted {
     pub(super) recent: Option<Vec<Kept>>,
 }
 
+/// Some of the file's tasks, read, and when looked at, whether each is unchanged.
+type Part = (Vec<(TaskName, TaskEntry)>, Vec<Option<bool>>);
+
 /// The file's first part (one line of JSON): all but the tasks whose entry is plain
 /// ([`TaskEntry::is_plain`]), which follow it one per line ([`plain_line`]).
 #[derive(Serialize, Deserialize)]
@@ -445,7 +448,10 @@ impl TaskEntry {
     /// vouches, no file is marked, and it has no resolution. Nearly every task's, and
     /// written as one line of numbers that a fresh process reads without a JSON parser.
     fn is_plain(&self) -> bool {
-        self.mark.dir.is_some() && self.mark.files.is_empty() && self.track == TrackState::None
+        let after_1970 = |d: DirId| d.mtime.0.min(d.mtime.1).min(d.ctime.0).min(d.ctime.1) >= 0;
+        self.mark.dir.is_some_and(after_1970)
+            && self.mark.files.is_empty()
+            && self.track == TrackState::None
     }
 }
 
@@ -477,27 +483,31 @@ fn plain_line(out: &mut String, task: &TaskName, mark: &Mark) {
 fn parse_plain(line: &str) -> Option<(TaskName, TaskEntry)> {
     let mut words = line.split(' ');
     let task = TaskName::new(words.next()?).ok()?;
-    let mut number = || words.next()?.parse::<u64>().ok();
-    let (fed, count) = (number()?, number()?);
-    let names = words.next()?;
-    if names.len() != 32 || !names.bytes().all(|b| b.is_ascii_hexdigit()) {
+    let mut numbers = [0u64; 8];
+    let mut names = "";
+    for (i, slot) in numbers.iter_mut().enumerate() {
+        if i == 2 {
+            names = words.next()?;
+        }
+        *slot = number(words.next()?)?;
+    }
+    if words.next().is_some() || names.len() != 32 {
         return None;
     }
-    let mut number = || words.next()?.parse::<i64>().ok();
-    let (dev, ino) = (number()?, number()?);
-    let (m, mn, c, cn) = (number()?, number()?, number()?, number()?);
-    if words.next().is_some() || dev < 0 || ino < 0 {
+    if !names.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
+    let [fed, count, dev, ino, m, mn, c, cn] = numbers;
+    let time = |n: u64| i64::try_from(n).ok();
     let mark = Mark {
         fed,
         count,
         names: names.to_string(),
         dir: Some(DirId {
-            dev: dev as u64,
-            ino: ino as u64,
-            mtime: (m, mn),
-            ctime: (c, cn),
+            dev,
+            ino,
+            mtime: (time(m)?, time(mn)?),
+            ctime: (time(c)?, time(cn)?),
         }),
         files: Vec::new(),
     };
@@ -510,6 +520,16 @@ fn parse_plain(line: &str) -> Option<(TaskName, TaskEntry)> {
     ))
 }
 
+/// A number of a plain line: decimal digits only, at most 19 of them.
+fn number(word: &str) -> Option<u64> {
+    if word.is_empty() || word.len() > 19 {
+        return None;
+    }
+    word.bytes().try_fold(0u64, |n, b| {
+        b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
+    })
+}
+
 /// What the store keeps of the persisted index while it runs.
 #[derive(Default)]
 pub(super) struct IndexState {
@@ -517,8 +537,11 @@ pub(super) struct IndexState {
     pub(super) opened: bool,
     /// Each task's mark, valid while its `fed` is the index's.
     pub(super) marks: HashMap<TaskName, Mark>,
-    /// How many records were fed per task.
+    /// How many records were fed per task, when not its mark's count ([`IndexState::count`]).
     pub(super) counts: HashMap<TaskName, u64>,
+    /// How many tasks were fed when every one had a mark whose directory vouched (as a
+    /// file taken holds them): while as many are fed and nothing new, no task needs one.
+    pub(super) vouched_tasks: Option<usize>,
     /// The tasks found unchanged when the file was taken: the first catch-up skips them.
     pub(super) unchanged: HashSet<TaskName>,
     /// When the file vouched for the state directory's list of tasks: the tasks the first
@@ -536,6 +559,19 @@ pub(super) struct IndexState {
     /// How far ahead of the wall clock raciness is judged (tests look from the future
     /// instead of waiting out [`RACY_WINDOW`]).
     pub(super) skew: Duration,
+}
+
+impl IndexState {
+    /// How many records of `task` were fed, up to `fed`: as counted since this store
+    /// took it, or as its mark says.
+    pub(super) fn count(&self, task: &TaskName, fed: u64) -> u64 {
+        self.counts.get(task).copied().unwrap_or_else(|| {
+            self.marks
+                .get(task)
+                .filter(|m| m.fed == fed)
+                .map_or(0, |m| m.count)
+        })
+    }
 }
 
 /// How a task's directory compares with its mark.
@@ -675,6 +711,9 @@ pub(super) fn compare_at(
         mtime: (stat.st_mtime, stat.st_mtime_nsec),
         ctime: (stat.st_ctime, stat.st_ctime_nsec),
     };
+    if mark.dir == Some(id) {
+        return Ok(Compared::Unchanged);
+    }
     compare_listed(&state_dir.join(task.as_str()), id, mark)
 }
 
@@ -684,69 +723,82 @@ pub(super) const PARALLEL_FROM: usize = 256;
 /// At most how many threads look at the task directories.
 const MAX_THREADS: usize = 4;
 
-/// Compare every task of `tasks` with its directory in `state_dir`: whether each is
-/// unchanged, or `None` when one disagrees (or cannot be looked at). Each directory is
-/// looked at relative to the state directory (one name to look up, not the whole path),
-/// and a large root's by as many threads as there are processors online (at most
-/// [`MAX_THREADS`]): one `stat` per task is most of what a fresh process does in a large
-/// root, and the kernel answers them side by side.
-fn compare_all(state_dir: &Path, tasks: &[(TaskName, TaskEntry)]) -> Option<Vec<bool>> {
-    let state = OpenOptions::new()
+/// The state directory opened, to look its tasks' directories up by name.
+fn open_dir(state_dir: &Path) -> Option<File> {
+    OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_DIRECTORY.bits())
         .open(state_dir)
-        .ok();
-    let threads = match tasks.len() >= PARALLEL_FROM {
-        // Not `available_parallelism`, which reads the cgroup's files on every call.
-        true => nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
-            .ok()
-            .flatten()
-            .map_or(1, |n| n.max(1) as usize)
-            .min(MAX_THREADS),
-        false => 1,
-    };
-    let look = |chunk: &[(TaskName, TaskEntry)]| -> Option<Vec<bool>> {
-        let mut unchanged = Vec::with_capacity(chunk.len());
-        for (task, entry) in chunk {
-            match compare_at(state.as_ref(), state_dir, task, &entry.mark) {
-                Ok(Compared::Unchanged) => unchanged.push(true),
-                Ok(Compared::Appended) => unchanged.push(false),
-                Ok(Compared::Disagrees) | Err(_) => return None,
-            }
-        }
-        Some(unchanged)
-    };
-    let parts: Vec<Option<Vec<bool>>> = match threads {
-        0 | 1 => vec![look(tasks)],
-        n => {
-            let size = tasks.len().div_ceil(n);
-            std::thread::scope(|scope| {
-                let mut chunks = tasks.chunks(size);
-                let first = chunks.next().unwrap_or_default();
-                // A chunk no thread could be started for is looked at here.
-                let others: Vec<_> = chunks
-                    .map(|c| {
-                        std::thread::Builder::new()
-                            .spawn_scoped(scope, move || look(c))
-                            .map_err(|_| c)
-                    })
-                    .collect();
-                let mut parts = vec![look(first)];
-                for other in others {
-                    parts.push(match other {
-                        Ok(thread) => thread.join().ok().flatten(),
-                        Err(chunk) => look(chunk),
-                    });
-                }
-                parts
-            })
-        }
-    };
-    let mut unchanged = Vec::with_capacity(tasks.len());
-    for part in parts {
-        unchanged.extend(part?);
+        .ok()
+}
+
+/// Whether the directory of `task` is unchanged since `mark` (`Some(false)`: records were
+/// added); `None` when it disagrees or cannot be looked at.
+fn unchanged_at(
+    state: Option<&File>,
+    state_dir: &Path,
+    task: &TaskName,
+    mark: &Mark,
+) -> Option<bool> {
+    match compare_at(state, state_dir, task, mark) {
+        Ok(Compared::Unchanged) => Some(true),
+        Ok(Compared::Appended) => Some(false),
+        Ok(Compared::Disagrees) | Err(_) => None,
     }
-    Some(unchanged)
+}
+
+/// How many threads look at a large root's directories: as many as there are processors
+/// online, at most [`MAX_THREADS`] (not `available_parallelism`, which reads the cgroup's
+/// files on every call).
+fn threads() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+        .ok()
+        .flatten()
+        .map_or(1, |n| n.max(1) as usize)
+        .min(MAX_THREADS)
+}
+
+/// `text` cut into about `n` parts of whole lines, in order.
+fn parts_of(text: &str, n: usize) -> Vec<&str> {
+    let mut parts = Vec::with_capacity(n);
+    let mut rest = text;
+    for left in (1..=n.max(1)).rev() {
+        if left == 1 || rest.is_empty() {
+            parts.push(rest);
+            break;
+        }
+        let cut = (rest.len() / left).max(1);
+        let end = rest[cut..].find('\n').map_or(rest.len(), |i| cut + i + 1);
+        let (part, after) = rest.split_at(end);
+        parts.push(part);
+        rest = after;
+    }
+    parts
+}
+
+/// `f` of each part, the first here and the others on threads of their own (a part no
+/// thread could be started for is done here too); `None` when one gives `None`.
+fn side_by_side<T: Send>(parts: Vec<&str>, f: impl Fn(&str) -> Option<T> + Sync) -> Option<Vec<T>> {
+    let f = &f;
+    std::thread::scope(|scope| {
+        let mut parts = parts.into_iter();
+        let first = parts.next().unwrap_or_default();
+        let others: Vec<_> = parts
+            .map(|part| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || f(part))
+                    .map_err(|_| part)
+            })
+            .collect();
+        let mut done = vec![f(first)];
+        for other in others {
+            done.push(match other {
+                Ok(thread) => thread.join().ok().flatten(),
+                Err(part) => f(part),
+            });
+        }
+        done.into_iter().collect()
+    })
 }
 
 /// Compare the task directory `dir`, of identity `id`, with `mark`.
@@ -818,12 +870,16 @@ impl Persisted {
 
     /// The contents of `bytes`, the file of the index of `state_dir`, if they are whole,
     /// of this version, of this state directory and consistent; `None` otherwise.
+    #[cfg(test)]
     pub(super) fn from_bytes(state_dir: &Path, bytes: &[u8]) -> Option<Persisted> {
-        Persisted::parse(bytes).filter(|p| Some(p.state) == state_id(state_dir))
+        Persisted::parse(state_dir, bytes, false).map(|(p, _)| p)
     }
 
-    /// [`Persisted::from_bytes`] but for the state directory it names.
-    fn parse(bytes: &[u8]) -> Option<Persisted> {
+    /// [`Persisted::from_bytes`], and with `look` each task compared with its directory
+    /// as it is read (whether it is unchanged; `None` when one disagrees or cannot be
+    /// looked at): the plain lines are read and their directories looked at in a few
+    /// parts side by side.
+    fn parse(state_dir: &Path, bytes: &[u8], look: bool) -> Option<(Persisted, Option<Vec<bool>>)> {
         let newline = bytes.iter().position(|&b| b == b'\n')?;
         let header = std::str::from_utf8(&bytes[..newline]).ok()?;
         let body = &bytes[newline + 1..];
@@ -836,10 +892,32 @@ impl Persisted {
         }
         let split = body.iter().position(|&b| b == b'\n')?;
         let head: Head = serde_json::from_slice(&body[..split]).ok()?;
+        if Some(head.state) != state_id(state_dir) {
+            return None;
+        }
         let lines = std::str::from_utf8(&body[split + 1..]).ok()?;
-        let mut tasks = Vec::with_capacity(lines.len() / 64 + head.tasks.len());
-        for line in lines.lines() {
-            tasks.push(parse_plain(line)?);
+        let state = look.then(|| open_dir(state_dir)).flatten();
+        let read = |part: &str| -> Option<Part> {
+            let mut tasks = Vec::with_capacity(part.len() / 64);
+            let mut seen = Vec::new();
+            for line in part.lines() {
+                let (task, entry) = parse_plain(line)?;
+                if look {
+                    seen.push(unchanged_at(state.as_ref(), state_dir, &task, &entry.mark));
+                }
+                tasks.push((task, entry));
+            }
+            Some((tasks, seen))
+        };
+        let parts = match lines.len() / 100 >= PARALLEL_FROM {
+            true => side_by_side(parts_of(lines, threads()), read)?,
+            false => vec![read(lines)?],
+        };
+        let mut tasks = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+        let mut seen = Vec::with_capacity(tasks.capacity());
+        for (part, looked) in parts {
+            tasks.extend(part);
+            seen.extend(looked);
         }
         // The plain lines in order of their names, each named once, none among the others.
         let ordered = tasks.windows(2).all(|w| w[0].0 < w[1].0);
@@ -847,8 +925,20 @@ impl Persisted {
             return None;
         }
         if !head.tasks.is_empty() {
-            tasks.extend(head.tasks);
-            tasks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            for (task, entry) in head.tasks {
+                if look {
+                    seen.push(unchanged_at(state.as_ref(), state_dir, &task, &entry.mark));
+                }
+                tasks.push((task, entry));
+            }
+            let mut order: Vec<usize> = (0..tasks.len()).collect();
+            order.sort_unstable_by(|&a, &b| tasks[a].0.cmp(&tasks[b].0));
+            let mut slots: Vec<Option<(TaskName, TaskEntry)>> =
+                tasks.into_iter().map(Some).collect();
+            tasks = order.iter().filter_map(|&i| slots[i].take()).collect();
+            if look {
+                seen = order.iter().map(|&i| seen[i]).collect();
+            }
         }
         let persisted = Persisted {
             state: head.state,
@@ -857,7 +947,14 @@ impl Persisted {
             tail: head.tail,
             recent: head.recent,
         };
-        persisted.consistent().then_some(persisted)
+        if !persisted.consistent() {
+            return None;
+        }
+        let unchanged = match look {
+            true => seen.into_iter().collect::<Option<Vec<bool>>>(),
+            false => None,
+        };
+        Some((persisted, unchanged))
     }
 
     /// The entry of `task`.
@@ -898,7 +995,13 @@ pub fn index_path(state_dir: &Path) -> PathBuf {
 
 /// The index of `state_dir` as its file holds it, if it is there and acceptable (see the
 /// module's documentation); `None` means: rebuild it from the records.
+#[cfg(test)]
 pub(super) fn read_index(state_dir: &Path) -> Option<Persisted> {
+    Persisted::from_bytes(state_dir, &index_bytes(state_dir)?)
+}
+
+/// The bytes of the index's file of `state_dir`, if it is one to read at all.
+fn index_bytes(state_dir: &Path) -> Option<Vec<u8>> {
     let path = index_path(state_dir);
     // The index's directory is never a link either.
     if !fs::symlink_metadata(state_dir.join(INDEX_FILE)).is_ok_and(|s| s.is_dir()) {
@@ -920,7 +1023,7 @@ pub(super) fn read_index(state_dir: &Path) -> Option<Persisted> {
         .take(MAX_INDEX_BYTES + 1)
         .read_to_end(&mut bytes)
         .ok()?;
-    Persisted::from_bytes(state_dir, &bytes)
+    Some(bytes)
 }
 
 /// Write `persisted` as the index of `state_dir`: a private temporary file renamed over
@@ -987,12 +1090,15 @@ impl Store {
                 return Ok(());
             }
         }
-        let Some(persisted) = read_index(&self.state_dir) else {
+        let Some(bytes) = index_bytes(&self.state_dir) else {
             return Ok(());
         };
-        let Some(unchanged) = compare_all(&self.state_dir, &persisted.tasks) else {
+        // Every task compared with its directory as the file is read.
+        let Some((persisted, Some(unchanged))) = Persisted::parse(&self.state_dir, &bytes, true)
+        else {
             return Ok(());
         };
+        drop(bytes);
         // The file's list of tasks is every task there is while the state directory's
         // identity is the one it was listed at (creating, removing or renaming a task's
         // directory changes it; a record added to a task does not, nor the index's own
@@ -1028,14 +1134,13 @@ impl Store {
             let all = tasks.len();
             let circuit = &mut *circuit;
             circuit.fed.reserve(all);
-            circuit.index.counts.reserve(all);
             circuit.index.marks.reserve(all);
+            let vouched = tasks.iter().all(|(_, e)| e.mark.dir.is_some());
             let mut track = lock(&self.track);
             let mut to_look = Vec::new();
             let mut unchanged_set = HashSet::new();
             for ((task, entry), unchanged) in tasks.into_iter().zip(&unchanged) {
                 circuit.fed.insert(task.clone(), entry.mark.fed);
-                circuit.index.counts.insert(task.clone(), entry.mark.count);
                 let mut look = !unchanged;
                 match &entry.track {
                     TrackState::None => {}
@@ -1055,6 +1160,7 @@ impl Store {
                 circuit.index.marks.insert(task, entry.mark);
             }
             circuit.index.clean = reread.is_empty() && unchanged.iter().all(|u| *u);
+            circuit.index.vouched_tasks = vouched.then_some(all);
             circuit.index.listed = listed;
             circuit.index.file_listed = listed.is_some();
             match listed {
@@ -1079,15 +1185,18 @@ impl Store {
             let index = &circuit.index;
             let due =
                 circuit.catch_ups < 2 || index.saved.is_none_or(|at| at.elapsed() >= SAVE_EVERY);
-            let vouched = circuit.fed.iter().all(|(task, fed)| {
-                index
-                    .marks
-                    .get(task)
-                    .is_some_and(|m| m.fed == *fed && m.dir.is_some())
-            });
+            let vouched = || {
+                index.vouched_tasks == Some(circuit.fed.len())
+                    || circuit.fed.iter().all(|(task, fed)| {
+                        index
+                            .marks
+                            .get(task)
+                            .is_some_and(|m| m.fed == *fed && m.dir.is_some())
+                    })
+            };
             // A list of tasks the file does not vouch for, and could now.
             let listing = !index.file_listed && index.listed.is_some();
-            if !due || (index.clean && vouched && !listing) || circuit.fed.is_empty() {
+            if !due || (index.clean && !listing && vouched()) || circuit.fed.is_empty() {
                 return;
             }
             // Mark it written now, whatever happens: a store that cannot write it does
@@ -1123,7 +1232,12 @@ impl Store {
             let mark = match kept {
                 Some(mark) => mark,
                 None => {
-                    let counted = counts.get(task).copied().unwrap_or(0);
+                    let counted = counts.get(task).copied().unwrap_or_else(|| {
+                        marks
+                            .get(task)
+                            .filter(|m| m.fed == fed)
+                            .map_or(0, |m| m.count)
+                    });
                     match mark_of(&self.task_dir(task), fed, counted, now, max_files) {
                         Ok(Some(mark)) => mark,
                         // The task changed since it was fed: what the index holds is not
@@ -1158,6 +1272,7 @@ impl Store {
         }
         circuit.index.clean = same;
         circuit.index.file_listed = listed.is_some();
+        circuit.index.vouched_tasks = None;
     }
 
     /// Every task of the state directory, for a catch-up that looks at every task: the
