@@ -17,7 +17,8 @@
 //! rounds of the per-round ratio; the quartiles and extremes of those ratios are printed
 //! beside it, so that one run's noise shows as spread and cannot flip the figure.
 //!
-//! `cargo bench -p advisord --bench no_daemon`
+//! `cargo bench -p advisord --bench no_daemon`; with `NO_DAEMON_KEEP=DIR` it fills the
+//! empty root and the root of 1,000 tasks into `DIR` and stops, for profiling by hand.
 
 #[path = "support/prefill.rs"]
 mod prefill;
