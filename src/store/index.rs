@@ -481,10 +481,10 @@ fn plain_line(out: &mut String, task: &TaskName, mark: &Mark) {
 
 /// A plain entry from its line; `None` if it is not one.
 fn parse_plain(line: &str) -> Option<(TaskName, TaskEntry)> {
-    let mut words = line.split(' ');
-    let task = TaskName::new(words.next()?).ok()?;
+    let mut words = line.as_bytes().split(|&b| b == b' ');
+    let task = TaskName::new(std::str::from_utf8(words.next()?).ok()?).ok()?;
     let mut numbers = [0u64; 8];
-    let mut names = "";
+    let mut names: &[u8] = &[];
     for (i, slot) in numbers.iter_mut().enumerate() {
         if i == 2 {
             names = words.next()?;
@@ -494,9 +494,10 @@ fn parse_plain(line: &str) -> Option<(TaskName, TaskEntry)> {
     if words.next().is_some() || names.len() != 32 {
         return None;
     }
-    if !names.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !names.iter().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
+    let names = std::str::from_utf8(names).ok()?;
     let [fed, count, dev, ino, m, mn, c, cn] = numbers;
     let time = |n: u64| i64::try_from(n).ok();
     let mark = Mark {
@@ -521,11 +522,11 @@ fn parse_plain(line: &str) -> Option<(TaskName, TaskEntry)> {
 }
 
 /// A number of a plain line: decimal digits only, at most 19 of them.
-fn number(word: &str) -> Option<u64> {
+fn number(word: &[u8]) -> Option<u64> {
     if word.is_empty() || word.len() > 19 {
         return None;
     }
-    word.bytes().try_fold(0u64, |n, b| {
+    word.iter().try_fold(0u64, |n, &b| {
         b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
     })
 }
