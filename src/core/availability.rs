@@ -246,12 +246,19 @@ fn counted_outcomes(history: &[Record]) -> BTreeMap<&str, Vec<Outcome>> {
 /// The circuit reads an advisor's newest outcome, the one before it, and the trips after
 /// its newest completed consultation: nothing older than that completed consultation
 /// matters. So for each advisor the tail keeps its counted consultations from its newest
-/// completed one on (by `finished_at`, then sequence), whatever order they are fed in.
+/// completed one on (by `finished_at`, then sequence; outcomes tied on both, as in
+/// different tasks they can be, in the order they were fed), whatever order they are fed
+/// in. Nor does anything before the newest trip after that completed consultation and the
+/// outcome just before it: the circuit reads the newest trip, and the newest outcome and
+/// the one before it, all at or after those two; a record fed later and older than the
+/// trip changes none of them. So when there is such a trip, the tail keeps the completed
+/// consultation, the outcome before the trip and what follows: however many answers failed
+/// together (every task timing out at the same instant), a few are kept.
 /// Availability stays a function of records: `assess` over [`HistoryTail::records`] equals
 /// `assess` over every record fed.
 #[derive(Debug, Clone, Default)]
 pub struct HistoryTail {
-    by_advisor: BTreeMap<String, Vec<(OffsetDateTime, u64, bool, Record)>>,
+    by_advisor: BTreeMap<String, Vec<(Outcome, Record)>>,
 }
 
 impl HistoryTail {
@@ -266,17 +273,25 @@ impl HistoryTail {
         // When it holds a completed consultation, it is the first and the newest one.
         if kept
             .first()
-            .is_some_and(|&(at, sequence, was_completed, _)| was_completed && key < (at, sequence))
+            .is_some_and(|(o, _)| o.failure.is_none() && key < (o.at, o.sequence))
         {
             return;
         }
-        let index = kept.partition_point(|&(at, sequence, _, _)| (at, sequence) <= key);
-        kept.insert(
-            index,
-            (outcome.at, outcome.sequence, completed, record.clone()),
-        );
+        let index = kept.partition_point(|(o, _)| (o.at, o.sequence) <= key);
+        kept.insert(index, (outcome, record.clone()));
         if completed {
             kept.drain(..index);
+        }
+        // Nothing between the completed consultation and the outcome before the newest
+        // trip matters (see above).
+        let head = usize::from(kept.first().is_some_and(|(o, _)| o.failure.is_none()));
+        let trips = |i: usize| {
+            let previous = i.checked_sub(1).map(|p| kept[p].0);
+            trip_of(previous.as_ref(), &kept[i].0).is_some()
+        };
+        if let Some(trip) = (head..kept.len()).rev().find(|&i| trips(i)) {
+            let from = trip.saturating_sub(1).max(head);
+            kept.drain(head..from);
         }
     }
 
@@ -285,7 +300,7 @@ impl HistoryTail {
         self.by_advisor
             .values()
             .flatten()
-            .map(|(_, _, _, record)| record.clone())
+            .map(|(_, record)| record.clone())
             .collect()
     }
 
@@ -324,12 +339,17 @@ enum Trip {
 
 /// The trip caused by the outcome at `index`, if it opens the circuit.
 fn trip_at(outcomes: &[Outcome], index: usize) -> Option<Trip> {
-    let failure = outcomes[index].failure?;
+    trip_of(index.checked_sub(1).map(|i| &outcomes[i]), &outcomes[index])
+}
+
+/// The trip caused by `outcome`, coming after `previous`, if it opens the circuit.
+fn trip_of(previous: Option<&Outcome>, outcome: &Outcome) -> Option<Trip> {
+    let failure = outcome.failure?;
     match failure {
-        FailureKind::RateLimited => Some(Trip::RateLimit(outcomes[index].retry_after_s)),
+        FailureKind::RateLimited => Some(Trip::RateLimit(outcome.retry_after_s)),
         FailureKind::AuthFailed => Some(Trip::Auth),
         kind if kind.is_transient() => {
-            let previous = index.checked_sub(1).and_then(|i| outcomes[i].failure)?;
+            let previous = previous.and_then(|o| o.failure)?;
             previous
                 .is_transient()
                 .then_some(Trip::Transients(previous, kind))
@@ -1261,5 +1281,29 @@ pub(crate) mod tests {
         tail.feed(&consultation("a", 1001, 1001, Done));
         tail.feed(&consultation("a", 1002, 1002, Fail(Error)));
         assert_eq!(tail.len(), 2);
+    }
+
+    /// Answers that failed together (the same instant, the same sequence, as in many tasks
+    /// at once) keep the tail short, and it judges as every record does.
+    #[test]
+    fn answers_failed_together_keep_the_tail_short() {
+        for kind in [Fail(Timeout), Limit(None), Fail(AuthFailed)] {
+            let mut history = vec![consultation("a", 1, 10, Done)];
+            for _ in 0..1000 {
+                history.push(consultation("a", 2, 20, kind));
+            }
+            let mut tail = HistoryTail::default();
+            for record in &history {
+                tail.feed(record);
+            }
+            assert!(tail.len() <= 3, "{kind:?}: {} kept", tail.len());
+            for now_s in [0, 20, 100, 1000, 5000] {
+                assert_eq!(
+                    assess_at(&tail.records(), None, now_s),
+                    assess_at(&history, None, now_s),
+                    "{kind:?} at {now_s} s"
+                );
+            }
+        }
     }
 }

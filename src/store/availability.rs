@@ -61,7 +61,8 @@ impl Store {
         }
         let highest = fresh.last().map_or(fed, |r| r.envelope.sequence);
         circuit.fed.insert(task.clone(), highest.max(fed));
-        *circuit.index.counts.entry(task.clone()).or_default() += fresh.len() as u64;
+        let counted = circuit.index.count(task, fed);
+        *circuit.index.counts.entry(task.clone()).or_insert(counted) += fresh.len() as u64;
         if !fresh.is_empty() {
             circuit.index.clean = false;
         }
@@ -203,7 +204,7 @@ impl Store {
             }
             None => false,
         };
-        let tasks = self.tasks()?;
+        let tasks = self.listed_tasks(&mut circuit)?;
         if let (true, Some(watcher)) = (changed, circuit.watcher.as_mut()) {
             let all_watched = tasks
                 .iter()

@@ -48,12 +48,18 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirEntryExt;
 
-/// The index's file name in the state directory: not a valid task name (`+` is outside
-/// the task alphabet), so it is never taken for a task, and a task can never be named so.
+/// The index's name in the state directory, a directory of its own that holds the file
+/// ([`FILE_IN_DIR`]) and its temporary files, so that writing the index never changes the
+/// state directory's times (which vouch for its list of tasks). Not a valid task name
+/// (`+` is outside the task alphabet), so it is never taken for a task, and a task can
+/// never be named so.
 pub const INDEX_FILE: &str = "+index";
 
+/// The index's file in its directory.
+const FILE_IN_DIR: &str = "index";
+
 /// The version of the index's format; a file of another version is rebuilt.
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
 
 /// The first word of the index's file.
 const MAGIC: &str = "advisord-index";
@@ -407,16 +413,122 @@ impl Kept {
 }
 
 /// The file's contents after its header line.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Persisted {
     /// The state directory's device and inode: a copy elsewhere is not this index.
     state: (u64, u64),
-    pub(super) tasks: BTreeMap<TaskName, TaskEntry>,
+    /// The state directory's identity when the tasks below were every task it held, if it
+    /// vouched for that (see [`Store::listed_tasks`]).
+    listed: Option<DirId>,
+    /// Every task, by name, in order.
+    pub(super) tasks: Vec<(TaskName, TaskEntry)>,
     /// The availability index's history tail ([`HistoryTail::records`]).
     pub(super) tail: Vec<Kept>,
     /// The consultations budgets count, when the index kept them ([`Spending::Kept`]).
     pub(super) recent: Option<Vec<Kept>>,
+}
+
+/// Some of the file's tasks, read, and when looked at, whether each is unchanged.
+type Part = (Vec<(TaskName, TaskEntry)>, Vec<Option<bool>>);
+
+/// The file's first part (one line of JSON): all but the tasks whose entry is plain
+/// ([`TaskEntry::is_plain`]), which follow it one per line ([`plain_line`]).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Head {
+    state: (u64, u64),
+    listed: Option<DirId>,
+    tasks: BTreeMap<TaskName, TaskEntry>,
+    tail: Vec<Kept>,
+    recent: Option<Vec<Kept>>,
+}
+
+impl TaskEntry {
+    /// Whether the entry is what an indexed task settled long ago holds: its directory
+    /// vouches, no file is marked, and it has no resolution. Nearly every task's, and
+    /// written as one line of numbers that a fresh process reads without a JSON parser.
+    fn is_plain(&self) -> bool {
+        let after_1970 = |d: DirId| d.mtime.0.min(d.mtime.1).min(d.ctime.0).min(d.ctime.1) >= 0;
+        self.mark.dir.is_some_and(after_1970)
+            && self.mark.files.is_empty()
+            && self.track == TrackState::None
+    }
+}
+
+/// A plain entry's line: the task's name, `fed`, `count`, the names' digest and the
+/// directory's identity (device, inode, modification and change times), separated by
+/// spaces.
+fn plain_line(out: &mut String, task: &TaskName, mark: &Mark) {
+    use std::fmt::Write as _;
+    let Some(d) = mark.dir else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "{} {} {} {} {} {} {} {} {} {}",
+        task.as_str(),
+        mark.fed,
+        mark.count,
+        mark.names,
+        d.dev,
+        d.ino,
+        d.mtime.0,
+        d.mtime.1,
+        d.ctime.0,
+        d.ctime.1
+    );
+}
+
+/// A plain entry from its line; `None` if it is not one.
+fn parse_plain(line: &str) -> Option<(TaskName, TaskEntry)> {
+    let mut words = line.as_bytes().split(|&b| b == b' ');
+    let task = TaskName::new(std::str::from_utf8(words.next()?).ok()?).ok()?;
+    let mut numbers = [0u64; 8];
+    let mut names: &[u8] = &[];
+    for (i, slot) in numbers.iter_mut().enumerate() {
+        if i == 2 {
+            names = words.next()?;
+        }
+        *slot = number(words.next()?)?;
+    }
+    if words.next().is_some() || names.len() != 32 {
+        return None;
+    }
+    if !names.iter().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let names = std::str::from_utf8(names).ok()?;
+    let [fed, count, dev, ino, m, mn, c, cn] = numbers;
+    let time = |n: u64| i64::try_from(n).ok();
+    let mark = Mark {
+        fed,
+        count,
+        names: names.to_string(),
+        dir: Some(DirId {
+            dev,
+            ino,
+            mtime: (time(m)?, time(mn)?),
+            ctime: (time(c)?, time(cn)?),
+        }),
+        files: Vec::new(),
+    };
+    Some((
+        task,
+        TaskEntry {
+            mark,
+            track: TrackState::None,
+        },
+    ))
+}
+
+/// A number of a plain line: decimal digits only, at most 19 of them.
+fn number(word: &[u8]) -> Option<u64> {
+    if word.is_empty() || word.len() > 19 {
+        return None;
+    }
+    word.iter().try_fold(0u64, |n, &b| {
+        b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
+    })
 }
 
 /// What the store keeps of the persisted index while it runs.
@@ -426,10 +538,21 @@ pub(super) struct IndexState {
     pub(super) opened: bool,
     /// Each task's mark, valid while its `fed` is the index's.
     pub(super) marks: HashMap<TaskName, Mark>,
-    /// How many records were fed per task.
+    /// How many records were fed per task, when not its mark's count ([`IndexState::count`]).
     pub(super) counts: HashMap<TaskName, u64>,
+    /// How many tasks were fed when every one had a mark whose directory vouched (as a
+    /// file taken holds them): while as many are fed and nothing new, no task needs one.
+    pub(super) vouched_tasks: Option<usize>,
     /// The tasks found unchanged when the file was taken: the first catch-up skips them.
     pub(super) unchanged: HashSet<TaskName>,
+    /// When the file vouched for the state directory's list of tasks: the tasks the first
+    /// catch-up looks at (those not unchanged), instead of listing the state directory.
+    pub(super) to_look: Option<Vec<TaskName>>,
+    /// The state directory's identity when every task it held was fed (this store listed
+    /// it then, or took a file that vouched for its list), if that identity vouches.
+    pub(super) listed: Option<DirId>,
+    /// Whether the file holds `listed`.
+    pub(super) file_listed: bool,
     /// Whether the file holds what the index holds now.
     pub(super) clean: bool,
     /// When the file was last written by this store.
@@ -437,6 +560,19 @@ pub(super) struct IndexState {
     /// How far ahead of the wall clock raciness is judged (tests look from the future
     /// instead of waiting out [`RACY_WINDOW`]).
     pub(super) skew: Duration,
+}
+
+impl IndexState {
+    /// How many records of `task` were fed, up to `fed`: as counted since this store
+    /// took it, or as its mark says.
+    pub(super) fn count(&self, task: &TaskName, fed: u64) -> u64 {
+        self.counts.get(task).copied().unwrap_or_else(|| {
+            self.marks
+                .get(task)
+                .filter(|m| m.fed == fed)
+                .map_or(0, |m| m.count)
+        })
+    }
 }
 
 /// How a task's directory compares with its mark.
@@ -576,6 +712,9 @@ pub(super) fn compare_at(
         mtime: (stat.st_mtime, stat.st_mtime_nsec),
         ctime: (stat.st_ctime, stat.st_ctime_nsec),
     };
+    if mark.dir == Some(id) {
+        return Ok(Compared::Unchanged);
+    }
     compare_listed(&state_dir.join(task.as_str()), id, mark)
 }
 
@@ -585,69 +724,82 @@ pub(super) const PARALLEL_FROM: usize = 256;
 /// At most how many threads look at the task directories.
 const MAX_THREADS: usize = 4;
 
-/// Compare every task of `tasks` with its directory in `state_dir`: the tasks unchanged,
-/// or `None` when one disagrees (or cannot be looked at). Each directory is looked at
-/// relative to the state directory (one name to look up, not the whole path), and a
-/// large root's by a few threads at once: one `stat` per task is most of what a fresh
-/// process does in a large root, and the kernel answers them side by side.
-fn compare_all(
-    state_dir: &Path,
-    tasks: &BTreeMap<TaskName, TaskEntry>,
-) -> Option<HashSet<TaskName>> {
-    let state = OpenOptions::new()
+/// The state directory opened, to look its tasks' directories up by name.
+fn open_dir(state_dir: &Path) -> Option<File> {
+    OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_DIRECTORY.bits())
         .open(state_dir)
-        .ok();
-    let entries: Vec<(&TaskName, &TaskEntry)> = tasks.iter().collect();
-    let threads = match entries.len() >= PARALLEL_FROM {
-        true => std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(MAX_THREADS),
-        false => 1,
-    };
-    let look = |chunk: &[(&TaskName, &TaskEntry)]| -> Option<Vec<TaskName>> {
-        let mut unchanged = Vec::with_capacity(chunk.len());
-        for (task, entry) in chunk {
-            match compare_at(state.as_ref(), state_dir, task, &entry.mark) {
-                Ok(Compared::Unchanged) => unchanged.push((*task).clone()),
-                Ok(Compared::Appended) => {}
-                Ok(Compared::Disagrees) | Err(_) => return None,
-            }
-        }
-        Some(unchanged)
-    };
-    let parts: Vec<Option<Vec<TaskName>>> = match threads {
-        0 | 1 => vec![look(&entries)],
-        n => {
-            let size = entries.len().div_ceil(n);
-            std::thread::scope(|scope| {
-                let mut chunks = entries.chunks(size);
-                let first = chunks.next().unwrap_or_default();
-                // A chunk no thread could be started for is looked at here.
-                let others: Vec<_> = chunks
-                    .map(|c| {
-                        std::thread::Builder::new()
-                            .spawn_scoped(scope, move || look(c))
-                            .map_err(|_| c)
-                    })
-                    .collect();
-                let mut parts = vec![look(first)];
-                for other in others {
-                    parts.push(match other {
-                        Ok(thread) => thread.join().ok().flatten(),
-                        Err(chunk) => look(chunk),
-                    });
-                }
-                parts
-            })
-        }
-    };
-    let mut unchanged = HashSet::with_capacity(entries.len());
-    for part in parts {
-        unchanged.extend(part?);
+        .ok()
+}
+
+/// Whether the directory of `task` is unchanged since `mark` (`Some(false)`: records were
+/// added); `None` when it disagrees or cannot be looked at.
+fn unchanged_at(
+    state: Option<&File>,
+    state_dir: &Path,
+    task: &TaskName,
+    mark: &Mark,
+) -> Option<bool> {
+    match compare_at(state, state_dir, task, mark) {
+        Ok(Compared::Unchanged) => Some(true),
+        Ok(Compared::Appended) => Some(false),
+        Ok(Compared::Disagrees) | Err(_) => None,
     }
-    Some(unchanged)
+}
+
+/// How many threads look at a large root's directories: as many as there are processors
+/// online, at most [`MAX_THREADS`] (not `available_parallelism`, which reads the cgroup's
+/// files on every call).
+fn threads() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+        .ok()
+        .flatten()
+        .map_or(1, |n| n.max(1) as usize)
+        .min(MAX_THREADS)
+}
+
+/// `text` cut into about `n` parts of whole lines, in order.
+fn parts_of(text: &str, n: usize) -> Vec<&str> {
+    let mut parts = Vec::with_capacity(n);
+    let mut rest = text;
+    for left in (1..=n.max(1)).rev() {
+        if left == 1 || rest.is_empty() {
+            parts.push(rest);
+            break;
+        }
+        let cut = (rest.len() / left).max(1);
+        let end = rest[cut..].find('\n').map_or(rest.len(), |i| cut + i + 1);
+        let (part, after) = rest.split_at(end);
+        parts.push(part);
+        rest = after;
+    }
+    parts
+}
+
+/// `f` of each part, the first here and the others on threads of their own (a part no
+/// thread could be started for is done here too); `None` when one gives `None`.
+fn side_by_side<T: Send>(parts: Vec<&str>, f: impl Fn(&str) -> Option<T> + Sync) -> Option<Vec<T>> {
+    let f = &f;
+    std::thread::scope(|scope| {
+        let mut parts = parts.into_iter();
+        let first = parts.next().unwrap_or_default();
+        let others: Vec<_> = parts
+            .map(|part| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || f(part))
+                    .map_err(|_| part)
+            })
+            .collect();
+        let mut done = vec![f(first)];
+        for other in others {
+            done.push(match other {
+                Ok(thread) => thread.join().ok().flatten(),
+                Err(part) => f(part),
+            });
+        }
+        done.into_iter().collect()
+    })
 }
 
 /// Compare the task directory `dir`, of identity `id`, with `mark`.
@@ -675,12 +827,14 @@ fn state_id(state_dir: &Path) -> Option<(u64, u64)> {
 impl Persisted {
     pub(super) fn new(
         state_dir: &Path,
-        tasks: BTreeMap<TaskName, TaskEntry>,
+        listed: Option<DirId>,
+        tasks: Vec<(TaskName, TaskEntry)>,
         tail: Vec<Record>,
         recent: Option<Vec<Record>>,
     ) -> Option<Persisted> {
         Some(Persisted {
             state: state_id(state_dir)?,
+            listed,
             tasks,
             tail: tail.iter().filter_map(Kept::of).collect(),
             recent: recent.map(|r| r.iter().filter_map(Kept::of).collect()),
@@ -688,9 +842,28 @@ impl Persisted {
     }
 
     /// The file's bytes: a header line (magic, version, the SHA-256 of the rest), then
-    /// the contents as JSON.
+    /// the contents: a line of JSON (all but the plain tasks), then a line per plain task.
     pub(super) fn to_bytes(&self) -> Vec<u8> {
-        let body = serde_json::to_vec(self).unwrap_or_default();
+        let mut lines = String::new();
+        let mut others = BTreeMap::new();
+        for (task, entry) in &self.tasks {
+            match entry.is_plain() {
+                true => plain_line(&mut lines, task, &entry.mark),
+                false => {
+                    others.insert(task.clone(), entry.clone());
+                }
+            }
+        }
+        let head = Head {
+            state: self.state,
+            listed: self.listed,
+            tasks: others,
+            tail: self.tail.clone(),
+            recent: self.recent.clone(),
+        };
+        let mut body = serde_json::to_vec(&head).unwrap_or_default();
+        body.push(b'\n');
+        body.extend_from_slice(lines.as_bytes());
         let mut bytes = format!("{MAGIC} {INDEX_VERSION} {}\n", chain::digest(&body)).into_bytes();
         bytes.extend_from_slice(&body);
         bytes
@@ -698,7 +871,16 @@ impl Persisted {
 
     /// The contents of `bytes`, the file of the index of `state_dir`, if they are whole,
     /// of this version, of this state directory and consistent; `None` otherwise.
+    #[cfg(test)]
     pub(super) fn from_bytes(state_dir: &Path, bytes: &[u8]) -> Option<Persisted> {
+        Persisted::parse(state_dir, bytes, false).map(|(p, _)| p)
+    }
+
+    /// [`Persisted::from_bytes`], and with `look` each task compared with its directory
+    /// as it is read (whether it is unchanged; `None` when one disagrees or cannot be
+    /// looked at): the plain lines are read and their directories looked at in a few
+    /// parts side by side.
+    fn parse(state_dir: &Path, bytes: &[u8], look: bool) -> Option<(Persisted, Option<Vec<bool>>)> {
         let newline = bytes.iter().position(|&b| b == b'\n')?;
         let header = std::str::from_utf8(&bytes[..newline]).ok()?;
         let body = &bytes[newline + 1..];
@@ -709,11 +891,79 @@ impl Persisted {
         if words.next()? != chain::digest(body) || words.next().is_some() {
             return None;
         }
-        let persisted: Persisted = serde_json::from_slice(body).ok()?;
-        if Some(persisted.state) != state_id(state_dir) {
+        let split = body.iter().position(|&b| b == b'\n')?;
+        let head: Head = serde_json::from_slice(&body[..split]).ok()?;
+        if Some(head.state) != state_id(state_dir) {
             return None;
         }
-        persisted.consistent().then_some(persisted)
+        let lines = std::str::from_utf8(&body[split + 1..]).ok()?;
+        let state = look.then(|| open_dir(state_dir)).flatten();
+        let read = |part: &str| -> Option<Part> {
+            let mut tasks = Vec::with_capacity(part.len() / 64);
+            let mut seen = Vec::new();
+            for line in part.lines() {
+                let (task, entry) = parse_plain(line)?;
+                if look {
+                    seen.push(unchanged_at(state.as_ref(), state_dir, &task, &entry.mark));
+                }
+                tasks.push((task, entry));
+            }
+            Some((tasks, seen))
+        };
+        let parts = match lines.len() / 100 >= PARALLEL_FROM {
+            true => side_by_side(parts_of(lines, threads()), read)?,
+            false => vec![read(lines)?],
+        };
+        let mut tasks = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
+        let mut seen = Vec::with_capacity(tasks.capacity());
+        for (part, looked) in parts {
+            tasks.extend(part);
+            seen.extend(looked);
+        }
+        // The plain lines in order of their names, each named once, none among the others.
+        let ordered = tasks.windows(2).all(|w| w[0].0 < w[1].0);
+        if !ordered || tasks.iter().any(|(t, _)| head.tasks.contains_key(t)) {
+            return None;
+        }
+        if !head.tasks.is_empty() {
+            for (task, entry) in head.tasks {
+                if look {
+                    seen.push(unchanged_at(state.as_ref(), state_dir, &task, &entry.mark));
+                }
+                tasks.push((task, entry));
+            }
+            let mut order: Vec<usize> = (0..tasks.len()).collect();
+            order.sort_unstable_by(|&a, &b| tasks[a].0.cmp(&tasks[b].0));
+            let mut slots: Vec<Option<(TaskName, TaskEntry)>> =
+                tasks.into_iter().map(Some).collect();
+            tasks = order.iter().filter_map(|&i| slots[i].take()).collect();
+            if look {
+                seen = order.iter().map(|&i| seen[i]).collect();
+            }
+        }
+        let persisted = Persisted {
+            state: head.state,
+            listed: head.listed,
+            tasks,
+            tail: head.tail,
+            recent: head.recent,
+        };
+        if !persisted.consistent() {
+            return None;
+        }
+        let unchanged = match look {
+            true => seen.into_iter().collect::<Option<Vec<bool>>>(),
+            false => None,
+        };
+        Some((persisted, unchanged))
+    }
+
+    /// The entry of `task`.
+    fn entry(&self, task: &str) -> Option<&TaskEntry> {
+        self.tasks
+            .binary_search_by(|(t, _)| t.as_str().cmp(task))
+            .ok()
+            .map(|i| &self.tasks[i].1)
     }
 
     /// Whether every record carried belongs to a task named, at or below what was fed,
@@ -721,12 +971,10 @@ impl Persisted {
     fn consistent(&self) -> bool {
         let fed_holds = |kept: &Kept| {
             let (task, sequence) = kept.place();
-            TaskName::new(task)
-                .ok()
-                .and_then(|task| self.tasks.get(&task))
+            self.entry(task)
                 .is_some_and(|entry| sequence >= 1 && sequence <= entry.mark.fed)
         };
-        let tasks_hold = self.tasks.values().all(|entry| {
+        let tasks_hold = self.tasks.iter().all(|(_, entry)| {
             entry.mark.fed <= chain::MAX_SEQUENCE
                 && entry.mark.count <= entry.mark.fed
                 && match &entry.track {
@@ -741,15 +989,25 @@ impl Persisted {
     }
 }
 
-/// The path of the index of `state_dir`.
+/// The path of the index's file of `state_dir` (in its own directory, [`INDEX_FILE`]).
 pub fn index_path(state_dir: &Path) -> PathBuf {
-    state_dir.join(INDEX_FILE)
+    state_dir.join(INDEX_FILE).join(FILE_IN_DIR)
 }
 
 /// The index of `state_dir` as its file holds it, if it is there and acceptable (see the
 /// module's documentation); `None` means: rebuild it from the records.
+#[cfg(test)]
 pub(super) fn read_index(state_dir: &Path) -> Option<Persisted> {
+    Persisted::from_bytes(state_dir, &index_bytes(state_dir)?)
+}
+
+/// The bytes of the index's file of `state_dir`, if it is one to read at all.
+fn index_bytes(state_dir: &Path) -> Option<Vec<u8>> {
     let path = index_path(state_dir);
+    // The index's directory is never a link either.
+    if !fs::symlink_metadata(state_dir.join(INDEX_FILE)).is_ok_and(|s| s.is_dir()) {
+        return None;
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .custom_flags(files::libc_flags::NOFOLLOW | files::libc_flags::NONBLOCK)
@@ -766,17 +1024,28 @@ pub(super) fn read_index(state_dir: &Path) -> Option<Persisted> {
         .take(MAX_INDEX_BYTES + 1)
         .read_to_end(&mut bytes)
         .ok()?;
-    Persisted::from_bytes(state_dir, &bytes)
+    Some(bytes)
 }
 
 /// Write `persisted` as the index of `state_dir`: a private temporary file renamed over
 /// the old one. Not flushed: a lost or torn file is rebuilt.
 pub(super) fn write_index(state_dir: &Path, persisted: &Persisted) -> io::Result<()> {
     let path = index_path(state_dir);
+    let dir = state_dir.join(INDEX_FILE);
+    match fs::symlink_metadata(&dir) {
+        Ok(stat) if stat.is_dir() => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => make_index_dir(&dir)?,
+        // An index of an earlier version (a file), or a link: replaced by the directory.
+        Ok(_) => {
+            fs::remove_file(&dir)?;
+            make_index_dir(&dir)?;
+        }
+        Err(e) => return Err(e),
+    }
     // Unique per writer, so two threads of one process never write the same file.
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nth = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = state_dir.join(format!(".{INDEX_FILE}.{}.{nth}.tmp", std::process::id()));
+    let temp = dir.join(format!(".{FILE_IN_DIR}.{}.{nth}.tmp", std::process::id()));
     let written = (|| {
         let mut file = OpenOptions::new()
             .write(true)
@@ -793,6 +1062,16 @@ pub(super) fn write_index(state_dir: &Path, persisted: &Persisted) -> io::Result
         let _ = fs::remove_file(&temp);
     }
     written
+}
+
+/// Create the index's directory, private to the user; one made meanwhile by another
+/// process will do.
+fn make_index_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
 }
 
 impl Store {
@@ -812,12 +1091,24 @@ impl Store {
                 return Ok(());
             }
         }
-        let Some(persisted) = read_index(&self.state_dir) else {
+        let Some(bytes) = index_bytes(&self.state_dir) else {
             return Ok(());
         };
-        let Some(mut unchanged) = compare_all(&self.state_dir, &persisted.tasks) else {
+        // Every task compared with its directory as the file is read.
+        let Some((persisted, Some(unchanged))) = Persisted::parse(&self.state_dir, &bytes, true)
+        else {
             return Ok(());
         };
+        drop(bytes);
+        // The file's list of tasks is every task there is while the state directory's
+        // identity is the one it was listed at (creating, removing or renaming a task's
+        // directory changes it; a record added to a task does not, nor the index's own
+        // writes, in a directory of its own).
+        let current = fs::symlink_metadata(&self.state_dir)
+            .ok()
+            .filter(|s| s.is_dir())
+            .map(|s| DirId::of(&s));
+        let listed = persisted.listed.filter(|l| Some(*l) == current);
         let Persisted {
             tasks,
             tail,
@@ -844,24 +1135,39 @@ impl Store {
             let all = tasks.len();
             let circuit = &mut *circuit;
             circuit.fed.reserve(all);
-            circuit.index.counts.reserve(all);
             circuit.index.marks.reserve(all);
+            let vouched = tasks.iter().all(|(_, e)| e.mark.dir.is_some());
             let mut track = lock(&self.track);
-            for (task, entry) in tasks {
+            let mut to_look = Vec::new();
+            let mut unchanged_set = HashSet::new();
+            for ((task, entry), unchanged) in tasks.into_iter().zip(&unchanged) {
                 circuit.fed.insert(task.clone(), entry.mark.fed);
-                circuit.index.counts.insert(task.clone(), entry.mark.count);
+                let mut look = !unchanged;
                 match &entry.track {
                     TrackState::None => {}
                     TrackState::Settled(mark) => track.load(&task, mark),
-                    TrackState::Unknown => reread.push(task.clone()),
+                    TrackState::Unknown => {
+                        reread.push(task.clone());
+                        look = true;
+                    }
+                }
+                match (look, listed.is_some()) {
+                    (true, true) => to_look.push(task.clone()),
+                    (false, false) => {
+                        unchanged_set.insert(task.clone());
+                    }
+                    _ => {}
                 }
                 circuit.index.marks.insert(task, entry.mark);
             }
-            circuit.index.clean = reread.is_empty() && unchanged.len() == all;
-            for task in &reread {
-                unchanged.remove(task);
+            circuit.index.clean = reread.is_empty() && unchanged.iter().all(|u| *u);
+            circuit.index.vouched_tasks = vouched.then_some(all);
+            circuit.index.listed = listed;
+            circuit.index.file_listed = listed.is_some();
+            match listed {
+                Some(_) => circuit.index.to_look = Some(to_look),
+                None => circuit.index.unchanged = unchanged_set,
             }
-            circuit.index.unchanged = unchanged;
         }
         for task in &reread {
             // The track-record index takes it whole; availability only what is new.
@@ -874,20 +1180,24 @@ impl Store {
     /// catch-up of a store asked once, at most every [`SAVE_EVERY`] for a long-lived one.
     /// Failing to write it changes nothing but the next process's speed.
     pub(super) fn save_index(&self) {
-        let (now, max_files);
+        let (now, max_files, listed);
         let (fed, counts, mut marks, tail, recent) = {
             let mut circuit = lock(&self.circuit);
             let index = &circuit.index;
             let due =
                 circuit.catch_ups < 2 || index.saved.is_none_or(|at| at.elapsed() >= SAVE_EVERY);
-            let vouched = circuit.fed.iter().all(|(task, fed)| {
-                *fed == 0
-                    || index
-                        .marks
-                        .get(task)
-                        .is_some_and(|m| m.fed == *fed && m.dir.is_some())
-            });
-            if !due || (index.clean && vouched) || circuit.fed.is_empty() {
+            let vouched = || {
+                index.vouched_tasks == Some(circuit.fed.len())
+                    || circuit.fed.iter().all(|(task, fed)| {
+                        index
+                            .marks
+                            .get(task)
+                            .is_some_and(|m| m.fed == *fed && m.dir.is_some())
+                    })
+            };
+            // A list of tasks the file does not vouch for, and could now.
+            let listing = !index.file_listed && index.listed.is_some();
+            if !due || (index.clean && !listing && vouched()) || circuit.fed.is_empty() {
                 return;
             }
             // Mark it written now, whatever happens: a store that cannot write it does
@@ -902,6 +1212,7 @@ impl Store {
             };
             let recent = (circuit.spending == Spending::Kept)
                 .then(|| circuit.recent.iter().map(|s| (*s.record).clone()).collect());
+            listed = circuit.index.listed;
             (
                 circuit.fed.clone(),
                 circuit.index.counts.clone(),
@@ -911,12 +1222,10 @@ impl Store {
             )
         };
         let track = lock(&self.track).export();
-        let mut tasks = BTreeMap::new();
+        let mut tasks = Vec::with_capacity(fed.len());
+        // Every task fed, even those that hold no record yet: a fresh process that takes
+        // the file's list of tasks looks at no other.
         for (task, &fed) in &fed {
-            if fed == 0 {
-                // Nothing fed: nothing to prove; a fresh process reads it if it appears.
-                continue;
-            }
             let kept = marks
                 .get(task)
                 .filter(|m| m.fed == fed && m.dir.is_some())
@@ -924,7 +1233,12 @@ impl Store {
             let mark = match kept {
                 Some(mark) => mark,
                 None => {
-                    let counted = counts.get(task).copied().unwrap_or(0);
+                    let counted = counts.get(task).copied().unwrap_or_else(|| {
+                        marks
+                            .get(task)
+                            .filter(|m| m.fed == fed)
+                            .map_or(0, |m| m.count)
+                    });
                     match mark_of(&self.task_dir(task), fed, counted, now, max_files) {
                         Ok(Some(mark)) => mark,
                         // The task changed since it was fed: what the index holds is not
@@ -940,9 +1254,10 @@ impl Store {
                 Some(Some(t)) if t.fed == fed => TrackState::Settled(t.clone()),
                 Some(Some(_)) => TrackState::Unknown,
             };
-            tasks.insert(task.clone(), TaskEntry { mark, track });
+            tasks.push((task.clone(), TaskEntry { mark, track }));
         }
-        let Some(persisted) = Persisted::new(&self.state_dir, tasks, tail, recent) else {
+        tasks.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let Some(persisted) = Persisted::new(&self.state_dir, listed, tasks, tail, recent) else {
             return;
         };
         if write_index(&self.state_dir, &persisted).is_err() {
@@ -957,6 +1272,29 @@ impl Store {
             }
         }
         circuit.index.clean = same;
+        circuit.index.file_listed = listed.is_some();
+        circuit.index.vouched_tasks = None;
+    }
+
+    /// Every task of the state directory, for a catch-up that looks at every task: the
+    /// tasks left to look at when the persisted index vouched for the list, or the state
+    /// directory's listing, whose identity (taken before it) is kept when it vouches, for
+    /// the file (`circuit` is the store's, locked).
+    pub(super) fn listed_tasks(
+        &self,
+        circuit: &mut CircuitIndex,
+    ) -> Result<Vec<TaskName>, StoreError> {
+        if let Some(tasks) = circuit.index.to_look.take() {
+            return Ok(tasks);
+        }
+        let now = SystemTime::now() + circuit.index.skew;
+        let before = fs::symlink_metadata(&self.state_dir)
+            .ok()
+            .filter(|s| s.is_dir())
+            .map(|s| DirId::of(&s));
+        let tasks = self.tasks()?;
+        circuit.index.listed = before.filter(|id| id.vouches(now));
+        Ok(tasks)
     }
 }
 
@@ -1069,7 +1407,11 @@ mod tests {
         assert_eq!(mode, 0o600);
         let persisted = read_index(dir.path()).expect("acceptable");
         assert_eq!(persisted.tasks.len(), 3);
-        assert!(persisted.tasks.values().all(|e| e.mark.dir.is_some()));
+        assert!(persisted.tasks.iter().all(|(_, e)| e.mark.dir.is_some()));
+        assert!(
+            persisted.listed.is_some(),
+            "the list of tasks is vouched for"
+        );
         let bytes = persisted.to_bytes();
         assert_eq!(Persisted::from_bytes(dir.path(), &bytes), Some(persisted));
         // A fresh store takes it: one stat per task, no record read.
@@ -1092,6 +1434,9 @@ mod tests {
         let dir = root();
         let expected = truth(dir.path());
         history(&store(dir.path(), 10));
+        // The second store writes what the state directory's identity vouches for since the
+        // index's directory was made.
+        history(&store(dir.path(), 10));
         let path = index_path(dir.path());
         let good = fs::read(&path).expect("written");
         let newline = good.iter().position(|&b| b == b'\n').expect("a header");
@@ -1103,7 +1448,7 @@ mod tests {
         };
         let text = String::from_utf8(body.to_vec()).expect("utf-8");
         assert!(
-            text.contains("\"a\":[[5,5,"),
+            text.contains("\na 5 5 "),
             "the forgery below changes it: {text}"
         );
         let spoiled: Vec<(&str, Vec<u8>)> = vec![
@@ -1120,10 +1465,20 @@ mod tests {
             (
                 "forged",
                 with_header(
-                    text.replace("\"a\":[[5,5,", "\"a\":[[4,4,").as_bytes(),
+                    text.replace("\na 5 5 ", "\na 4 4 ").as_bytes(),
                     INDEX_VERSION,
                 ),
             ),
+            // A plain line out of order, or twice.
+            ("out of order", {
+                let lines: Vec<&str> = text.lines().collect();
+                let mut swapped = lines.clone();
+                swapped.swap(1, 2);
+                with_header((swapped.join("\n") + "\n").as_bytes(), INDEX_VERSION)
+            }),
+            ("a line that is not a task's", {
+                with_header((text.clone() + "b 5 5\n").as_bytes(), INDEX_VERSION)
+            }),
             (
                 "unknown field",
                 with_header(
@@ -1137,9 +1492,8 @@ mod tests {
             let fresh = store(dir.path(), 10);
             assert_eq!(history(&fresh), expected, "{what}");
             assert_eq!(fresh.cached().1, 3, "{what}: every task was read again");
-            assert_eq!(
-                fs::read(&path).expect("rewritten"),
-                good,
+            assert!(
+                fs::read(&path).expect("rewritten") == good,
                 "{what}: the file is rebuilt"
             );
         }
@@ -1148,6 +1502,7 @@ mod tests {
         assert!(read_index(dir.path()).is_none());
         // Nor one of another state directory (a copy, a clone).
         let other = root();
+        fs::create_dir(other.path().join(INDEX_FILE)).expect("the index's directory");
         fs::copy(&path, index_path(other.path())).expect("copied");
         fs::set_permissions(index_path(other.path()), fs::Permissions::from_mode(0o600))
             .expect("chmod");
@@ -1165,6 +1520,59 @@ mod tests {
         assert_eq!(got, expected);
         assert!(got.contains(&"Ca6alpha".to_string()), "{got:?}");
         assert!(took_index(&fresh), "only the new file was read");
+    }
+
+    /// A file that vouches for the state directory's list of tasks spares a fresh store
+    /// the listing; a task created since changes the state directory and is read.
+    #[test]
+    fn a_task_created_behind_the_index_is_read() {
+        let dir = root();
+        history(&store(dir.path(), 10));
+        // The index's directory was created by that first write, after the listing: the
+        // next store lists the state directory again and writes what it found.
+        let second = store(dir.path(), 10);
+        history(&second);
+        assert!(lock(&second.circuit).index.file_listed);
+        let fresh = store(dir.path(), 10);
+        assert_eq!(history(&fresh), truth(dir.path()));
+        assert!(took_index(&fresh));
+        let listed = lock(&fresh.circuit).index.listed;
+        assert!(listed.is_some() && lock(&fresh.circuit).index.file_listed);
+        // A task created behind the index, with a newer failure of `beta`.
+        put(dir.path(), "d", 1, "beta", "failed", 40);
+        put(dir.path(), "d", 2, "beta", "failed", 41);
+        let expected = truth(dir.path());
+        let fresh = store(dir.path(), 10);
+        let got = history(&fresh);
+        assert_eq!(got, expected);
+        assert!(got.contains(&"Cd2beta".to_string()), "{got:?}");
+        // A task directory created empty, then given a record: found too.
+        fs::create_dir(dir.path().join("e")).expect("an empty task");
+        history(&store(dir.path(), 10));
+        history(&store(dir.path(), 10));
+        put(dir.path(), "e", 1, "alpha", "failed", 50);
+        let expected = truth(dir.path());
+        let got = history(&store(dir.path(), 10));
+        assert_eq!(got, expected);
+        assert!(got.contains(&"Ce1alpha".to_string()), "{got:?}");
+    }
+
+    /// An index of an earlier version (a file where the directory now is) is replaced.
+    #[test]
+    fn an_earlier_versions_file_is_replaced_by_the_directory() {
+        let dir = root();
+        let expected = truth(dir.path());
+        fs::write(
+            dir.path().join(INDEX_FILE),
+            b"advisord-index 2 sha256:00\n{}",
+        )
+        .expect("v2");
+        assert_eq!(history(&store(dir.path(), 10)), expected);
+        assert!(dir.path().join(INDEX_FILE).is_dir());
+        assert!(read_index(dir.path()).is_some());
+        let fresh = store(dir.path(), 10);
+        assert_eq!(history(&fresh), expected);
+        assert!(took_index(&fresh));
     }
 
     /// Budgets' recent spend is kept in the file once a budget was judged, and a fresh

@@ -1,6 +1,6 @@
 //! The persisted index of a state directory (`<state>/+index`) through the real binary:
-//! `advisors --no-daemon` gives the same availability with the index, without it, and
-//! after records were added behind it.
+//! `advisors --no-daemon` gives the same availability with the index, without it, after
+//! records were added behind it, and after a task was created behind it.
 
 use crate::support::client::{Advisor, World};
 use serde_json::{json, Value};
@@ -81,4 +81,13 @@ fn advisors_without_the_daemon_agree_with_and_without_the_index() {
     assert_eq!(flaky.1, "available", "{closed:?}");
     std::fs::remove_file(&index).expect("removed");
     assert_eq!(availability(&world), closed, "without the index");
+    // A task created behind the index, where `steady` timed out twice: its circuit opens.
+    availability(&world);
+    put(&state, "c", 1, "steady", "failed", 4);
+    put(&state, "c", 2, "steady", "failed", 3);
+    let opened = availability(&world);
+    let steady = opened.iter().find(|a| a.0 == "steady").expect("steady");
+    assert_ne!(steady.1, "available", "{opened:?}");
+    std::fs::remove_file(&index).expect("removed");
+    assert_eq!(availability(&world), opened, "without the index");
 }
