@@ -19,10 +19,11 @@
 //!   jobs in memory). Bound ≥ 0.8.
 //! - **memory after a burst**: the daemon's VmRSS after the disk burst ÷ before it, read
 //!   every 250 ms until within the bound, at most 30 s. Bound ≤ 1.2.
-//! - **arenas**: the allocator's choice measured: the in-memory burst with glibc's own
-//!   number of arenas (the daemon's default) and kept to one
-//!   (`ADVISORD_MALLOC_ARENAS=one`), each one's throughput and VmRSS after, printed
-//!   side by side (unbounded: it is what `docs/DAEMON.md` picks the default from).
+//! - **arenas**: the allocator's choice measured: the in-memory burst with the daemon's
+//!   default (no per-thread cache, at most four arenas), glibc's own settings
+//!   (`ADVISORD_MALLOC=glibc`) and one arena (`ADVISORD_MALLOC=one-arena`), each one's
+//!   throughput and VmRSS after, printed side by side (unbounded: it is what
+//!   `docs/DAEMON.md` picks the default from).
 //! - **daemon stop**: wall time of `advisor-consult daemon stop` on an idle daemon, median
 //!   of five. Bound ≤ 100 ms.
 //!
@@ -765,11 +766,12 @@ async fn main() {
     }
 
     if wanted("arenas") {
-        // The allocator's choice, measured: glibc's own number of arenas (eight per
-        // core, the daemon's default) against one arena, in memory.
+        // The allocator's choice, measured: the daemon's default (no per-thread cache,
+        // at most four arenas), glibc's own settings, and one arena, in memory.
         for (label, env) in [
-            ("default arenas", &[][..]),
-            ("one arena", &[("ADVISORD_MALLOC_ARENAS", "one")][..]),
+            ("lean (the default)", &[][..]),
+            ("glibc's own", &[("ADVISORD_MALLOC", "glibc")][..]),
+            ("one arena", &[("ADVISORD_MALLOC", "one-arena")][..]),
         ] {
             let run = burst(memory, true, env).await;
             let (after, when) = run.rss_after_kb.expect("measured");

@@ -109,8 +109,12 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
-    // Before any thread: the allocator reads it when a thread first allocates.
-    daemon::memory::limit_arenas();
+    // Before any thread: the allocator reads its settings when a thread first allocates,
+    // and the loader its tunables only at start (a restart when they are missing).
+    if let Err(message) = daemon::memory::tune_allocator() {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let args = Args::parse();
     if let Some(url) = args
         .mesh

@@ -145,6 +145,13 @@ impl Replay {
         }
     }
 
+    /// Give back what the buffers reserved beyond what the kept items use (a burst grows
+    /// them by doubling).
+    fn shrink(&mut self) {
+        self.text.shrink_to_fit();
+        self.index.shrink_to_fit();
+    }
+
     /// The items numbered after `after` that `wanted`, rebuilt, oldest first.
     fn after(&self, after: u64, wanted: impl Fn(&Item) -> bool) -> Vec<Arc<Item>> {
         let mut at = 0;
@@ -221,6 +228,20 @@ impl Feed {
     /// The event id of `item`.
     pub fn event_id(&self, item: &Item) -> String {
         format!("{}-{}", self.epoch, item.seq)
+    }
+
+    /// Once the daemon is quiet: its buffers down to what the items it keeps use.
+    pub fn shrink(&self) {
+        let mut inner = self.lock();
+        inner.recent.shrink();
+        inner.advisors.shrink_to_fit();
+    }
+
+    /// How many bytes the kept items' text uses and its buffer reserves.
+    #[cfg(test)]
+    fn text_bytes(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.recent.text.len(), inner.recent.text.capacity())
     }
 
     /// How many subscribers are following.
@@ -402,6 +423,39 @@ mod tests {
             });
         }
         out
+    }
+
+    #[tokio::test]
+    async fn shrinking_keeps_every_item_and_gives_back_what_a_burst_reserved() {
+        let feed = feed(8, 64);
+        let data = serde_json::json!({"text": "x".repeat(300)});
+        for n in 0..200 {
+            feed.publish("/r", &format!("t{}", n % 5), "job", &data);
+        }
+        // Everything kept, from just before the oldest on.
+        let replayed = |feed: &Feed| -> Vec<(u64, String, String)> {
+            let oldest = feed.lock().recent.oldest().expect("items kept");
+            feed.subscribe(filter(None), Some(&format!("7-{}", oldest - 1)))
+                .pending
+                .iter()
+                .filter_map(|m| match m {
+                    Message::Item(i) => Some((i.seq, i.task.clone(), i.data.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        let before = replayed(&feed);
+        let (used, reserved) = feed.text_bytes();
+        feed.shrink();
+        let (used_after, reserved_after) = feed.text_bytes();
+        assert_eq!(used_after, used, "no item's text lost");
+        assert!(
+            reserved_after < reserved && reserved_after == used,
+            "reserved {reserved} -> {reserved_after} for {used} used"
+        );
+        let after = replayed(&feed);
+        assert_eq!(after, before, "the same items replayed after the shrink");
+        assert_eq!(after.len(), 64);
     }
 
     #[tokio::test]

@@ -7,20 +7,17 @@
 //! When its last running job ends, the daemon asks the allocator to return its free
 //! pages; the next burst takes fresh pages from the kernel as it needs them.
 //!
-//! It leaves glibc its own number of arenas (eight per core), unless
-//! `ADVISORD_MALLOC_ARENAS=one` keeps it to one. One arena was the default until measured
-//! side by side (`DURABLE_ONLY=arenas cargo bench -p advisord --bench durable_path`):
-//! in three runs of four glibc's default was faster (781 against 569 jobs/s, 870
-//! against 560, 822 against 812; 437 against 535 on a machine loaded by another bench)
-//! and the daemon as large 30 s after the burst (VmRSS ratio 1.60 against 1.57, 1.57
-//! against 1.61, 1.63 against 1.59, 1.60 against 1.54), while with one arena its threads
-//! spent 18.6 % of their samples on the arena's lock. What stays resident
-//! after a burst is the few blocks that outlive it scattered over its pages, whatever the
-//! number of arenas (`docs/DAEMON.md`, "What the daemon keeps in memory"): so what the
-//! daemon keeps past a burst is kept in a few large blocks where it can be (the feed's
-//! items, the finished jobs: `jobs/table/packed.rs`, the ids waiting to leave the
-//! journal: `jobs/prune.rs`). jemalloc, measured side by side through `LD_PRELOAD`, was
-//! no smaller after a burst and larger before it.
+//! What stays resident after a burst is the blocks that outlive it scattered over its
+//! pages (`docs/DAEMON.md`, "What the daemon keeps in memory"). Two kinds of them: blocks
+//! the daemon keeps, which it keeps in a few large blocks where it can (the feed's items,
+//! the finished jobs: `jobs/table/packed.rs`, the ids waiting to leave the journal:
+//! `jobs/prune.rs`); and freed blocks that glibc's per-thread cache holds back from the
+//! arenas, several hundred per worker thread after a burst, each keeping a page resident.
+//! So the daemon runs without that cache and with at most four arenas ([`Malloc::Lean`],
+//! [`tune_allocator`]); `ADVISORD_MALLOC=glibc` or `one-arena` picks another setting, all
+//! three measured side by side (`DURABLE_ONLY=arenas cargo bench -p advisord --bench
+//! durable_path`, figures in `docs/DAEMON.md`). jemalloc, measured through `LD_PRELOAD`,
+//! was no smaller after a burst and larger before it.
 
 use std::sync::atomic::AtomicUsize;
 
@@ -29,12 +26,12 @@ use std::sync::atomic::AtomicUsize;
 pub const QUIET: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The last running job just ended: hand the allocator's free pages back now, and once no
-/// job has ended for [`QUIET`] drop the cached records of the tasks nobody used in its
-/// second half (a task asked about again is read again: a listing and its files) and
+/// job has ended for [`QUIET`] shrink `feed`'s buffers to the items it keeps, drop the
+/// cached records of the tasks nobody used in its second half (a task asked about again is read again: a listing and its files) and
 /// hand back what that freed, so an
 /// idle daemon returns to about its size before the burst well within the half minute
 /// `benches/durable_path.rs` allows. Call it from within the runtime.
-pub fn after_burst() {
+pub fn after_burst(feed: std::sync::Arc<crate::daemon::feed::Feed>) {
     /// When the last running job last ended (the quiet is counted from there), and
     /// whether a release is due (its timer runs), under one lock.
     static QUIET_SINCE: std::sync::Mutex<(Option<tokio::time::Instant>, bool)> =
@@ -64,7 +61,8 @@ pub fn after_burst() {
             }
             due = last + QUIET;
         }
-        let _ = tokio::task::spawn_blocking(|| {
+        let _ = tokio::task::spawn_blocking(move || {
+            feed.shrink();
             crate::store::Stores::process().release_idle(QUIET / 2);
             release_free_memory();
         })
@@ -72,13 +70,73 @@ pub fn after_burst() {
     });
 }
 
-/// Fix the allocator's mmap threshold, and keep it to one arena when
-/// `ADVISORD_MALLOC_ARENAS=one` (glibc's only; elsewhere nothing; `default`, glibc's own
-/// number, is what any other value leaves, as `benches/durable_path.rs` compares). Call
-/// it before any thread starts.
+/// The variable that picks the allocator's settings: `lean` (the default), `glibc` or
+/// `one-arena` (see [`Malloc`]).
+pub const ENV_MALLOC: &str = "ADVISORD_MALLOC";
+
+/// glibc's variable of tunables, read by the dynamic loader before `main`.
+const TUNABLES: &str = "GLIBC_TUNABLES";
+
+/// The tunable that turns glibc's per-thread cache of freed blocks off.
+const NO_TCACHE: &str = "glibc.malloc.tcache_count=0";
+
+/// How the daemon sets up glibc's allocator, measured side by side in
+/// `DURABLE_ONLY=arenas cargo bench -p advisord --bench durable_path`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malloc {
+    /// No per-thread cache of freed blocks, at most four arenas: what a burst freed is
+    /// in the arenas' free lists, where `malloc_trim` returns it, not held by a worker
+    /// thread's cache (up to seven blocks of each of 64 sizes per thread) scattered over
+    /// the burst's pages; fewer arenas, fewer partly used heaps. The default.
+    Lean,
+    /// glibc's own settings (eight arenas per core, each thread its cache).
+    Glibc,
+    /// One arena, no per-thread cache.
+    OneArena,
+}
+
+impl Malloc {
+    /// The choice in `value` (`ADVISORD_MALLOC`; unset is `lean`), or what is accepted.
+    pub fn parse(value: Option<&str>) -> Result<Malloc, String> {
+        match value {
+            None | Some("" | "lean") => Ok(Malloc::Lean),
+            Some("glibc") => Ok(Malloc::Glibc),
+            Some("one-arena") => Ok(Malloc::OneArena),
+            Some(other) => Err(format!(
+                "`{ENV_MALLOC}={other}` is not an allocator setting: use `lean` (the \
+                 default), `glibc` or `one-arena`"
+            )),
+        }
+    }
+
+    /// `GLIBC_TUNABLES` as this choice needs it, given the value the process started
+    /// with: `None` when it already holds what is needed (the user's own
+    /// `glibc.malloc.tcache_count` is kept as it is).
+    pub fn tunables(self, current: Option<&str>) -> Option<String> {
+        if self == Malloc::Glibc {
+            return None;
+        }
+        match current.filter(|c| !c.is_empty()) {
+            Some(c) if c.contains("glibc.malloc.tcache_count=") => None,
+            Some(c) => Some(format!("{c}:{NO_TCACHE}")),
+            None => Some(NO_TCACHE.to_string()),
+        }
+    }
+}
+
+/// Set up the allocator before any thread starts, as `ADVISORD_MALLOC` says (see
+/// [`Malloc`]); on glibc a choice that turns the per-thread cache off starts this
+/// executable again (`exec`, same pid and arguments) with the tunable in
+/// `GLIBC_TUNABLES`, which the loader reads only at start. Returns the error message for
+/// an unknown value; when the restart itself fails the daemon goes on with glibc's cache.
+/// The daemon's children never see the variable: advisors run with an environment built
+/// for them, nothing inherited.
 #[allow(unsafe_code)]
-pub fn limit_arenas() {
-    // SAFETY: as below: plain integers, the allocator's own parameters. A fixed mmap
+pub fn tune_allocator() -> Result<(), String> {
+    let value = std::env::var(ENV_MALLOC).ok();
+    let choice = Malloc::parse(value.as_deref())?;
+    // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
+    // parameters (`M_ARENA_MAX` is read when a thread first needs an arena). A fixed mmap
     // threshold keeps every block of 128 KiB or more (a task's records, a large answer)
     // in a mapping of its own, returned whole when freed; glibc's default raises the
     // threshold each time such a block is freed, and then a burst's large blocks land
@@ -86,17 +144,29 @@ pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
+        match choice {
+            Malloc::Lean => {
+                nix::libc::mallopt(nix::libc::M_ARENA_MAX, 4);
+            }
+            Malloc::OneArena => {
+                nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
+            }
+            Malloc::Glibc => {}
+        }
     }
-    let one = std::env::var_os("ADVISORD_MALLOC_ARENAS").is_some_and(|v| v == "one");
-    if !one {
-        return;
-    }
-    // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
-    // parameters; `M_ARENA_MAX` is read when a thread first needs an arena.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
+    if let Some(tunables) = choice.tunables(std::env::var(TUNABLES).ok().as_deref()) {
+        use std::os::unix::process::CommandExt;
+        if let Ok(exe) = std::env::current_exe() {
+            // Returns only when the exec failed: go on as we are.
+            let _ = std::process::Command::new(exe)
+                .args(std::env::args_os().skip(1))
+                .env(TUNABLES, tunables)
+                .exec();
+        }
     }
+    report("started");
+    Ok(())
 }
 
 /// How many bytes of dropped records (their size on disk) are worth a trim of their own
@@ -158,11 +228,16 @@ pub fn report(stage: &str) {
             .unwrap_or_default()
     };
     let rss = format!(
-        "{} (anonymous {}, files {}), {} threads",
+        "{} (anonymous {}, files {}), {} threads; allocator {}, GLIBC_TUNABLES {}",
         field("VmRSS:"),
         field("RssAnon:"),
         field("RssFile:"),
-        field("Threads:")
+        field("Threads:"),
+        std::env::var(ENV_MALLOC)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| "lean".into()),
+        std::env::var(TUNABLES).unwrap_or_else(|_| "unset".into()),
     );
     let (bytes, tasks) = crate::store::Stores::process().cached();
     let (jobs, packed) = (
@@ -199,4 +274,54 @@ fn allocator() -> String {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_setting_is_read_from_its_name_and_anything_else_is_refused_with_the_choices() {
+        assert_eq!(Malloc::parse(None), Ok(Malloc::Lean));
+        assert_eq!(Malloc::parse(Some("")), Ok(Malloc::Lean));
+        assert_eq!(Malloc::parse(Some("lean")), Ok(Malloc::Lean));
+        assert_eq!(Malloc::parse(Some("glibc")), Ok(Malloc::Glibc));
+        assert_eq!(Malloc::parse(Some("one-arena")), Ok(Malloc::OneArena));
+        let refused = Malloc::parse(Some("jemalloc")).unwrap_err();
+        assert!(refused.contains("ADVISORD_MALLOC=jemalloc"), "{refused}");
+        assert!(
+            ["`lean`", "`glibc`", "`one-arena`"]
+                .iter()
+                .all(|c| refused.contains(c)),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn the_cache_is_turned_off_once_beside_the_users_tunables_and_never_over_their_own() {
+        assert_eq!(
+            Malloc::Lean.tunables(None).as_deref(),
+            Some("glibc.malloc.tcache_count=0")
+        );
+        assert_eq!(
+            Malloc::OneArena.tunables(Some("")).as_deref(),
+            Some("glibc.malloc.tcache_count=0")
+        );
+        assert_eq!(
+            Malloc::Lean
+                .tunables(Some("glibc.malloc.arena_test=4"))
+                .as_deref(),
+            Some("glibc.malloc.arena_test=4:glibc.malloc.tcache_count=0")
+        );
+        // Already restarted with it, or the user's own value: no restart.
+        assert_eq!(
+            Malloc::Lean.tunables(Some("glibc.malloc.tcache_count=0")),
+            None
+        );
+        assert_eq!(
+            Malloc::Lean.tunables(Some("glibc.malloc.tcache_count=3")),
+            None
+        );
+        assert_eq!(Malloc::Glibc.tunables(None), None);
+    }
 }

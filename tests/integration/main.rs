@@ -6,6 +6,7 @@
 mod support;
 
 mod agent_hosts;
+mod allocator;
 mod attest;
 mod cli;
 mod client;

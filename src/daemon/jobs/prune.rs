@@ -44,7 +44,7 @@ pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) 
             crate::store::Stores::process().release_idle(TASK_IDLE);
         } else if !jobs.table.any_unfinished() {
             // The last running job ended: what the burst freed goes back to the system.
-            crate::daemon::memory::after_burst();
+            crate::daemon::memory::after_burst(jobs.feed().clone());
         }
         for id in jobs.table.prune(retention, SystemTime::now()) {
             unjournal.push_str(id.as_str());
