@@ -65,12 +65,7 @@ async fn a_streamed_job_is_acknowledged_once_one_flush_made_it_its_plan_and_outc
     // When the job as accepted arrives, its plan and both consultations are in place,
     // made durable (with the job's journal entry) by one flush.
     assert_eq!(daemon.place.records_of(TASK, "plan").len(), 1);
-    let advisors: Vec<String> = daemon
-        .place
-        .records_of(TASK, "consultation")
-        .iter()
-        .map(|r| r["advisor"].as_str().expect("an advisor").to_string())
-        .collect();
+    let advisors = daemon.place.consulted(TASK);
     assert_eq!(advisors, ["a", "b"]);
     assert_eq!(advisord::store::durable::flushes() - before, 1);
     // The events keep their order: the plan first, each exchange's start and end, each
@@ -139,12 +134,7 @@ async fn a_slow_advisor_does_not_hold_a_streamed_acknowledgement() {
     };
     assert_eq!(result.id, job.id);
     assert_eq!(result.state.as_str(), "done");
-    let advisors: Vec<String> = daemon
-        .place
-        .records_of(TASK, "consultation")
-        .iter()
-        .map(|r| r["advisor"].as_str().expect("an advisor").to_string())
-        .collect();
+    let advisors = daemon.place.consulted(TASK);
     assert_eq!(advisors, ["a", "b"]);
     daemon.stop().await;
 }
@@ -167,17 +157,13 @@ async fn a_daemon_killed_around_a_streamed_jobs_one_flush_records_no_outcome_twi
     };
     place.set_catalogue(&catalogue(&[http("a"), http("b")]));
     let mut daemon = Binary::start(&place, &[]);
-    let body = json!({"context": place.context(), "record": {
-        "kind": "assessment", "subject": "one flush for a job, its plan and its outcomes",
-        "materiality": "critical", "hypothesis": "nothing is recorded twice",
-        "evidence": [{"kind": "file", "ref": "src/daemon/runner.rs"}]}});
-    let assessment =
-        daemon_helper::call_json(&place.socket(), "POST", "/api/v1/reasoning/records", &body)
-            .await
-            .expect(201)["id"]
-            .as_str()
-            .expect("an id")
-            .to_string();
+    let assessment = place
+        .assess(
+            "one flush for a job, its plan and its outcomes",
+            "nothing is recorded twice",
+            "src/daemon/runner.rs",
+        )
+        .await;
     let context: RequestContext = serde_json::from_value(place.context()).expect("a context");
     let client = advisord::client::Client::new(place.socket());
     let (job, _events) = client
@@ -224,11 +210,7 @@ async fn a_daemon_killed_around_a_streamed_jobs_one_flush_records_no_outcome_twi
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(place.records_of(TASK, "plan").len(), 1);
-    let advisors: Vec<String> = place
-        .records_of(TASK, "consultation")
-        .iter()
-        .map(|r| r["advisor"].as_str().expect("an advisor").to_string())
-        .collect();
+    let advisors = place.consulted(TASK);
     assert_eq!(advisors, ["a", "b"]);
     assert_eq!(server.requests().len(), 2, "each advisor asked once");
 }

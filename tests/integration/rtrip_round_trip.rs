@@ -224,17 +224,13 @@ async fn a_job_acknowledged_with_its_plans_flush_resumes_after_sigkill_on_that_p
     };
     place.set_catalogue(&catalogue(&[http("a", "ma"), http("b", "mb")]));
     let mut daemon = Binary::start(&place, &[]);
-    let body = json!({"context": place.context(), "record": {
-        "kind": "assessment", "subject": "one flush for the job and its plan",
-        "materiality": "critical", "hypothesis": "the plan's flush covers the job",
-        "evidence": [{"kind": "file", "ref": "src/daemon/jobs.rs"}]}});
-    let assessment =
-        daemon_helper::call_json(&place.socket(), "POST", "/api/v1/reasoning/records", &body)
-            .await
-            .expect(201)["id"]
-            .as_str()
-            .expect("an id")
-            .to_string();
+    let assessment = place
+        .assess(
+            "one flush for the job and its plan",
+            "the plan's flush covers the job",
+            "src/daemon/jobs.rs",
+        )
+        .await;
     let body = json!({"context": place.context(), "assessment": assessment, "timeout_s": 60});
     let reply = daemon_helper::call_json(&place.socket(), "POST", "/api/v1/consultations", &body)
         .await
@@ -254,10 +250,6 @@ async fn a_job_acknowledged_with_its_plans_flush_resumes_after_sigkill_on_that_p
     // The job took the plan it made before the crash, and asked each advisor once more.
     assert_eq!(done["plan"], plan, "{done}");
     assert_eq!(place.records_of(TASK, "plan").len(), 1);
-    let advisors: Vec<String> = place
-        .records_of(TASK, "consultation")
-        .iter()
-        .map(|r| r["advisor"].as_str().expect("an advisor").to_string())
-        .collect();
+    let advisors = place.consulted(TASK);
     assert_eq!(advisors, ["a", "b"]);
 }

@@ -228,6 +228,28 @@ impl Place {
             .filter(|r| r["kind"] == kind)
             .collect()
     }
+
+    /// The advisor of each consultation of `task`, in sequence order.
+    pub fn consulted(&self, task: &str) -> Vec<String> {
+        self.records_of(task, "consultation")
+            .iter()
+            .map(|r| r["advisor"].as_str().expect("an advisor").to_string())
+            .collect()
+    }
+
+    /// Record a critical assessment of `subject` in the helper's task through the daemon
+    /// on this place's socket; its id.
+    pub async fn assess(&self, subject: &str, hypothesis: &str, evidence: &str) -> String {
+        let body = json!({"context": self.context(), "record": {
+            "kind": "assessment", "subject": subject, "materiality": "critical",
+            "hypothesis": hypothesis, "evidence": [{"kind": "file", "ref": evidence}]}});
+        call_json(&self.socket(), "POST", "/api/v1/reasoning/records", &body)
+            .await
+            .expect(201)["id"]
+            .as_str()
+            .expect("an id")
+            .to_string()
+    }
 }
 
 /// A reply: status and body.
