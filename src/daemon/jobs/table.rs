@@ -594,6 +594,26 @@ mod tests {
         Job::sample(id, state)
     }
 
+    /// Job 1's exchange with `alpha` at `at`: its start, and its end by timeout.
+    fn timed_out_exchange(at: Timestamp) -> [Event; 2] {
+        [
+            Event::Started {
+                job: "1".into(),
+                advisor: "alpha".into(),
+                at,
+            },
+            Event::Finished {
+                job: "1".into(),
+                at,
+                advisor: "alpha".into(),
+                status: crate::core::records::ConsultationStatus::Failed,
+                failure: Some(crate::core::records::FailureKind::Timeout),
+                diagnostic: Some("no answer".into()),
+                duration_ms: 7,
+            },
+        ]
+    }
+
     fn request() -> JobOrder {
         JobOrder {
             context: serde_json::from_value(serde_json::json!({"root": "/r"})).unwrap(),
@@ -737,20 +757,7 @@ mod tests {
             advisor: "alpha".into(),
             record: Box::new(record.clone()),
         };
-        let started = Event::Started {
-            job: "1".into(),
-            advisor: "alpha".into(),
-            at,
-        };
-        let finished = Event::Finished {
-            job: "1".into(),
-            at,
-            advisor: "alpha".into(),
-            status: crate::core::records::ConsultationStatus::Failed,
-            failure: Some(crate::core::records::FailureKind::Timeout),
-            diagnostic: Some("no answer".into()),
-            duration_ms: 7,
-        };
+        let [started, finished] = timed_out_exchange(at);
         e.emit(started.clone());
         e.emit(finished.clone());
         e.emit(recorded(&first));
@@ -825,20 +832,9 @@ mod tests {
         let e = t.get("1").unwrap();
         e.keep_store(store.clone());
         let at = Timestamp::parse("2026-01-01T00:00:00.123Z").unwrap();
-        e.emit(Event::Started {
-            job: "1".into(),
-            advisor: "alpha".into(),
-            at,
-        });
-        e.emit(Event::Finished {
-            job: "1".into(),
-            at,
-            advisor: "alpha".into(),
-            status: crate::core::records::ConsultationStatus::Failed,
-            failure: Some(crate::core::records::FailureKind::Timeout),
-            diagnostic: Some("no answer".into()),
-            duration_ms: 7,
-        });
+        let [started, finished] = timed_out_exchange(at);
+        e.emit(started);
+        e.emit(finished);
         e.emit(Event::Recorded {
             job: "1".into(),
             at,
