@@ -135,25 +135,7 @@ impl Malloc {
 pub fn tune_allocator() -> Result<(), String> {
     let value = std::env::var(ENV_MALLOC).ok();
     let choice = Malloc::parse(value.as_deref())?;
-    // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
-    // parameters (`M_ARENA_MAX` is read when a thread first needs an arena). A fixed mmap
-    // threshold keeps every block of 128 KiB or more (a task's records, a large answer)
-    // in a mapping of its own, returned whole when freed; glibc's default raises the
-    // threshold each time such a block is freed, and then a burst's large blocks land
-    // among the small ones that outlive it, where no trim can return their pages.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
-        match choice {
-            Malloc::Lean => {
-                nix::libc::mallopt(nix::libc::M_ARENA_MAX, 4);
-            }
-            Malloc::OneArena => {
-                nix::libc::mallopt(nix::libc::M_ARENA_MAX, 1);
-            }
-            Malloc::Glibc => {}
-        }
-    }
+    // The restart first: the settings below would be lost with this process image.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if let Some(tunables) = choice.tunables(std::env::var(TUNABLES).ok().as_deref()) {
         use std::os::unix::process::CommandExt;
@@ -163,6 +145,25 @@ pub fn tune_allocator() -> Result<(), String> {
                 .args(std::env::args_os().skip(1))
                 .env(TUNABLES, tunables)
                 .exec();
+        }
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    let arenas = match choice {
+        Malloc::Lean => Some(4),
+        Malloc::OneArena => Some(1),
+        Malloc::Glibc => None,
+    };
+    // SAFETY: `mallopt` takes plain integers and only sets the allocator's own
+    // parameters (`M_ARENA_MAX` is read when a thread first needs an arena). A fixed mmap
+    // threshold keeps every block of 128 KiB or more (a task's records, a large answer)
+    // in a mapping of its own, returned whole when freed; glibc's default raises the
+    // threshold each time such a block is freed, and then a burst's large blocks land
+    // among the small ones that outlive it, where no trim can return their pages.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 128 * 1024);
+        if let Some(arenas) = arenas {
+            nix::libc::mallopt(nix::libc::M_ARENA_MAX, arenas);
         }
     }
     report("started");

@@ -6,7 +6,7 @@
 use crate::support::daemon as daemon_helper;
 
 use daemon_helper::{catalogue, wait_for, Place};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The `GLIBC_TUNABLES` the daemon runs with (started with `env` added), as it reports
 /// it at start with `ADVISORD_MALLOC_STATS` set: after any restart, what the allocator
@@ -14,16 +14,12 @@ use std::process::{Command, Stdio};
 fn tunables_with(env: &[(&str, &str)]) -> String {
     let place = Place::new(&catalogue(&[]));
     let log = place.path().join("daemon.err");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_advisord"))
+    let mut child = place
+        .advisord()
         .env_remove("GLIBC_TUNABLES")
         .env_remove("ADVISORD_MALLOC")
         .envs(env.iter().copied())
         .env("ADVISORD_MALLOC_STATS", "1")
-        .arg("--socket")
-        .arg(place.socket())
-        .arg("--data-dir")
-        .arg(place.data())
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("a log file"))
         .spawn()
@@ -74,13 +70,9 @@ fn by_default_the_daemon_runs_without_the_per_thread_cache_keeping_the_users_tun
 #[test]
 fn an_unknown_allocator_setting_is_refused_with_the_accepted_ones() {
     let place = Place::new(&catalogue(&[]));
-    let output = Command::new(env!("CARGO_BIN_EXE_advisord"))
+    let output = place
+        .advisord()
         .env("ADVISORD_MALLOC", "tcmalloc")
-        .arg("--socket")
-        .arg(place.socket())
-        .arg("--data-dir")
-        .arg(place.data())
-        .stdin(Stdio::null())
         .output()
         .expect("run advisord");
     assert_eq!(output.status.code(), Some(2));

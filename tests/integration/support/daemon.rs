@@ -160,6 +160,18 @@ impl Place {
     pub fn socket(&self) -> PathBuf {
         self.path().join("run").join("advisord.sock")
     }
+    /// The real `advisord` on this place's socket and data directory, standard input
+    /// closed: add what the test needs, then spawn or run it.
+    pub fn advisord(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_advisord"));
+        command
+            .arg("--socket")
+            .arg(self.socket())
+            .arg("--data-dir")
+            .arg(self.data())
+            .stdin(Stdio::null());
+        command
+    }
     /// The catalogue file.
     pub fn catalogue(&self) -> PathBuf {
         self.path().join("catalogue.yaml")
@@ -543,15 +555,11 @@ impl Binary {
 
     /// The same, with `env` added to the daemon's own environment.
     pub fn start_with_env(place: &Place, extra_args: &[&str], env: &[(&str, &str)]) -> Binary {
-        let child = Command::new(env!("CARGO_BIN_EXE_advisord"))
+        let child = place
+            .advisord()
             .envs(env.iter().copied())
-            .arg("--socket")
-            .arg(place.socket())
-            .arg("--data-dir")
-            .arg(place.data())
             .args(extra_args)
             .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
             .expect("start advisord");
