@@ -692,18 +692,36 @@ impl Jobs {
                 }
             }
         });
-        if let Err(e) = self.persist(entry).await {
-            tracing::error!(job = %job.id, error = %e, "could not journal the end of a job");
-        }
-        tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
-        entry.emit(Event::Done {
+        let done = Event::Done {
             at: crate::protocol::Timestamp::now(),
             job: job.id.clone(),
             result: Box::new(job.clone()),
-        });
+        };
+        if crate::daemon::journal::must_flush(job.state) {
+            // A cancelled job's end is durable before anyone hears of it: after a crash
+            // it must not run again.
+            self.journal_end(entry, &job).await;
+            entry.emit(done);
+        } else {
+            // An end that is never flushed: a crash may lose it whether or not `done` was
+            // sent, and the job then resumes, finds every outcome recorded and ends again
+            // asking nobody. So `done` goes first, and the connection waiting for it (on
+            // this worker) writes it before the save instead of after.
+            entry.emit(done);
+            tokio::task::yield_now().await;
+            self.journal_end(entry, &job).await;
+        }
+        tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
         self.ended.notify_one();
         self.publish_advisors(entry);
         job
+    }
+
+    /// Journal `job`'s end (an error is logged: the job has ended either way).
+    async fn journal_end(&self, entry: &Arc<JobEntry>, job: &Job) {
+        if let Err(e) = self.persist(entry).await {
+            tracing::error!(job = %job.id, error = %e, "could not journal the end of a job");
+        }
     }
 
     /// After a job: the advisors' status of its root and task to the feed, when it

@@ -60,9 +60,9 @@ pub struct JournalError {
 /// the file system (anyone's) or the kernel's own writeback; until then a crash may leave
 /// the newest entry absent, empty or torn, and the load takes the last durable one
 /// instead (see [`Journal::save`]).
-fn must_flush(entry: &JournalEntry) -> bool {
+pub(crate) fn must_flush(state: crate::protocol::JobState) -> bool {
     use crate::protocol::JobState;
-    match entry.job.state {
+    match state {
         JobState::Queued | JobState::Cancelled => true,
         JobState::Running | JobState::Done | JobState::Failed => false,
     }
@@ -168,7 +168,7 @@ impl Journal {
                 let _ = std::fs::remove_file(&tmp_path);
             })?;
         drop(file);
-        let durable = must_flush(entry);
+        let durable = must_flush(entry.job.state);
         if durable {
             // The durable name first (a link renamed over the previous durable entry, so
             // the job always has one), then the job's name.
@@ -288,6 +288,17 @@ impl Journal {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_an_accepted_or_cancelled_entry_must_be_flushed() {
+        // The daemon sends a job's `done` before saving its end only when that end is
+        // not flushed (`Jobs::finish`): a cancelled job's end must be durable first.
+        assert!(must_flush(JobState::Queued));
+        assert!(must_flush(JobState::Cancelled));
+        for state in [JobState::Running, JobState::Done, JobState::Failed] {
+            assert!(!must_flush(state), "{state:?}");
+        }
+    }
     use super::*;
     use crate::protocol::JobState;
 
