@@ -69,6 +69,7 @@ mod identity;
 mod index;
 mod progress;
 mod shared;
+pub mod spare;
 mod status_view;
 #[cfg(test)]
 mod tests;

@@ -238,7 +238,11 @@ async fn serve(socket_path: &Path, config: Config) -> Result<(), Failure> {
     })?;
     let (listener, guard) = bound.into_parts();
     tracing::info!(socket = %guard.path().display(), "listening");
+    // Record writes and journal saves take files made ahead instead of creating their
+    // own on the hot path (`store/spare.rs`); the ones left are removed as it stops.
+    advisord::store::spare::enable();
     let result = daemon::run(listener, shutdown_signal(), config).await;
+    advisord::store::spare::release();
     drop(guard);
     result.map_err(|e| match e {
         DaemonError::DataDirBusy { .. } => Failure::AlreadyRunning(e.to_string()),

@@ -60,6 +60,10 @@ pub struct JournalError {
 /// the file system (anyone's) or the kernel's own writeback; until then a crash may leave
 /// the newest entry absent, empty or torn, and the load takes the last durable one
 /// instead (see [`Journal::save`]).
+/// The journal's spare files' directory (`store/spare.rs`): its name begins with a dot,
+/// so the load passes over it.
+const SPARE_DIR: &str = ".spare";
+
 pub(crate) fn must_flush(state: crate::protocol::JobState) -> bool {
     use crate::protocol::JobState;
     match state {
@@ -154,14 +158,21 @@ impl Journal {
             context: format!("cannot encode job `{}`", entry.job.id),
             source: io::Error::other(e),
         })?;
-        // `0600`: an entry holds the question's context (paths, the task).
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(crate::paths::PRIVATE_FILE_MODE)
-            .open(&tmp_path)
-            .map_err(fail("create", &tmp_path))?;
+        // `0600`: an entry holds the question's context (paths, the task). A spare file
+        // made ahead when the daemon keeps them (`store/spare.rs`, made `0600` too).
+        let (tmp_path, mut file) = match crate::store::spare::take(&self.dir.join(SPARE_DIR)) {
+            Some(spare) => spare,
+            None => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(crate::paths::PRIVATE_FILE_MODE)
+                    .open(&tmp_path)
+                    .map_err(fail("create", &tmp_path))?;
+                (tmp_path, file)
+            }
+        };
         file.write_all(&bytes)
             .map_err(fail("write", &tmp_path))
             .inspect_err(|_| {

@@ -172,21 +172,34 @@ pub(super) fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
 /// in the same directory, flushed (with every rename made before it on the file system:
 /// see [`durable`]), then renamed into place without replacing anything. The new name is
 /// durable at the next flush of the file system (the caller's, or the next writer's).
+///
+/// The temporary file is a spare made ahead in `spares` when this process keeps them
+/// (`spare.rs`).
 pub(super) fn write_atomically(
     dir: &Path,
     name: &str,
     bytes: &[u8],
     flusher: &durable::Flusher,
+    spares: &Path,
 ) -> Result<(), StoreError> {
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let (temp, spare) = match super::spare::take(spares) {
+        Some((path, file)) => (path, Some(file)),
+        None => (
+            dir.join(format!(".{name}.{}.tmp", std::process::id())),
+            None,
+        ),
+    };
     let target = dir.join(name);
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc_flags::NOFOLLOW)
-            .open(&temp)?;
+        let mut file = match spare {
+            Some(file) => file,
+            None => OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc_flags::NOFOLLOW)
+                .open(&temp)?,
+        };
         file.write_all(bytes)?;
         drop(file);
         flusher.flush()?;

@@ -404,14 +404,23 @@ impl Store {
             )
         })?;
         bytes.push(b'\n');
-        let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-        let written = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(files::libc_flags::NOFOLLOW)
-            .open(&temp)
-            .and_then(|mut file| file.write_all(&bytes));
+        // A spare file made ahead when the daemon keeps them (`spare.rs`), else a
+        // temporary file created beside the record.
+        let (temp, opened) = match super::spare::take(&self.state_dir.join(super::spare::SPARE_DIR))
+        {
+            Some((spare, file)) => (spare, Ok(file)),
+            None => {
+                let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+                let opened = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(files::libc_flags::NOFOLLOW)
+                    .open(&temp);
+                (temp, opened)
+            }
+        };
+        let written = opened.and_then(|mut file| file.write_all(&bytes));
         if let Err(e) = written {
             let _ = fs::remove_file(&temp);
             return Err(failed(format!(
@@ -639,7 +648,13 @@ impl Store {
                 context,
                 source: io::Error::from(io::ErrorKind::NotConnected),
             })?;
-        write_atomically(&dir, &name, &bytes, &self.flusher)?;
+        write_atomically(
+            &dir,
+            &name,
+            &bytes,
+            &self.flusher,
+            &self.state_dir.join(super::spare::SPARE_DIR),
+        )?;
         self.unsettled
             .store(true, std::sync::atomic::Ordering::Release);
         if settle {

@@ -41,6 +41,7 @@ mod rtrip_round_trip;
 mod schema;
 mod self_check;
 mod socket_ownership;
+mod spares;
 mod systemd_unit;
 mod track_record;
 mod trust;

@@ -144,17 +144,7 @@ async fn a_daemon_killed_around_a_streamed_jobs_one_flush_records_no_outcome_twi
     use advisord_fakes::llm_server::{FakeLlmServer, Script};
     let server = FakeLlmServer::start(Script::new()).await;
     let place = Place::new("advisors: []\n");
-    let http = |id: &str| {
-        Advisor {
-            id: id.to_string(),
-            adapter: "ollama".to_string(),
-            transport: "http".to_string(),
-            max_concurrent: 2,
-            extra: Vec::new(),
-        }
-        .with(&format!("endpoint: {}", server.base_url()))
-        .with("model: m")
-    };
+    let http = |id: &str| Advisor::http(id, &server.base_url(), "m");
     place.set_catalogue(&catalogue(&[http("a"), http("b")]));
     let mut daemon = Binary::start(&place, &[]);
     let assessment = place

@@ -211,17 +211,7 @@ async fn a_job_acknowledged_with_its_plans_flush_resumes_after_sigkill_on_that_p
     ))
     .await;
     let place = Place::new("advisors: []\n");
-    let http = |id: &str, model: &str| {
-        Advisor {
-            id: id.to_string(),
-            adapter: "ollama".to_string(),
-            transport: "http".to_string(),
-            max_concurrent: 2,
-            extra: Vec::new(),
-        }
-        .with(&format!("endpoint: {}", server.base_url()))
-        .with(&format!("model: {model}"))
-    };
+    let http = |id: &str, model: &str| Advisor::http(id, &server.base_url(), model);
     place.set_catalogue(&catalogue(&[http("a", "ma"), http("b", "mb")]));
     let mut daemon = Binary::start(&place, &[]);
     let assessment = place

@@ -74,6 +74,21 @@ impl Advisor {
         }
     }
 
+    /// An HTTP advisor `id` asking `model` of an Ollama-compatible server at `endpoint`
+    /// (the fake LLM server's base URL).
+    pub fn http(id: &str, endpoint: &str, model: &str) -> Advisor {
+        Advisor {
+            id: id.to_string(),
+            adapter: "ollama".to_string(),
+            transport: "http".to_string(),
+            max_concurrent: 2,
+            extra: vec![
+                format!("    endpoint: {endpoint}"),
+                format!("    model: {model}"),
+            ],
+        }
+    }
+
     /// The same with `max_concurrent` set.
     pub fn max_concurrent(mut self, n: u32) -> Advisor {
         self.max_concurrent = n;

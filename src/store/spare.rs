@@ -1,0 +1,487 @@
+//! Spare files: empty files made ahead of need, each in a directory kept for them, so that
+//! a durable write on the daemon's hot path opens one and writes it instead of creating
+//! its temporary file.
+//!
+//! On ext4 creating a file (allocating its inode, adding its name to the directory) costs
+//! 100 to 250 µs; opening an empty file that exists and writing it costs about 10 µs, and
+//! renaming it into place from a sibling directory costs what a rename in the same
+//! directory does. A consultation's record writes and journal saves each create one
+//! temporary file, so the daemon makes those files ahead, on a thread of its own, while it
+//! waits for the next job, and takes one per write. With none ready (a burst ran them
+//! out, the directory could not be made) the write creates its file as before.
+//!
+//! Nothing about durability changes: a spare is an empty file that is never a record. It
+//! holds a record's bytes only once taken, is flushed before its rename like any temporary
+//! file, and a crash at any point leaves at worst a spare with or without bytes, which the
+//! next process to keep spares in that directory removes (see [`Spares::take`]).
+//!
+//! Only `advisord` keeps spares ([`enable`]): a short-lived process (`--no-daemon`) would
+//! create more files than it writes. Spares are named `<pid>-<n>`: a process removes the
+//! spares of processes that are gone (and any bearing its own pid, left by an earlier
+//! process that had it) before it makes its own, and removes its own when it stops.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How many spares each directory keeps ready: a consultation takes four (its job's
+/// journal entry, its plan, two consultations), and the next jobs find theirs made
+/// while the daemon waited for them.
+pub const KEEP: usize = 8;
+
+/// The spares' directory in a state directory: not a valid task name (`+` is outside
+/// the task alphabet), like the index's, so it is never taken for a task. Renaming a
+/// spare from it into a task's directory changes the task's directory once, as renaming
+/// a temporary file made there did, and making spares changes neither the task's nor the
+/// state directory's times.
+pub const SPARE_DIR: &str = "+spare";
+
+/// Spares are opened and made without following a symbolic link.
+const NOFOLLOW: i32 = nix::fcntl::OFlag::O_NOFOLLOW.bits();
+
+/// How long a pool is left alone after a write found it empty: writes are coming faster
+/// than one thread makes files (a burst), so they create their own as before and the
+/// maker stays out of their way until they slow down.
+pub const BURST_PAUSE: Duration = Duration::from_millis(100);
+
+static SPARES: OnceLock<Spares> = OnceLock::new();
+
+/// Keep spares in this process (the daemon calls it once at start).
+pub fn enable() {
+    SPARES.get_or_init(|| Spares::start(KEEP));
+}
+
+/// A spare of `dir` opened for writing, when this process keeps spares and one is ready:
+/// its path (rename it into place, or remove it) and the file. `None`: create the
+/// temporary file as usual.
+pub fn take(dir: &Path) -> Option<(PathBuf, File)> {
+    SPARES.get()?.take(dir)
+}
+
+/// Remove this process's spares, and make no more (the daemon, as it stops).
+pub fn release() {
+    if let Some(spares) = SPARES.get() {
+        spares.release();
+    }
+}
+
+/// The spares of one process, by directory, and the thread that makes them.
+pub struct Spares {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Woken when a pool runs low or the spares are released.
+    wake: Condvar,
+    keep: usize,
+}
+
+#[derive(Default)]
+struct State {
+    pools: HashMap<PathBuf, Pool>,
+    released: bool,
+    /// The next number of a spare's name.
+    next: u64,
+}
+
+#[derive(Default)]
+struct Pool {
+    /// Oldest first: a spare is taken in the order it was made.
+    ready: VecDeque<PathBuf>,
+    /// The directory was made (or found) and swept of gone processes' spares.
+    swept: bool,
+    /// The directory cannot hold spares (not made, not a directory, a file not created):
+    /// the pool is no longer filled and writes create their files.
+    failed: bool,
+    /// When a write last found the pool empty, once it had been filled ([`BURST_PAUSE`]).
+    dry: Option<Instant>,
+}
+
+impl Pool {
+    fn wants(&self, keep: usize) -> bool {
+        !self.failed && self.ready.len() < keep && self.resumes().is_none()
+    }
+
+    /// When a pool paused for a burst is filled again, if it is paused.
+    fn resumes(&self) -> Option<Instant> {
+        self.dry
+            .map(|at| at + BURST_PAUSE)
+            .filter(|at| *at > Instant::now())
+    }
+}
+
+impl Spares {
+    /// Spares kept `keep` per directory, made by a thread started now.
+    pub fn start(keep: usize) -> Spares {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Condvar::new(),
+            keep,
+        });
+        let maker = shared.clone();
+        let started = std::thread::Builder::new()
+            .name("advisord-spares".into())
+            .spawn(move || maker.make());
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "cannot start the thread that makes spare files; writes create their own");
+            shared.lock().released = true;
+        }
+        Spares { shared }
+    }
+
+    /// A ready spare of `dir`, opened for writing (see [`take`]). The first time a
+    /// directory is asked for, none is ready: its pool starts filling then.
+    pub fn take(&self, dir: &Path) -> Option<(PathBuf, File)> {
+        let spare = {
+            let mut state = self.shared.lock();
+            if state.released {
+                return None;
+            }
+            let keep = self.shared.keep;
+            let pool = state.pools.entry(dir.to_path_buf()).or_default();
+            let spare = pool.ready.pop_front();
+            if spare.is_none() && pool.swept {
+                pool.dry = Some(Instant::now());
+            }
+            if pool.wants(keep) {
+                self.shared.wake.notify_one();
+            }
+            spare?
+        };
+        let opened = OpenOptions::new()
+            .write(true)
+            .custom_flags(NOFOLLOW)
+            .open(&spare);
+        match opened {
+            Ok(file) => Some((spare, file)),
+            Err(_) => {
+                // Removed under us (another process took it for a gone one's): write as
+                // if none was ready.
+                let _ = fs::remove_file(&spare);
+                None
+            }
+        }
+    }
+
+    /// How many spares of `dir` are ready.
+    pub fn ready(&self, dir: &Path) -> usize {
+        self.shared
+            .lock()
+            .pools
+            .get(dir)
+            .map_or(0, |pool| pool.ready.len())
+    }
+
+    /// Remove every ready spare and make no more.
+    pub fn release(&self) {
+        let ready: Vec<PathBuf> = {
+            let mut state = self.shared.lock();
+            state.released = true;
+            state
+                .pools
+                .values_mut()
+                .flat_map(|pool| std::mem::take(&mut pool.ready))
+                .collect()
+        };
+        self.shared.wake.notify_all();
+        for spare in ready {
+            let _ = fs::remove_file(spare);
+        }
+    }
+}
+
+impl Drop for Spares {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The maker's loop: fill each pool that runs low, one file at a time (a taker never
+    /// waits for more than one creation), except while a burst empties it faster than
+    /// that ([`BURST_PAUSE`]), until released.
+    fn make(&self) {
+        let pid = std::process::id();
+        loop {
+            let (dir, sweep, number) = {
+                let mut state = self.lock();
+                let low = loop {
+                    if state.released {
+                        return;
+                    }
+                    let low = state
+                        .pools
+                        .iter()
+                        .find(|(_, pool)| pool.wants(self.keep))
+                        .map(|(dir, pool)| (dir.clone(), !pool.swept));
+                    if let Some(low) = low {
+                        break low;
+                    }
+                    // Asleep until a pool runs low, or a paused one may be filled again.
+                    let paused = state
+                        .pools
+                        .values()
+                        .filter(|pool| !pool.failed && pool.ready.len() < self.keep)
+                        .filter_map(Pool::resumes)
+                        .min();
+                    state = match paused {
+                        Some(at) => {
+                            let wait = at.saturating_duration_since(Instant::now());
+                            self.wake
+                                .wait_timeout(state, wait)
+                                .unwrap_or_else(|p| p.into_inner())
+                                .0
+                        }
+                        None => self.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
+                    };
+                };
+                state.next += 1;
+                (low.0, low.1, state.next)
+            };
+            let made = if sweep {
+                prepare(&dir, pid).map(|()| None)
+            } else {
+                create(&dir, pid, number).map(Some)
+            };
+            let mut state = self.lock();
+            let released = state.released;
+            let Some(pool) = state.pools.get_mut(&dir) else {
+                continue;
+            };
+            match made {
+                Ok(None) => pool.swept = true,
+                Ok(Some(spare)) if released => {
+                    drop(state);
+                    let _ = fs::remove_file(spare);
+                    return;
+                }
+                Ok(Some(spare)) => pool.ready.push_back(spare),
+                // A name left by an earlier process with this pid that the sweep missed:
+                // the next number.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    pool.failed = true;
+                    tracing::debug!(dir = %dir.display(), error = %e, "no spare files here; writes create their own");
+                }
+            }
+        }
+    }
+}
+
+/// Make `dir` (private, never through a symbolic link) if it is missing, then remove the
+/// spares of processes that are gone, and any bearing `pid` (an earlier process's: this
+/// one has made none here yet).
+fn prepare(dir: &Path, pid: u32) -> io::Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    let meta = fs::symlink_metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("`{}` is not a directory", dir.display()),
+        ));
+    }
+    for entry in fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .and_then(|(owner, _)| owner.parse::<u32>().ok())
+        else {
+            continue; // not a spare: left alone
+        };
+        if owner == pid || !alive(owner) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// Whether process `pid` exists (it may belong to another user).
+fn alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// Create spare `<pid>-<number>` in `dir`, empty and private.
+fn create(dir: &Path, pid: u32, number: u64) -> io::Result<PathBuf> {
+    let path = dir.join(format!("{pid}-{number}"));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(NOFOLLOW)
+        .open(&path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn until(what: &str, check: impl Fn() -> bool) {
+        let started = Instant::now();
+        while !check() {
+            assert!(started.elapsed() < Duration::from_secs(10), "{what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_pool_fills_on_first_ask_and_a_spare_taken_is_an_empty_file_to_write() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("+spare");
+        let spares = Spares::start(3);
+        assert!(
+            spares.take(&dir).is_none(),
+            "none is ready before the first ask"
+        );
+        until("the pool filled", || spares.ready(&dir) == 3);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the directory is private");
+        let (path, mut file) = spares.take(&dir).expect("a spare");
+        assert_eq!(path.parent(), Some(dir.as_path()));
+        assert_eq!(fs::metadata(&path).unwrap().len(), 0);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        file.write_all(b"record").unwrap();
+        let target = parent.path().join("record.json");
+        fs::rename(&path, &target).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"record");
+        until("taken spares replaced", || spares.ready(&dir) == 3);
+        assert_eq!(
+            names(&dir).len(),
+            3,
+            "only the ready spares are in the directory"
+        );
+    }
+
+    #[test]
+    fn a_gone_processs_spares_are_swept_and_a_live_ones_and_strangers_are_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("+spare");
+        fs::create_dir(&dir).unwrap();
+        // pid 1 is alive; no pid is above the kernel's maximum.
+        let gone = format!("{}-7", u32::MAX - 1);
+        let mine = format!("{}-1", std::process::id());
+        for name in [gone.as_str(), "1-5", mine.as_str(), "notes.txt"] {
+            fs::write(dir.join(name), b"").unwrap();
+        }
+        let spares = Spares::start(2);
+        assert!(spares.take(&dir).is_none());
+        until("the pool filled", || spares.ready(&dir) == 2);
+        let left = names(&dir);
+        assert!(!left.contains(&gone), "{left:?}");
+        assert!(
+            !left.contains(&mine),
+            "an earlier process's with this pid: {left:?}"
+        );
+        assert!(left.contains(&"1-5".to_string()), "{left:?}");
+        assert!(left.contains(&"notes.txt".to_string()), "{left:?}");
+    }
+
+    #[test]
+    fn a_pool_emptied_by_a_burst_is_left_to_the_writers_for_a_while() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("+spare");
+        let spares = Spares::start(4);
+        assert!(spares.take(&dir).is_none());
+        until("the pool filled", || spares.ready(&dir) == 4);
+        // Writes faster than the maker: the pool runs dry.
+        let mut taken = Vec::new();
+        let dry = loop {
+            match spares.take(&dir) {
+                Some((path, _file)) => taken.push(path),
+                None => break Instant::now(),
+            }
+        };
+        assert!(taken.len() >= 4, "{taken:?}");
+        until("filled again after the pause", || spares.ready(&dir) == 4);
+        // At most the one file being made as the pool ran dry came before the pause ended.
+        assert!(
+            dry.elapsed() >= BURST_PAUSE,
+            "refilled {:?} after running dry",
+            dry.elapsed()
+        );
+    }
+
+    #[test]
+    fn release_removes_the_ready_spares_and_makes_no_more() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("+spare");
+        let spares = Spares::start(4);
+        assert!(spares.take(&dir).is_none());
+        until("the pool filled", || spares.ready(&dir) == 4);
+        let (taken, _file) = spares.take(&dir).expect("a spare");
+        spares.release();
+        let left = names(&dir);
+        assert_eq!(
+            left,
+            [taken.file_name().unwrap().to_string_lossy().into_owned()],
+            "only the spare taken (its writer's to place or remove) is left"
+        );
+        assert!(spares.take(&dir).is_none(), "none after release");
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(names(&dir).len(), 1, "none made after release");
+    }
+
+    #[test]
+    fn a_directory_that_cannot_hold_spares_leaves_writes_to_create_their_own() {
+        let parent = tempfile::tempdir().unwrap();
+        // A symbolic link where the directory should be is never followed.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let linked = parent.path().join("+spare");
+        std::os::unix::fs::symlink(elsewhere.path(), &linked).unwrap();
+        // And a file where it should be.
+        let file = parent.path().join("file");
+        fs::write(&file, b"").unwrap();
+        let spares = Spares::start(2);
+        for dir in [&linked, &file] {
+            assert!(spares.take(dir).is_none());
+        }
+        until("both pools given up", || {
+            let state = spares.shared.lock();
+            [&linked, &file]
+                .iter()
+                .all(|dir| state.pools.get(*dir).is_some_and(|p| p.failed))
+        });
+        assert!(spares.take(&linked).is_none());
+        assert!(
+            names(elsewhere.path()).is_empty(),
+            "nothing made through the link"
+        );
+    }
+}

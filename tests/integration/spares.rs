@@ -1,0 +1,132 @@
+//! Spare files (docs/DAEMON.md, "Spare files"): `advisord` writes its records and journal
+//! entries into empty files it made ahead instead of creating a temporary file on the
+//! consultation's path, sweeps the spares a crashed process left, and removes its own as
+//! it stops.
+
+use crate::support::daemon::{self as daemon_helper, catalogue, Advisor, Binary, Place, TASK};
+use advisord_fakes::llm_server::{FakeLlmServer, Script};
+use nix::sys::signal::Signal;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// The inodes of the files in `dir` whose names begin with `prefix`.
+fn inodes(dir: &Path, prefix: &str) -> BTreeSet<u64> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+                .filter_map(|e| e.metadata().ok().map(|m| m.ino()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn inode(path: &Path) -> u64 {
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .ino()
+}
+
+/// One consultation through the socket, followed to its end: the job as it ended.
+async fn consult(place: &Place, assessment: &str) -> serde_json::Value {
+    let body = json!({"context": place.context(), "assessment": assessment, "timeout_s": 60});
+    let reply = daemon_helper::call_json(&place.socket(), "POST", "/api/v1/consultations", &body)
+        .await
+        .expect(202);
+    let job = reply["id"].as_str().expect("a job id").to_string();
+    let events = daemon_helper::events(&place.socket(), &job).await;
+    let done = events.last().expect("events")["result"].clone();
+    assert_eq!(done["state"], "done", "{done}");
+    done
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_removed_at_stop() {
+    let server = FakeLlmServer::start(Script::new()).await;
+    let place = Place::new("advisors: []\n");
+    let http = |id: &str| Advisor::http(id, &server.base_url(), "m");
+    place.set_catalogue(&catalogue(&[http("a"), http("b")]));
+    let records_spares = place.state().join(advisord::store::spare::SPARE_DIR);
+    let journal_spares = place.data().join("jobs").join(".spare");
+    // A spare left by a process that crashed (no pid is that high) in each directory.
+    let gone = format!("{}-1", u32::MAX - 1);
+    for dir in [&records_spares, &journal_spares] {
+        std::fs::create_dir_all(dir).expect("a spare directory");
+        std::fs::write(dir.join(&gone), b"").expect("a gone process's spare");
+    }
+    let mut daemon = Binary::start(&place, &[]);
+    let pid = daemon.child.id();
+    let ours = format!("{pid}-");
+    let assessment = place
+        .assess("spare files", "made ahead", "src/store/spare.rs")
+        .await;
+    // The first writes ask for spares; both pools fill while the daemon waits.
+    consult(&place, &assessment).await;
+    let keep = advisord::store::spare::KEEP;
+    daemon_helper::wait_for("both pools full", || {
+        inodes(&records_spares, &ours).len() == keep && inodes(&journal_spares, &ours).len() == keep
+    });
+    for dir in [&records_spares, &journal_spares] {
+        assert!(!dir.join(&gone).exists(), "a gone process's spare is swept");
+    }
+    let (records_ready, journal_ready) = (
+        inodes(&records_spares, &ours),
+        inodes(&journal_spares, &ours),
+    );
+
+    let job = consult(&place, &assessment).await;
+    // The plan and both consultations of this job are files that were spares.
+    let task = place.state().join(TASK);
+    let mut ids = BTreeSet::new();
+    ids.insert(job["plan"].as_str().expect("a plan").to_string());
+    for consultation in job["consultations"].as_array().expect("consultations") {
+        ids.insert(
+            consultation["record"]
+                .as_str()
+                .expect("recorded")
+                .to_string(),
+        );
+    }
+    assert_eq!(ids.len(), 3, "{job}");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&task).expect("the task").flatten() {
+        if !entry.file_name().to_string_lossy().ends_with(".json") {
+            continue; // the task's lock
+        }
+        let record: serde_json::Value = match std::fs::read(entry.path()) {
+            Ok(bytes) => serde_json::from_slice(&bytes).expect("a record is JSON"),
+            Err(e) => panic!("{}: {e}", entry.path().display()),
+        };
+        if record["id"].as_str().is_some_and(|id| ids.contains(id)) {
+            assert!(
+                records_ready.contains(&inode(&entry.path())),
+                "{} was not one of the spares made ahead",
+                entry.path().display()
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3);
+    // The job's accepted entry (kept under its durable name) was a journal spare.
+    let id = job["id"].as_str().expect("a job id");
+    let durable = place.data().join("jobs").join(format!("{id}.json.durable"));
+    assert!(journal_ready.contains(&inode(&durable)));
+    // No temporary file was made beside the records (nor left there).
+    let strays: Vec<String> = std::fs::read_dir(&task)
+        .expect("the task")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(strays.is_empty(), "{strays:?}");
+
+    // Stopped, the daemon leaves none of its spares behind.
+    assert!(daemon.signal_and_wait(Signal::SIGTERM).success());
+    for dir in [&records_spares, &journal_spares] {
+        assert!(inodes(dir, &ours).is_empty(), "{}", dir.display());
+    }
+    assert_eq!(place.consulted(TASK), ["a", "b", "a", "b"]);
+}
