@@ -193,4 +193,9 @@ impl Store {
     pub fn task_dir(&self, task: &TaskName) -> PathBuf {
         self.state_dir.join(task.as_str())
     }
+
+    /// Where this store's writes find spare files made ahead (`spare.rs`).
+    fn spares(&self) -> PathBuf {
+        self.state_dir.join(spare::SPARE_DIR)
+    }
 }

@@ -50,9 +50,13 @@ pub struct JournalError {
     pub source: io::Error,
 }
 
-/// Whether `entry` must be durable before [`Journal::save`] returns. An accepted job (or
-/// one queued again) must: the reply that accepts it goes out after, and a job accepted
-/// is never lost. A cancelled one must, or a crash could run what the user cancelled.
+/// The journal's spare files' directory (`store/spare.rs`): its name begins with a dot,
+/// so the load passes over it.
+const SPARE_DIR: &str = ".spare";
+
+/// Whether an entry of a job in `state` must be durable before [`Journal::save`] returns.
+/// An accepted job (or one queued again) must: the reply that accepts it goes out after,
+/// and a job accepted is never lost. A cancelled one must, or a crash could run what the user cancelled.
 /// The rest need not, because the records carry the fact: a plan's id is found again
 /// from the task (the plan recorded after the job was accepted that no job claims), and
 /// a job's end, if a crash loses it, is found again by resuming the job, which sees every
@@ -60,10 +64,6 @@ pub struct JournalError {
 /// the file system (anyone's) or the kernel's own writeback; until then a crash may leave
 /// the newest entry absent, empty or torn, and the load takes the last durable one
 /// instead (see [`Journal::save`]).
-/// The journal's spare files' directory (`store/spare.rs`): its name begins with a dot,
-/// so the load passes over it.
-const SPARE_DIR: &str = ".spare";
-
 pub(crate) fn must_flush(state: crate::protocol::JobState) -> bool {
     use crate::protocol::JobState;
     match state {
@@ -299,6 +299,8 @@ impl Journal {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::protocol::JobState;
 
     #[test]
     fn only_an_accepted_or_cancelled_entry_must_be_flushed() {
@@ -310,8 +312,6 @@ mod tests {
             assert!(!must_flush(state), "{state:?}");
         }
     }
-    use super::*;
-    use crate::protocol::JobState;
 
     fn entry(id: &str) -> JournalEntry {
         JournalEntry {

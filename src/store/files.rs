@@ -168,13 +168,29 @@ pub(super) fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
     }))
 }
 
+/// The temporary file of a record about to be named `name` in `dir`: a spare made ahead
+/// in `spares` when this process keeps them (`spare.rs`), else a new file beside the
+/// record (`0600`, never through a symbolic link). Its path, to rename into place or to
+/// remove, and the file opened for writing.
+pub(super) fn temporary(dir: &Path, name: &str, spares: &Path) -> (PathBuf, io::Result<File>) {
+    if let Some((spare, file)) = super::spare::take(spares) {
+        return (spare, Ok(file));
+    }
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let opened = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc_flags::NOFOLLOW)
+        .open(&temp);
+    (temp, opened)
+}
+
 /// Write `bytes` to `dir/name` so that it appears whole or not at all: a temporary file
 /// in the same directory, flushed (with every rename made before it on the file system:
 /// see [`durable`]), then renamed into place without replacing anything. The new name is
 /// durable at the next flush of the file system (the caller's, or the next writer's).
-///
-/// The temporary file is a spare made ahead in `spares` when this process keeps them
-/// (`spare.rs`).
+/// The temporary file is [`temporary`]'s.
 pub(super) fn write_atomically(
     dir: &Path,
     name: &str,
@@ -182,24 +198,10 @@ pub(super) fn write_atomically(
     flusher: &durable::Flusher,
     spares: &Path,
 ) -> Result<(), StoreError> {
-    let (temp, spare) = match super::spare::take(spares) {
-        Some((path, file)) => (path, Some(file)),
-        None => (
-            dir.join(format!(".{name}.{}.tmp", std::process::id())),
-            None,
-        ),
-    };
+    let (temp, opened) = temporary(dir, name, spares);
     let target = dir.join(name);
     let result = (|| {
-        let mut file = match spare {
-            Some(file) => file,
-            None => OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc_flags::NOFOLLOW)
-                .open(&temp)?,
-        };
+        let mut file = opened?;
         file.write_all(bytes)?;
         drop(file);
         flusher.flush()?;

@@ -404,22 +404,7 @@ impl Store {
             )
         })?;
         bytes.push(b'\n');
-        // A spare file made ahead when the daemon keeps them (`spare.rs`), else a
-        // temporary file created beside the record.
-        let (temp, opened) = match super::spare::take(&self.state_dir.join(super::spare::SPARE_DIR))
-        {
-            Some((spare, file)) => (spare, Ok(file)),
-            None => {
-                let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-                let opened = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(files::libc_flags::NOFOLLOW)
-                    .open(&temp);
-                (temp, opened)
-            }
-        };
+        let (temp, opened) = files::temporary(dir, &name, &self.spares());
         let written = opened.and_then(|mut file| file.write_all(&bytes));
         if let Err(e) = written {
             let _ = fs::remove_file(&temp);
@@ -648,13 +633,7 @@ impl Store {
                 context,
                 source: io::Error::from(io::ErrorKind::NotConnected),
             })?;
-        write_atomically(
-            &dir,
-            &name,
-            &bytes,
-            &self.flusher,
-            &self.state_dir.join(super::spare::SPARE_DIR),
-        )?;
+        write_atomically(&dir, &name, &bytes, &self.flusher, &self.spares())?;
         self.unsettled
             .store(true, std::sync::atomic::Ordering::Release);
         if settle {
