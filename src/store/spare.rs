@@ -357,16 +357,23 @@ mod tests {
         names
     }
 
-    #[test]
-    fn a_pool_fills_on_first_ask_and_a_spare_taken_is_an_empty_file_to_write() {
+    /// Spares kept `keep` per directory, and a `+spare` directory under a temporary
+    /// parent whose pool was asked for once (nothing is ready then) and has filled.
+    fn filled(keep: usize) -> (tempfile::TempDir, PathBuf, Spares) {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("+spare");
-        let spares = Spares::start(3);
+        let spares = Spares::start(keep);
         assert!(
             spares.take(&dir).is_none(),
             "none is ready before the first ask"
         );
-        until("the pool filled", || spares.ready(&dir) == 3);
+        until("the pool filled", || spares.ready(&dir) == keep);
+        (parent, dir, spares)
+    }
+
+    #[test]
+    fn a_pool_fills_on_first_ask_and_a_spare_taken_is_an_empty_file_to_write() {
+        let (parent, dir, spares) = filled(3);
         use std::os::unix::fs::PermissionsExt;
         let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "the directory is private");
@@ -415,11 +422,7 @@ mod tests {
 
     #[test]
     fn a_pool_emptied_by_a_burst_is_left_to_the_writers_for_a_while() {
-        let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("+spare");
-        let spares = Spares::start(4);
-        assert!(spares.take(&dir).is_none());
-        until("the pool filled", || spares.ready(&dir) == 4);
+        let (_parent, dir, spares) = filled(4);
         // Writes faster than the maker: the pool runs dry.
         let mut taken = Vec::new();
         let dry = loop {
@@ -440,11 +443,7 @@ mod tests {
 
     #[test]
     fn release_removes_the_ready_spares_and_makes_no_more() {
-        let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("+spare");
-        let spares = Spares::start(4);
-        assert!(spares.take(&dir).is_none());
-        until("the pool filled", || spares.ready(&dir) == 4);
+        let (_parent, dir, spares) = filled(4);
         let (taken, _file) = spares.take(&dir).expect("a spare");
         spares.release();
         let left = names(&dir);

@@ -143,9 +143,8 @@ async fn a_slow_advisor_does_not_hold_a_streamed_acknowledgement() {
 async fn a_daemon_killed_around_a_streamed_jobs_one_flush_records_no_outcome_twice() {
     use advisord_fakes::llm_server::{FakeLlmServer, Script};
     let server = FakeLlmServer::start(Script::new()).await;
-    let place = Place::new("advisors: []\n");
     let http = |id: &str| Advisor::http(id, &server.base_url(), "m");
-    place.set_catalogue(&catalogue(&[http("a"), http("b")]));
+    let place = Place::new(&catalogue(&[http("a"), http("b")]));
     let mut daemon = Binary::start(&place, &[]);
     let assessment = place
         .assess(

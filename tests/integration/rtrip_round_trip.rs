@@ -210,9 +210,8 @@ async fn a_job_acknowledged_with_its_plans_flush_resumes_after_sigkill_on_that_p
         None,
     ))
     .await;
-    let place = Place::new("advisors: []\n");
     let http = |id: &str, model: &str| Advisor::http(id, &server.base_url(), model);
-    place.set_catalogue(&catalogue(&[http("a", "ma"), http("b", "mb")]));
+    let place = Place::new(&catalogue(&[http("a", "ma"), http("b", "mb")]));
     let mut daemon = Binary::start(&place, &[]);
     let assessment = place
         .assess(

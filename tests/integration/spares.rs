@@ -46,9 +46,8 @@ async fn consult(place: &Place, assessment: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_removed_at_stop() {
     let server = FakeLlmServer::start(Script::new()).await;
-    let place = Place::new("advisors: []\n");
     let http = |id: &str| Advisor::http(id, &server.base_url(), "m");
-    place.set_catalogue(&catalogue(&[http("a"), http("b")]));
+    let place = Place::new(&catalogue(&[http("a"), http("b")]));
     let records_spares = place.state().join(advisord::store::spare::SPARE_DIR);
     let journal_spares = place.data().join("jobs").join(".spare");
     // A spare left by a process that crashed (no pid is that high) in each directory.
