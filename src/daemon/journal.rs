@@ -72,6 +72,63 @@ pub(crate) fn must_flush(state: crate::protocol::JobState) -> bool {
     }
 }
 
+/// Whether `entry` is read under its own job's name (`<id>.json`, `<id>.json.durable`).
+fn own_name(path: &Path, entry: &JournalEntry) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.split_once('.'))
+        .is_some_and(|(id, _)| id == entry.job.id.as_str())
+}
+
+/// Give `new` the name `at`, atomically, and retire what `at` named ([`retire`]). When
+/// `at` names nothing (a job's first entry) a rename that never replaces; else one
+/// exchange of the two names where the file system has it (ext4, XFS, Btrfs, tmpfs): `at`
+/// names the new file at once, and the old one is left under `new`'s name. Without
+/// either, the old is removed, then the new renamed into place (never *over* a file: see
+/// [`Journal::save`]); a crash between the two leaves the job its other name.
+fn replace(new: &Path, at: &Path, spares: &Path) -> io::Result<()> {
+    use nix::errno::Errno;
+    use nix::fcntl::{renameat2, RenameFlags};
+    let unsupported = |errno| matches!(errno, Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP);
+    let exchanged = match renameat2(None, new, None, at, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => return Ok(()),
+        Err(Errno::EEXIST) => renameat2(None, new, None, at, RenameFlags::RENAME_EXCHANGE),
+        Err(errno) => Err(errno),
+    };
+    match exchanged {
+        Ok(()) => {
+            match retire(new, spares) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    tracing::debug!(path = %new.display(), error = %e, "a replaced journal entry was left behind");
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+        Err(errno) if unsupported(errno) => {
+            match retire(at, spares) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+            std::fs::rename(new, at)
+        }
+        Err(errno) => Err(io::Error::from(errno)),
+    }
+}
+
+/// Take away the name `path`: its file goes to the journal's spare files when this is its
+/// only name (`store/spare.rs`; removing a file whose bytes reached the disk frees its
+/// block, which on some file systems the removal waits for), else only the name is
+/// removed.
+fn retire(path: &Path, spares: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let only_name = std::fs::symlink_metadata(path)?.nlink() == 1;
+    if only_name && crate::store::spare::recycle(spares, path) {
+        return Ok(());
+    }
+    std::fs::remove_file(path)
+}
+
 /// The journal directory of a data directory.
 pub struct Journal {
     dir: PathBuf,
@@ -112,15 +169,21 @@ impl Journal {
     /// Journal `entry`, replacing the job's previous entry; durable when it must be
     /// ([`must_flush`]).
     ///
-    /// Each entry is a new file (a temporary file written whole) given the job's name
-    /// `<id>.json` once the previous entry's name is removed: never renamed *over* a file,
-    /// which on ext4 (`auto_da_alloc`) writes the new file out synchronously inside the
-    /// rename, under the directory's lock, so that every job's save queued behind each
-    /// other's disk write. An entry that must be durable also takes the second name
-    /// `<id>.json.durable` (a hard link, renamed over the previous one) before the file
-    /// system is flushed. A crash can lose or tear only entries that need not be durable,
-    /// and the load then takes the job's durable entry: accepted, queued again or
-    /// cancelled, as it last was, and never older than what a reply acknowledged.
+    /// Each entry is a temporary file written whole, then swapped with the job's previous
+    /// entry in one atomic exchange of names ([`replace`]): the job's name `<id>.json`
+    /// then holds the new entry, and the temporary name the previous one, which goes back
+    /// to the journal's spare files for a later save to write over (`store/spare.rs`:
+    /// nothing is freed or allocated on the disk). Never renamed *over* a file, which on
+    /// ext4 (`auto_da_alloc`) writes the new file out synchronously inside the rename,
+    /// under the directory's lock, so that every job's save queued behind each other's
+    /// disk write. An entry that must be durable also takes the second name
+    /// `<id>.json.durable` (a hard link, swapped the same way with the previous one)
+    /// before the file system is flushed. A crash can lose or tear only entries that need
+    /// not be durable, and the load then takes the job's durable entry: accepted, queued
+    /// again or cancelled, as it last was, and never older than what a reply
+    /// acknowledged. A file written over may, after a crash, hold what it held before
+    /// (another job's entry) under the job's name: the load reads an entry only under its
+    /// own job's name, and removes one under another's.
     pub fn save(&self, entry: &JournalEntry) -> Result<(), JournalError> {
         if self.save_unflushed(entry)? {
             self.flush()?;
@@ -159,8 +222,10 @@ impl Journal {
             source: io::Error::other(e),
         })?;
         // `0600`: an entry holds the question's context (paths, the task). A spare file
-        // made ahead when the daemon keeps them (`store/spare.rs`, made `0600` too).
-        let (tmp_path, mut file) = match crate::store::spare::take(&self.dir.join(SPARE_DIR)) {
+        // made ahead or recycled when the daemon keeps them (`store/spare.rs`, `0600`
+        // too), written over from its start and cut to the entry's length.
+        let spares = self.dir.join(SPARE_DIR);
+        let (tmp_path, mut file) = match crate::store::spare::take_reusable(&spares) {
             Some(spare) => spare,
             None => {
                 let file = std::fs::OpenOptions::new()
@@ -174,6 +239,7 @@ impl Journal {
             }
         };
         file.write_all(&bytes)
+            .and_then(|()| file.set_len(bytes.len() as u64))
             .map_err(fail("write", &tmp_path))
             .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp_path);
@@ -186,21 +252,18 @@ impl Journal {
             let link_path = self.dir.join(format!(".{id}.json.{DURABLE_SUFFIX}.tmp"));
             let _ = std::fs::remove_file(&link_path);
             std::fs::hard_link(&tmp_path, &link_path)
-                .and_then(|()| std::fs::rename(&link_path, self.durable_path_of(id)))
+                .and_then(|()| replace(&link_path, &self.durable_path_of(id), &spares))
                 .map_err(fail("keep the durable entry", &self.durable_path_of(id)))
                 .inspect_err(|_| {
                     let _ = std::fs::remove_file(&link_path);
                     let _ = std::fs::remove_file(&tmp_path);
                 })?;
         }
-        match std::fs::remove_file(&final_path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+        replace(&tmp_path, &final_path, &spares)
+            .map_err(fail("replace", &final_path))
+            .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp_path);
-                return Err(fail("replace", &final_path)(e));
-            }
-            _ => {}
-        }
-        std::fs::rename(&tmp_path, &final_path).map_err(fail("rename into", &final_path))?;
+            })?;
         Ok(durable)
     }
 
@@ -208,8 +271,9 @@ impl Journal {
     pub fn remove(&self, id: &str) -> Result<(), JournalError> {
         // The durable entry first: one left alone would bring a pruned job back queued
         // (it would end again without asking anyone, but to no purpose).
+        let spares = self.dir.join(SPARE_DIR);
         for path in [self.durable_path_of(id), self.path_of(id)] {
-            match std::fs::remove_file(&path) {
+            match retire(&path, &spares) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     return Err(JournalError {
                         context: format!("cannot remove `{}`", path.display()),
@@ -253,9 +317,22 @@ impl Journal {
             match std::fs::read(path) {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                 Err(e) => Some(Err(e.to_string())),
-                Ok(bytes) => {
-                    Some(serde_json::from_slice::<JournalEntry>(&bytes).map_err(|e| e.to_string()))
-                }
+                Ok(bytes) => match serde_json::from_slice::<JournalEntry>(&bytes) {
+                    Err(e) => Some(Err(e.to_string())),
+                    Ok(entry) if own_name(path, &entry) => Some(Ok(entry)),
+                    Ok(entry) => {
+                        // A recycled file under a name a crash kept: the new bytes of a
+                        // save that needed no flush were lost, or a pruned job's name
+                        // came back. Either way this job has no entry here.
+                        tracing::warn!(
+                            path = %path.display(),
+                            holds = %entry.job.id,
+                            "a journal entry under another job's name was removed"
+                        );
+                        let _ = std::fs::remove_file(path);
+                        None
+                    }
+                },
             }
         };
         let mut entries = Vec::new();
@@ -411,5 +488,62 @@ mod tests {
         journal.remove("01").unwrap();
         assert!(!jobs.join("01.json").exists() && !jobs.join("01.json.durable").exists());
         assert_eq!(journal.load_all().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn an_entry_read_only_under_its_own_jobs_name() {
+        // A recycled file written over, whose new bytes a crash lost while its new name
+        // stayed: it holds another job's entry.
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let jobs = dir.path().join("jobs");
+        for id in ["01", "02"] {
+            journal.save(&entry(id)).unwrap();
+            let mut running = entry(id);
+            running.job.state = JobState::Running;
+            journal.save(&running).unwrap();
+        }
+        let mut done = entry("01");
+        done.job.state = JobState::Done;
+        journal.save(&done).unwrap();
+        // 02's newest entry holds 01's: 02's durable (accepted) entry stands.
+        std::fs::copy(jobs.join("01.json"), jobs.join("02.json")).unwrap();
+        // 03 has no entry but one holding 01's (a pruned job's name back after a crash,
+        // its file since written over): removed, never read as 01.
+        std::fs::copy(jobs.join("01.json"), jobs.join("03.json.durable")).unwrap();
+        let loaded = journal.load_all().unwrap();
+        let states: Vec<(&str, JobState)> = loaded
+            .iter()
+            .map(|e| (e.job.id.as_str(), e.job.state))
+            .collect();
+        assert_eq!(states, [("01", JobState::Done), ("02", JobState::Queued)]);
+        assert!(!jobs.join("03.json.durable").exists());
+        assert!(
+            !jobs.join("02.json").exists(),
+            "02's durable entry is its only one"
+        );
+    }
+
+    #[test]
+    fn a_replaced_entrys_file_is_removed_without_spares_and_its_other_name_kept() {
+        // Without spares (a process that keeps none) the exchange leaves the previous
+        // entry under the temporary name, which is then removed; the accepted entry's
+        // file keeps its durable name.
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let jobs = dir.path().join("jobs");
+        journal.save(&entry("01")).unwrap();
+        let mut running = entry("01");
+        running.job.state = JobState::Running;
+        journal.save(&running).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&jobs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["01.json", "01.json.durable"]);
+        let durable: JournalEntry =
+            serde_json::from_slice(&std::fs::read(jobs.join("01.json.durable")).unwrap()).unwrap();
+        assert_eq!(durable.job.state, JobState::Queued);
     }
 }

@@ -15,6 +15,16 @@
 //! file, and a crash at any point leaves at worst a spare with or without bytes, which the
 //! next process to keep spares in that directory removes (see [`Spares::take`]).
 //!
+//! A file that is no longer needed can be given back to a pool instead of removed
+//! ([`recycle`]): the daemon's journal replaces each job's entry three times and removes
+//! it once the job is pruned. On ext4 mounted without a journal, removing a file whose
+//! bytes reached the disk frees its block with a discard the removal waits for (150 to
+//! 300 µs), and every inode freed in the last seconds is stepped over, one lookup each,
+//! by every file created after it in the same group. A burst that freed an entry per job
+//! made each later creation slower. A recycled file keeps its inode and its block; the
+//! next journal save takes it ([`take_reusable`]), writes over its bytes from the start
+//! and cuts it to the new length, so nothing is freed and nothing allocated.
+//!
 //! Only `advisord` keeps spares ([`enable`]): a short-lived process (`--no-daemon`) would
 //! create more files than it writes. Spares are named `<pid>-<n>`: a process removes the
 //! spares of processes that are gone (and any bearing its own pid, left by an earlier
@@ -32,6 +42,11 @@ use std::time::{Duration, Instant};
 /// journal entry, its plan, two consultations), and the next jobs find theirs made
 /// while the daemon waited for them.
 pub const KEEP: usize = 8;
+
+/// How many recycled files a directory's pool keeps at most; one given back beyond that is
+/// removed by its giver. A pool of the journal holds what a burst of the largest number
+/// of jobs that run at once (64) gives back before it takes them again.
+pub const RECYCLED_KEEP: usize = 64;
 
 /// The spares' directory in a state directory: not a valid task name (`+` is outside
 /// the task alphabet), like the index's, so it is never taken for a task. Renaming a
@@ -55,11 +70,27 @@ pub fn enable() {
     SPARES.get_or_init(|| Spares::start(KEEP));
 }
 
-/// A spare of `dir` opened for writing, when this process keeps spares and one is ready:
-/// its path (rename it into place, or remove it) and the file. `None`: create the
+/// An empty spare of `dir` opened for writing, when this process keeps spares and one is
+/// ready: its path (rename it into place, or remove it) and the file. `None`: create the
 /// temporary file as usual.
 pub fn take(dir: &Path) -> Option<(PathBuf, File)> {
     SPARES.get()?.take(dir)
+}
+
+/// A spare of `dir` as [`take`] gives, or a recycled one first ([`recycle`]): it may hold
+/// bytes, so its taker writes from the start and then sets the file's length to what it
+/// wrote.
+pub fn take_reusable(dir: &Path) -> Option<(PathBuf, File)> {
+    SPARES.get()?.take_reusable(dir)
+}
+
+/// Give `file`, no longer needed, to the pool of `dir` (on the same file system) for
+/// [`take_reusable`], instead of removing it: whether it was taken. It is not when this
+/// process keeps no spares, the pool was never asked for or cannot hold spares, it holds
+/// [`RECYCLED_KEEP`] already, or the rename fails: the caller then removes the file.
+/// Only a file with no other name may be given (its bytes are written over).
+pub fn recycle(dir: &Path, file: &Path) -> bool {
+    SPARES.get().is_some_and(|spares| spares.recycle(dir, file))
 }
 
 /// Remove this process's spares, and make no more (the daemon, as it stops).
@@ -93,6 +124,8 @@ struct State {
 struct Pool {
     /// Oldest first: a spare is taken in the order it was made.
     ready: VecDeque<PathBuf>,
+    /// Files given back ([`recycle`]), holding bytes; newest first.
+    recycled: Vec<PathBuf>,
     /// The directory was made (or found) and swept of gone processes' spares.
     swept: bool,
     /// The directory cannot hold spares (not made, not a directory, a file not created):
@@ -137,6 +170,15 @@ impl Spares {
     /// A ready spare of `dir`, opened for writing (see [`take`]). The first time a
     /// directory is asked for, none is ready: its pool starts filling then.
     pub fn take(&self, dir: &Path) -> Option<(PathBuf, File)> {
+        self.take_from(dir, false)
+    }
+
+    /// A recycled file of `dir` if one is, else an empty spare (see [`take_reusable`]).
+    pub fn take_reusable(&self, dir: &Path) -> Option<(PathBuf, File)> {
+        self.take_from(dir, true)
+    }
+
+    fn take_from(&self, dir: &Path, reusable: bool) -> Option<(PathBuf, File)> {
         let spare = {
             let mut state = self.shared.lock();
             if state.released {
@@ -144,7 +186,8 @@ impl Spares {
             }
             let keep = self.shared.keep;
             let pool = state.pools.entry(dir.to_path_buf()).or_default();
-            let spare = pool.ready.pop_front();
+            let recycled = if reusable { pool.recycled.pop() } else { None };
+            let spare = recycled.or_else(|| pool.ready.pop_front());
             if spare.is_none() && pool.swept {
                 pool.dry = Some(Instant::now());
             }
@@ -168,7 +211,49 @@ impl Spares {
         }
     }
 
-    /// How many spares of `dir` are ready.
+    /// Take `file` into the pool of `dir` (see [`recycle`]).
+    pub fn recycle(&self, dir: &Path, file: &Path) -> bool {
+        let number = {
+            let mut state = self.shared.lock();
+            if state.released {
+                return false;
+            }
+            let Some(pool) = state.pools.get_mut(dir) else {
+                return false;
+            };
+            if !pool.swept || pool.failed || pool.recycled.len() >= RECYCLED_KEEP {
+                return false;
+            }
+            if file.parent() == Some(dir) {
+                // A spare of this pool, taken and now holding what it replaced: it keeps
+                // its name.
+                pool.recycled.push(file.to_path_buf());
+                return true;
+            }
+            state.next += 1;
+            state.next
+        };
+        let named = dir.join(format!("{}-{number}", std::process::id()));
+        if fs::rename(file, &named).is_err() {
+            return false;
+        }
+        let mut state = self.shared.lock();
+        let released = state.released;
+        match state.pools.get_mut(dir) {
+            Some(pool) if !released => {
+                pool.recycled.push(named);
+                true
+            }
+            _ => {
+                // Released meanwhile: the file is the caller's no more, and goes.
+                drop(state);
+                let _ = fs::remove_file(named);
+                true
+            }
+        }
+    }
+
+    /// How many empty spares of `dir` are ready.
     pub fn ready(&self, dir: &Path) -> usize {
         self.shared
             .lock()
@@ -177,7 +262,16 @@ impl Spares {
             .map_or(0, |pool| pool.ready.len())
     }
 
-    /// Remove every ready spare and make no more.
+    /// How many recycled files of `dir` are kept.
+    pub fn recycled(&self, dir: &Path) -> usize {
+        self.shared
+            .lock()
+            .pools
+            .get(dir)
+            .map_or(0, |pool| pool.recycled.len())
+    }
+
+    /// Remove every ready or recycled spare and make no more.
     pub fn release(&self) {
         let ready: Vec<PathBuf> = {
             let mut state = self.shared.lock();
@@ -185,7 +279,10 @@ impl Spares {
             state
                 .pools
                 .values_mut()
-                .flat_map(|pool| std::mem::take(&mut pool.ready))
+                .flat_map(|pool| {
+                    let ready = std::mem::take(&mut pool.ready);
+                    ready.into_iter().chain(std::mem::take(&mut pool.recycled))
+                })
                 .collect()
         };
         self.shared.wake.notify_all();
@@ -439,6 +536,51 @@ mod tests {
             "refilled {:?} after running dry",
             dry.elapsed()
         );
+    }
+
+    #[test]
+    fn a_recycled_file_keeps_its_inode_and_only_a_reusable_take_gets_it() {
+        use std::os::unix::fs::MetadataExt;
+        let (parent, dir, spares) = filled(2);
+        let used = parent.path().join("used.json");
+        fs::write(&used, b"an old entry").unwrap();
+        let inode = fs::metadata(&used).unwrap().ino();
+        assert!(spares.recycle(&dir, &used));
+        assert!(!used.exists(), "moved into the pool");
+        assert_eq!(spares.recycled(&dir), 1);
+        // A plain take expects an empty file: it never gets a recycled one.
+        let (clean, _file) = spares.take(&dir).expect("an empty spare");
+        assert_eq!(fs::metadata(&clean).unwrap().len(), 0);
+        let (reused, _file) = spares.take_reusable(&dir).expect("the recycled file");
+        assert_eq!(fs::metadata(&reused).unwrap().ino(), inode, "the same file");
+        assert_eq!(fs::read(&reused).unwrap(), b"an old entry");
+        assert_eq!(reused.parent(), Some(dir.as_path()));
+        // One of the pool's own, given back, keeps its name.
+        assert!(spares.recycle(&dir, &reused));
+        assert!(reused.exists());
+        assert_eq!(spares.recycled(&dir), 1);
+        // A pool never asked for takes nothing: its giver removes the file.
+        let other = parent.path().join("other");
+        assert!(!spares.recycle(&other, &parent.path().join("missing")));
+        // A full pool takes no more.
+        let mut given = 1;
+        let refused = loop {
+            let file = parent.path().join(format!("more-{given}"));
+            fs::write(&file, b"x").unwrap();
+            if !spares.recycle(&dir, &file) {
+                break file;
+            }
+            given += 1;
+        };
+        assert_eq!(given, RECYCLED_KEEP, "the pool held {given}");
+        assert!(refused.exists(), "a file refused stays its giver's");
+        spares.release();
+        assert_eq!(
+            names(&dir),
+            [clean.file_name().unwrap().to_string_lossy().into_owned()],
+            "release removes the recycled files; the taken one is its writer's"
+        );
+        assert!(!spares.recycle(&dir, &refused), "none taken after release");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Spare files (docs/DAEMON.md, "Spare files"): `advisord` writes its records and journal
 //! entries into empty files it made ahead instead of creating a temporary file on the
-//! consultation's path, sweeps the spares a crashed process left, and removes its own as
-//! it stops.
+//! consultation's path, writes a journal entry over the file of an entry it replaced
+//! instead of freeing it, sweeps the spares a crashed process left, and removes its own
+//! as it stops.
 
 use crate::support::daemon::{self as daemon_helper, catalogue, Advisor, Binary, Place, TASK};
 use advisord_fakes::llm_server::{FakeLlmServer, Script};
@@ -62,12 +63,27 @@ async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_remo
     let assessment = place
         .assess("spare files", "made ahead", "src/store/spare.rs")
         .await;
-    // The first writes ask for spares; both pools fill while the daemon waits.
-    consult(&place, &assessment).await;
+    // The first writes ask for spares; both pools fill while the daemon waits. The
+    // journal's also holds the file of the first job's running entry, given back when its
+    // end replaced it (after its `done`, hence the wait).
+    let first = consult(&place, &assessment).await;
     let keep = advisord::store::spare::KEEP;
     daemon_helper::wait_for("both pools full", || {
-        inodes(&records_spares, &ours).len() == keep && inodes(&journal_spares, &ours).len() == keep
+        inodes(&records_spares, &ours).len() == keep
+            && inodes(&journal_spares, &ours).len() == keep + 1
     });
+    let recycled: Vec<_> = std::fs::read_dir(&journal_spares)
+        .expect("the journal's spares")
+        .flatten()
+        .filter(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+        .collect();
+    assert_eq!(recycled.len(), 1, "one spare holds bytes");
+    let replaced: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(recycled[0].path()).expect("readable"))
+            .expect("a journal entry");
+    assert_eq!(replaced["job"]["id"], first["id"]);
+    assert_eq!(replaced["job"]["state"], "running", "{replaced}");
+    let recycled = inode(&recycled[0].path());
     for dir in [&records_spares, &journal_spares] {
         assert!(!dir.join(&gone).exists(), "a gone process's spare is swept");
     }
@@ -109,10 +125,21 @@ async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_remo
         }
     }
     assert_eq!(checked, 3);
-    // The job's accepted entry (kept under its durable name) was a journal spare.
+    // The job's accepted entry (kept under its durable name) was written over the first
+    // job's running entry, and holds its own bytes only.
     let id = job["id"].as_str().expect("a job id");
     let durable = place.data().join("jobs").join(format!("{id}.json.durable"));
     assert!(journal_ready.contains(&inode(&durable)));
+    assert_eq!(
+        inode(&durable),
+        recycled,
+        "the recycled file is taken first"
+    );
+    let accepted: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&durable).expect("readable"))
+            .expect("exactly one entry, nothing of the old one after it");
+    assert_eq!(accepted["job"]["id"], id);
+    assert_eq!(accepted["job"]["state"], "queued");
     // No temporary file was made beside the records (nor left there).
     let strays: Vec<String> = std::fs::read_dir(&task)
         .expect("the task")
