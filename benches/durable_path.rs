@@ -16,7 +16,13 @@
 //!   the temporary directory's disk ÷ the same in `/dev/shm`, jobs per second from the
 //!   first request to the last job ended (nothing queued or running, then each job's two
 //!   consultations found among the records: the daemon keeps only its newest finished
-//!   jobs in memory). Bound ≥ 0.8.
+//!   jobs in memory). A burst lasts under a second, so a shared machine's noise moves one
+//!   burst by half: `DURABLE_BURSTS` pairs (3 unless set), each a burst on the disk then
+//!   one in memory, and the ratio of the medians. Every burst's directory is kept until
+//!   the last pair ends: removing thousands of files slows the disk's next seconds (on
+//!   ext4 without a journal, each freed block is discarded and each freed inode stepped
+//!   over by the next creations), which is the benchmark's cleanup, not the daemon's
+//!   work. Bound ≥ 0.8.
 //! - **memory after a burst**: the daemon's VmRSS after the disk burst ÷ before it, read
 //!   every 250 ms until within the bound, at most 30 s. Bound ≤ 1.2.
 //! - **arenas**: the allocator's choice measured: the in-memory burst with the daemon's
@@ -561,6 +567,8 @@ async fn trace_round_trip(dir: &Path, parent: &Path, side: &'static str) {
 /// VmRSS before it and after it (when `settle`: once back within [`RSS_BOUND`] of before,
 /// or [`SETTLE`] after the burst).
 struct Burst {
+    /// The burst's place, removed when this is dropped.
+    _scratch: tempfile::TempDir,
     per_second: f64,
     rss_before_kb: u64,
     /// VmRSS and how long after the burst it was read.
@@ -654,6 +662,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     daemon.shut().await;
     server.shutdown().await;
     Burst {
+        _scratch: scratch,
         per_second,
         rss_before_kb,
         rss_after_kb,
@@ -735,18 +744,42 @@ async fn main() {
     }
 
     if wanted("throughput") {
-        let on_disk = burst(&disk, true, &[]).await;
-        let in_memory = burst(memory, false, &[]).await;
-        let ratio = on_disk.per_second / in_memory.per_second;
+        let pairs: usize = std::env::var("DURABLE_BURSTS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(3);
+        let mut bursts = Vec::new();
+        for pair in 0..pairs {
+            // The memory after a burst is watched once, after the first on the disk.
+            let on_disk = burst(&disk, pair == 0, &[]).await;
+            let in_memory = burst(memory, false, &[]).await;
+            println!(
+                "durable_path: burst pair {}: {:.0} jobs/s on the disk, {:.0} in memory \
+                 ({:.2})",
+                pair + 1,
+                on_disk.per_second,
+                in_memory.per_second,
+                on_disk.per_second / in_memory.per_second
+            );
+            bursts.push((on_disk, in_memory));
+        }
+        let rates = |pick: fn(&(Burst, Burst)) -> f64| {
+            let mut rates: Vec<f64> = bursts.iter().map(pick).collect();
+            rates.sort_by(f64::total_cmp);
+            rates[rates.len() / 2]
+        };
+        let disk_rate = rates(|(d, _)| d.per_second);
+        let memory_rate = rates(|(_, m)| m.per_second);
+        let ratio = disk_rate / memory_rate;
         println!(
-            "durable_path: {BURST_JOBS} detached consultations over {BURST_TASKS} tasks: \
-             {:.0} jobs/s on the disk ({}), {:.0} jobs/s in {}: ratio {ratio:.2} (bound >= \
-             {THROUGHPUT_BOUND})",
-            on_disk.per_second,
+            "durable_path: {BURST_JOBS} detached consultations over {BURST_TASKS} tasks, \
+             medians of {pairs} pairs: {disk_rate:.0} jobs/s on the disk ({}), \
+             {memory_rate:.0} jobs/s in {}: ratio {ratio:.2} (bound >= {THROUGHPUT_BOUND})",
             disk.display(),
-            in_memory.per_second,
             memory.display()
         );
+        let on_disk = &bursts[0].0;
         if ratio < THROUGHPUT_BOUND {
             broken.push(format!("throughput {ratio:.2} < {THROUGHPUT_BOUND}"));
         }
@@ -763,6 +796,8 @@ async fn main() {
         if rss > RSS_BOUND {
             broken.push(format!("memory after a burst {rss:.2} > {RSS_BOUND}"));
         }
+        // Every burst's place removed, now that none is measured.
+        drop(bursts);
     }
 
     if wanted("arenas") {
