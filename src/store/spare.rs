@@ -18,8 +18,9 @@
 //! A file that is no longer needed can be given back to a pool instead of removed
 //! ([`recycle`]): the daemon's journal replaces each job's entry three times and removes
 //! it once the job is pruned. On ext4 mounted without a journal, removing a file whose
-//! bytes reached the disk frees its block with a discard the removal waits for (150 to
-//! 300 µs), and every inode freed in the last seconds is stepped over, one lookup each,
+//! bytes reached the disk frees its block with a discard the removal waits for (about
+//! 150 µs a removal on this project's test machine, against 12 µs for a file whose bytes
+//! have not reached it), and every inode freed in the last seconds is stepped over, one lookup each,
 //! by every file created after it in the same group. A burst that freed an entry per job
 //! made each later creation slower. A recycled file keeps its inode and its block; the
 //! next journal save takes it ([`take_reusable`]), writes over its bytes from the start
