@@ -247,11 +247,16 @@ impl Journal {
         drop(file);
         let durable = must_flush(entry.job.state);
         if durable {
-            // The durable name first (a link renamed over the previous durable entry, so
-            // the job always has one), then the job's name.
+            // The durable name first (a link put in place of the previous durable entry,
+            // so the job always has one), then the job's name. A link left by a save
+            // that failed halfway is removed then (the load removes a crash's).
             let link_path = self.dir.join(format!(".{id}.json.{DURABLE_SUFFIX}.tmp"));
-            let _ = std::fs::remove_file(&link_path);
             std::fs::hard_link(&tmp_path, &link_path)
+                .or_else(|e| match e.kind() {
+                    io::ErrorKind::AlreadyExists => std::fs::remove_file(&link_path)
+                        .and_then(|()| std::fs::hard_link(&tmp_path, &link_path)),
+                    _ => Err(e),
+                })
                 .and_then(|()| replace(&link_path, &self.durable_path_of(id), &spares))
                 .map_err(fail("keep the durable entry", &self.durable_path_of(id)))
                 .inspect_err(|_| {
@@ -488,6 +493,19 @@ mod tests {
         journal.remove("01").unwrap();
         assert!(!jobs.join("01.json").exists() && !jobs.join("01.json.durable").exists());
         assert_eq!(journal.load_all().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_durable_link_left_by_a_failed_save_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let jobs = dir.path().join("jobs");
+        std::fs::write(jobs.join(".01.json.durable.tmp"), "stale").unwrap();
+        journal.save(&entry("01")).unwrap();
+        let durable: JournalEntry =
+            serde_json::from_slice(&std::fs::read(jobs.join("01.json.durable")).unwrap()).unwrap();
+        assert_eq!(durable.job.id.as_str(), "01");
+        assert!(!jobs.join(".01.json.durable.tmp").exists());
     }
 
     #[test]
