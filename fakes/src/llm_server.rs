@@ -181,6 +181,18 @@ impl Reply {
         Step {
             reply: self,
             delay_ms,
+            answer_at_unix_ms: None,
+        }
+    }
+
+    /// This reply at a wall-clock instant, in milliseconds since the Unix epoch, however
+    /// late the request came: a test can then place an answer against a deadline it took
+    /// at the same moment, without the request's own latency moving it.
+    pub fn at_unix_ms(self, at: u64) -> Step {
+        Step {
+            reply: self,
+            delay_ms: 0,
+            answer_at_unix_ms: Some(at),
         }
     }
 }
@@ -194,11 +206,19 @@ pub struct Step {
     /// Milliseconds to wait before answering.
     #[serde(default)]
     pub delay_ms: u64,
+    /// The wall-clock instant (milliseconds since the Unix epoch) to answer at, after
+    /// `delay_ms`; an instant already past answers at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_at_unix_ms: Option<u64>,
 }
 
 impl From<Reply> for Step {
     fn from(reply: Reply) -> Self {
-        Self { reply, delay_ms: 0 }
+        Self {
+            reply,
+            delay_ms: 0,
+            answer_at_unix_ms: None,
+        }
     }
 }
 
@@ -745,6 +765,12 @@ async fn handle(
     let step = incoming.shared.step_for(&model, &incoming.body);
     if step.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(step.delay_ms)).await;
+    }
+    if let Some(at) = step.answer_at_unix_ms {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(at);
+        if let Ok(left) = at.duration_since(std::time::SystemTime::now()) {
+            tokio::time::sleep(left).await;
+        }
     }
     match step.reply {
         Reply::Ok {

@@ -1,7 +1,7 @@
 //! The deadline is the deadline: an answer that arrives before the caller's deadline is
 //! kept, however close to it, and one that arrives after it is `timeout`, for the HTTP
-//! adapter (the fake LLM server's delay) and the process adapter (`fake-advisor`'s
-//! delay). Every case runs at once, under one long deadline, so that the margins in
+//! adapter (the fake LLM server) and the process adapter (`fake-advisor`), each
+//! answering at a wall-clock instant placed against the deadline. Every case runs at once, under one long deadline, so that the margins in
 //! milliseconds stay wide next to the time a process takes to start.
 
 use crate::process_cases::fake_advisor;
@@ -23,6 +23,13 @@ const TABLE: [(u64, bool); 4] = [(900, true), (970, true), (995, true), (1010, f
 
 fn delay_ms(permille: u64) -> u64 {
     DEADLINE.as_millis() as u64 * permille / 1000
+}
+
+/// The wall clock, as time since the Unix epoch.
+fn unix_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
 }
 
 /// The io of one case. The HTTP client is made beforehand and shared: making one loads
@@ -69,11 +76,19 @@ async fn run(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
+    // The fake server answers at a wall-clock instant taken with the HTTP cases'
+    // deadline, not after a delay counted from the request's arrival: on a loaded machine
+    // sending the request can take longer than the 99.5 % case's 40 ms margin, which
+    // would move the answer past the deadline and fail a correct adapter.
+    let http_deadline = tokio::time::Instant::now() + DEADLINE;
+    let started = unix_now();
     let mut script = Script::new();
     for (permille, _) in TABLE {
+        let at = started + Duration::from_millis(delay_ms(permille));
         script = script.model(
             &format!("model-{permille}"),
-            Reply::ok(ANSWER, USAGE.input_tokens, USAGE.output_tokens).after(delay_ms(permille)),
+            Reply::ok(ANSWER, USAGE.input_tokens, USAGE.output_tokens)
+                .at_unix_ms(u64::try_from(at.as_millis()).expect("a time in milliseconds")),
         );
     }
     let server = FakeLlmServer::start(script).await;
@@ -89,17 +104,20 @@ async fn answers_up_to_the_deadline_are_kept_and_later_ones_are_not() {
             "http",
             permille,
             expect,
-            tokio::spawn(run("ollama", spec, BTreeMap::new(), http.clone(), None)),
+            tokio::spawn(run(
+                "ollama",
+                spec,
+                BTreeMap::new(),
+                http.clone(),
+                Some(http_deadline),
+            )),
         ));
         // The fake answers at a wall-clock instant taken with the deadline, not after a
         // delay counted from its own start: starting a process can take longer than the
         // 99.5 % case's 40 ms margin.
         fake_advisor();
         let deadline = tokio::time::Instant::now() + DEADLINE;
-        let at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after the epoch")
-            + Duration::from_millis(delay_ms(permille));
+        let at = unix_now() + Duration::from_millis(delay_ms(permille));
         let spec = AdvisorSpec {
             executable: Some(fake_advisor().display().to_string()),
             ..advisor(

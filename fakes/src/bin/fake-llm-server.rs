@@ -11,7 +11,7 @@
 //!   "models": {"m": {"queue": [{"reply": "rate_limited", "retry_after": "30"}],
 //!                    "then": {"reply": "status", "status": 503}}}}`.
 //! Replies: `ok`, `rate_limited`, `status`, `malformed`, `empty`, `drip`, `reset`; each
-//! step may add `delay_ms`.
+//! step may add `delay_ms`, and `answer_at_unix_ms` (a wall-clock instant to answer at).
 
 use advisord_fakes::llm_server::DEFAULT_OUTPUT_TOKENS;
 use advisord_fakes::llm_server::{FakeLlmServer, Reply, Script, DEFAULT_INPUT_TOKENS};
