@@ -127,8 +127,13 @@ pub struct Store {
     circuit: Mutex<CircuitIndex>,
     /// Every task's resolutions, for the advisors' track records.
     track: Mutex<track::TrackIndex>,
-    /// The group commit of the state directory's file system.
-    flusher: durable::Flusher,
+    /// The group commit of the state directory's file system, made at the first flush
+    /// (by then the state directory exists): the process's shared one when
+    /// `shares_flushes`, else its own.
+    flusher: std::sync::OnceLock<std::sync::Arc<durable::Flusher>>,
+    /// Whether this store flushes through the process's group commit of its file system
+    /// ([`Store::sharing_flushes`]).
+    shares_flushes: bool,
     /// Whether a record was renamed into place since the last flush ([`Store::settle`]).
     unsettled: std::sync::atomic::AtomicBool,
     /// Taken while the index starts keeping what budgets count, so it gathers once.
@@ -156,6 +161,26 @@ impl Store {
         Store::with_budget(state_dir, CACHE_BUDGET_BYTES)
     }
 
+    /// This store flushing through the process's group commit of its file system
+    /// (`durable::shared`) instead of one of its own, so that its flushes are shared with
+    /// the journal's and other state directories' on the same disk (the process's stores,
+    /// [`Stores::get`]).
+    pub fn sharing_flushes(mut self) -> Store {
+        self.shares_flushes = true;
+        self
+    }
+
+    /// The group commit this store flushes through (see the field).
+    fn flusher(&self) -> &durable::Flusher {
+        self.flusher.get_or_init(|| {
+            if self.shares_flushes {
+                durable::shared(&self.state_dir)
+            } else {
+                std::sync::Arc::new(durable::Flusher::new(&self.state_dir))
+            }
+        })
+    }
+
     /// This process's store of `state_dir` ([`Stores::process`]), whose cache of records
     /// is shared by every caller.
     pub fn shared(state_dir: &Path) -> Arc<Store> {
@@ -176,7 +201,8 @@ impl Store {
             tasks: Mutex::new(lru::LruCache::unbounded()),
             circuit: Mutex::new(CircuitIndex::default()),
             track: Mutex::default(),
-            flusher: durable::Flusher::new(state_dir),
+            flusher: std::sync::OnceLock::new(),
+            shares_flushes: false,
             unsettled: std::sync::atomic::AtomicBool::new(false),
             spending_turn: Mutex::new(()),
             budget,

@@ -28,17 +28,54 @@ pub fn flushes() -> u64 {
     FLUSHES.load(Ordering::Relaxed)
 }
 
-/// This process's group commit through `dir`, made on first use: every caller flushing
-/// through the same directory shares its flushes (the daemon's journal, whose entries are
-/// written from many jobs at once).
+/// This process's group commit of the file system holding `dir`, made on first use:
+/// every caller flushing anything on that file system shares its flushes (the daemon's
+/// journal and every state directory it writes, when they are on one disk: a job
+/// accepted and another job's records then wait for the same `syncfs` instead of two
+/// running side by side, each writing out the other's files). A directory that cannot be
+/// opened now gets a group commit of its own, opened at its first flush, as
+/// [`Flusher::new`] does.
 pub fn shared(dir: &Path) -> std::sync::Arc<Flusher> {
-    static SHARED: Mutex<Vec<std::sync::Arc<Flusher>>> = Mutex::new(Vec::new());
+    use std::os::unix::fs::MetadataExt;
+    /// A shared group commit: the device of its file system, each directory already
+    /// found on it (asked again, it costs no system call), and the group commit.
+    type Shared = (u64, Vec<PathBuf>, std::sync::Arc<Flusher>);
+    static SHARED: Mutex<Vec<Shared>> = Mutex::new(Vec::new());
+    let known = |shared: &[Shared]| {
+        shared
+            .iter()
+            .find(|(_, dirs, _)| dirs.iter().any(|d| d == dir))
+            .map(|(_, _, flusher)| flusher.clone())
+    };
+    if let Some(found) = known(&SHARED.lock().unwrap_or_else(|p| p.into_inner())) {
+        return found;
+    }
+    // The handle is opened here, not at the first flush: a flush through a directory
+    // removed since (one state directory among several on the disk) must still reach the
+    // file system the others share.
+    let Ok(handle) = File::open(dir) else {
+        return std::sync::Arc::new(Flusher::new(dir));
+    };
+    let Ok(device) = handle.metadata().map(|m| m.dev()) else {
+        return std::sync::Arc::new(Flusher::new(dir));
+    };
     let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(found) = shared.iter().find(|f| f.dir == dir) {
+    if let Some((_, dirs, found)) = shared.iter_mut().find(|(d, _, _)| *d == device) {
+        if !dirs.iter().any(|d| d == dir) {
+            dirs.push(dir.to_path_buf());
+        }
         return found.clone();
     }
-    let made = std::sync::Arc::new(Flusher::new(dir));
-    shared.push(made.clone());
+    let made = std::sync::Arc::new(Flusher {
+        dir: dir.to_path_buf(),
+        ran: AtomicU64::new(0),
+        state: Mutex::new(State {
+            handle: Some(handle),
+            ..State::default()
+        }),
+        ended: Condvar::new(),
+    });
+    shared.push((device, vec![dir.to_path_buf()], made.clone()));
     made
 }
 
@@ -158,6 +195,30 @@ mod tests {
         // exact count), and a caller never waits for more than two.
         let ran = flushes() - before;
         assert!((1..=16 + 16).contains(&ran), "{ran} flushes");
+    }
+
+    #[test]
+    fn directories_on_one_file_system_share_one_group_commit() {
+        let parent = tempfile::tempdir().unwrap();
+        let (a, b) = (parent.path().join("a"), parent.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let first = shared(&a);
+        assert!(
+            Arc::ptr_eq(&first, &shared(&b)),
+            "one file system, one group commit"
+        );
+        // The handle was opened when shared: removing that directory leaves the flushes
+        // of the others on the file system working.
+        std::fs::remove_dir(&a).unwrap();
+        let ran = first.ran();
+        shared(&b).flush().unwrap();
+        // (Other tests of this process may flush the same file system meanwhile.)
+        assert!(first.ran() > ran);
+        // A directory missing now is flushed on its own, and says so when it still is.
+        let missing = shared(&parent.path().join("missing"));
+        assert!(!Arc::ptr_eq(&first, &missing));
+        assert_eq!(missing.flush().unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

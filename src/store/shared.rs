@@ -50,7 +50,7 @@ impl Stores {
     pub fn get(&self, state_dir: &Path) -> Arc<Store> {
         lock(&self.stores)
             .entry(state_dir.to_path_buf())
-            .or_insert_with(|| Arc::new(Store::open(state_dir)))
+            .or_insert_with(|| Arc::new(Store::open(state_dir).sharing_flushes()))
             .clone()
     }
 }

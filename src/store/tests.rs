@@ -854,12 +854,12 @@ fn a_write_flushes_its_bytes_before_the_rename_and_its_name_after_unless_in_a_jo
         .write(&task("a"), &assessment("a"), None)
         .expect("written");
     // The bytes before the rename, the name after it: durable when `write` returns.
-    assert_eq!(store.flusher.ran(), 2);
+    assert_eq!(store.flusher().ran(), 2);
     let first = store
         .write_in_job(&task("a"), &assessment("b"), None)
         .expect("written");
     assert_eq!(
-        store.flusher.ran(),
+        store.flusher().ran(),
         3,
         "a job's write leaves its name to the next flush"
     );
@@ -867,11 +867,11 @@ fn a_write_flushes_its_bytes_before_the_rename_and_its_name_after_unless_in_a_jo
         .write_in_job(&task("a"), &assessment("c"), None)
         .expect("written");
     // The next record's flush covered the name of the one before.
-    assert_eq!(store.flusher.ran(), 4);
+    assert_eq!(store.flusher().ran(), 4);
     store.settle().expect("settled");
-    assert_eq!(store.flusher.ran(), 5);
+    assert_eq!(store.flusher().ran(), 5);
     store.settle().expect("nothing left to settle");
-    assert_eq!(store.flusher.ran(), 5);
+    assert_eq!(store.flusher().ran(), 5);
     let names: Vec<u64> = store
         .records(&task("a"))
         .expect("read")
@@ -973,4 +973,36 @@ fn a_watched_view_sees_renames_removals_and_strays() {
     same(&store);
     fs::write(task_dir.join("notes.txt"), b"x").expect("a stray");
     same(&store);
+}
+
+#[test]
+fn the_process_stores_share_one_group_commit_per_file_system_and_a_plain_store_its_own() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let (state, journal) = (parent.path().join("state"), parent.path().join("jobs"));
+    std::fs::create_dir(&journal).expect("the journal's directory");
+    // The state directory does not exist when the daemon first opens its store: the
+    // group commit is picked at the first flush, once the record's directory is made.
+    let stores = Stores::default();
+    let store = stores.get(&state);
+    store
+        .write(&task("a"), &assessment("a"), None)
+        .expect("written");
+    let shared = durable::shared(&journal);
+    assert!(
+        std::ptr::eq(store.flusher(), &*shared),
+        "the state directory's flushes are the journal's on the same file system"
+    );
+    let ran = shared.ran();
+    durable::shared(&journal).flush().expect("flushed");
+    // (Other tests of this process may flush the same file system meanwhile.)
+    assert!(
+        store.flusher().ran() > ran,
+        "the journal's flush is the store's"
+    );
+    // A store opened on its own (the command line without a daemon) keeps its own.
+    let plain = Store::open(&state);
+    plain
+        .write(&task("b"), &assessment("b"), None)
+        .expect("written");
+    assert!(!std::ptr::eq(plain.flusher(), &*shared));
 }

@@ -76,7 +76,7 @@ impl Store {
             .unsettled
             .swap(false, std::sync::atomic::Ordering::AcqRel)
         {
-            self.flusher.flush().map_err(io_error(format!(
+            self.flusher().flush().map_err(io_error(format!(
                 "cannot flush the state directory `{}`",
                 self.state_dir.display()
             )))?;
@@ -450,7 +450,7 @@ impl Store {
         let flushed = match trouble {
             Some(trouble) => Err(trouble),
             None if staged.is_empty() => Ok(()),
-            None => self.flusher.flush().map_err(failed(format!(
+            None => self.flusher().flush().map_err(failed(format!(
                 "cannot flush the state directory `{}`",
                 self.state_dir.display()
             ))),
@@ -633,7 +633,7 @@ impl Store {
                 context,
                 source: io::Error::from(io::ErrorKind::NotConnected),
             })?;
-        write_atomically(&dir, &name, &bytes, &self.flusher, &self.spares())?;
+        write_atomically(&dir, &name, &bytes, self.flusher(), &self.spares())?;
         self.unsettled
             .store(true, std::sync::atomic::Ordering::Release);
         if settle {
