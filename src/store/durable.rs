@@ -66,15 +66,7 @@ pub fn shared(dir: &Path) -> std::sync::Arc<Flusher> {
         }
         return found.clone();
     }
-    let made = std::sync::Arc::new(Flusher {
-        dir: dir.to_path_buf(),
-        ran: AtomicU64::new(0),
-        state: Mutex::new(State {
-            handle: Some(handle),
-            ..State::default()
-        }),
-        ended: Condvar::new(),
-    });
+    let made = std::sync::Arc::new(Flusher::with_handle(dir, Some(handle)));
     shared.push((device, vec![dir.to_path_buf()], made.clone()));
     made
 }
@@ -104,10 +96,18 @@ struct State {
 impl Flusher {
     /// The group commit of the file system holding `dir` (opened on the first flush).
     pub fn new(dir: &Path) -> Flusher {
+        Flusher::with_handle(dir, None)
+    }
+
+    /// The group commit through `dir`, already opened as `handle` when given.
+    fn with_handle(dir: &Path, handle: Option<File>) -> Flusher {
         Flusher {
             dir: dir.to_path_buf(),
             ran: AtomicU64::new(0),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                handle,
+                ..State::default()
+            }),
             ended: Condvar::new(),
         }
     }
