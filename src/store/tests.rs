@@ -999,7 +999,8 @@ fn the_process_stores_share_one_group_commit_per_file_system_and_a_plain_store_i
         store.flusher().ran() > ran,
         "the journal's flush is the store's"
     );
-    // A store opened on its own (the command line without a daemon) keeps its own.
+    // A store opened on its own (`Store::open`, outside the process's stores) keeps its
+    // own.
     let plain = Store::open(&state);
     plain
         .write(&task("b"), &assessment("b"), None)
