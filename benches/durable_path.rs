@@ -371,10 +371,7 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
     let wrapper: Vec<String> = std::env::var("DURABLE_WRAPPER")
         .map(|w| w.split_whitespace().map(String::from).collect())
         .unwrap_or_default();
-    let runs = std::env::var("DURABLE_RUNS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(ROUND_TRIP_RUNS);
+    let runs = env_number("DURABLE_RUNS", ROUND_TRIP_RUNS);
     let on_disk = Warm::start(disk, "disk", &server, &[]).await;
     let in_memory = Warm::start(memory, "memory", &server, &wrapper).await;
     let version = vec!["--version".to_string()];
@@ -579,6 +576,14 @@ struct Burst {
     rss_after_kb: Option<(u64, Duration)>,
 }
 
+/// The number in the variable `name`, or `default` when it is unset or not a number.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// 500 detached consultations over 50 tasks under `parent`.
 async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     let server = FakeLlmServer::start(Script::new()).await;
@@ -747,11 +752,10 @@ async fn main() {
     }
 
     if wanted("throughput") {
-        let pairs: usize = std::env::var("DURABLE_BURSTS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(3);
+        let pairs = match env_number("DURABLE_BURSTS", 3) {
+            0 => 3,
+            n => n,
+        };
         // ext4 mounted without a journal (this project's test machine's temporary
         // directory) steps over every inode freed within the last minute each time it
         // creates a file, looking each one up: after thousands of files were removed (a
@@ -759,12 +763,7 @@ async fn main() {
         // they cost otherwise, and the figure would be that cleanup's, not the daemon's.
         // So the disk bursts start after a `sync` and a quiet minute; nothing is removed
         // from the disk until the last burst is measured.
-        let quiet = Duration::from_secs(
-            std::env::var("DURABLE_DISK_QUIET_S")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(65),
-        );
+        let quiet = Duration::from_secs(env_number("DURABLE_DISK_QUIET_S", 65) as u64);
         if !quiet.is_zero() {
             println!(
                 "durable_path: sync, then {} s before the disk's bursts \
@@ -789,13 +788,8 @@ async fn main() {
             );
             bursts.push((on_disk, in_memory));
         }
-        let rates = |pick: fn(&(Burst, Burst)) -> f64| {
-            let mut rates: Vec<f64> = bursts.iter().map(pick).collect();
-            rates.sort_by(f64::total_cmp);
-            rates[rates.len() / 2]
-        };
-        let disk_rate = rates(|(d, _)| d.per_second);
-        let memory_rate = rates(|(_, m)| m.per_second);
+        let disk_rate = median(bursts.iter().map(|(d, _)| d.per_second).collect());
+        let memory_rate = median(bursts.iter().map(|(_, m)| m.per_second).collect());
         let ratio = disk_rate / memory_rate;
         println!(
             "durable_path: {BURST_JOBS} detached consultations over {BURST_TASKS} tasks, \

@@ -407,6 +407,15 @@ mod tests {
         }
     }
 
+    /// A journal in a fresh temporary directory (kept alive by the first), and its
+    /// `jobs/` directory.
+    fn journal_in_tempdir() -> (tempfile::TempDir, Journal, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let jobs = dir.path().join("jobs");
+        (dir, journal, jobs)
+    }
+
     #[test]
     fn entries_round_trip_oldest_first_and_replace_each_other() {
         let dir = tempfile::tempdir().unwrap();
@@ -449,9 +458,7 @@ mod tests {
 
     #[test]
     fn a_lost_or_torn_newest_entry_falls_back_to_the_last_durable_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::open(dir.path()).unwrap();
-        let jobs = dir.path().join("jobs");
+        let (_dir, journal, jobs) = journal_in_tempdir();
         for id in ["01", "02", "03"] {
             journal.save(&entry(id)).unwrap();
             let mut running = entry(id);
@@ -497,9 +504,7 @@ mod tests {
 
     #[test]
     fn a_durable_link_left_by_a_failed_save_is_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::open(dir.path()).unwrap();
-        let jobs = dir.path().join("jobs");
+        let (_dir, journal, jobs) = journal_in_tempdir();
         std::fs::write(jobs.join(".01.json.durable.tmp"), "stale").unwrap();
         journal.save(&entry("01")).unwrap();
         let durable: JournalEntry =
@@ -512,9 +517,7 @@ mod tests {
     fn an_entry_read_only_under_its_own_jobs_name() {
         // A recycled file written over, whose new bytes a crash lost while its new name
         // stayed: it holds another job's entry.
-        let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::open(dir.path()).unwrap();
-        let jobs = dir.path().join("jobs");
+        let (_dir, journal, jobs) = journal_in_tempdir();
         for id in ["01", "02"] {
             journal.save(&entry(id)).unwrap();
             let mut running = entry(id);
@@ -547,9 +550,7 @@ mod tests {
         // Without spares (a process that keeps none) the exchange leaves the previous
         // entry under the temporary name, which is then removed; the accepted entry's
         // file keeps its durable name.
-        let dir = tempfile::tempdir().unwrap();
-        let journal = Journal::open(dir.path()).unwrap();
-        let jobs = dir.path().join("jobs");
+        let (_dir, journal, jobs) = journal_in_tempdir();
         journal.save(&entry("01")).unwrap();
         let mut running = entry("01");
         running.job.state = JobState::Running;
