@@ -60,6 +60,11 @@ const REAP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// runs and waits for). An inherited descendant of an advisor is in its advisor's group
 /// or in a session of its own. Returns how many were reaped.
 pub fn reap_inherited() -> usize {
+    // Reading every process's `/proc` entry costs a few milliseconds a second on a busy
+    // machine; with no child of this process exited, there is nothing to reap.
+    if !any_exited_child() {
+        return 0;
+    }
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let my_group = nix::unistd::getpgrp().as_raw();
     let my_session = nix::unistd::getsid(None).map_or(0, Pid::as_raw);
@@ -85,6 +90,18 @@ pub fn reap_inherited() -> usize {
         }
     }
     reaped
+}
+
+/// Whether a child of this process has exited and waits to be reaped, without reaping it
+/// (`waitid` with `WNOWAIT`). An error other than "no children" counts as yes: the caller
+/// then looks for itself.
+fn any_exited_child() -> bool {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::All, flags) {
+        Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => false,
+        Ok(_) | Err(_) => true,
+    }
 }
 
 /// The process group and session of `pid` (`/proc/<pid>/stat` fields 5 and 6).
@@ -204,4 +221,34 @@ pub fn kill_marked(marker: &str) -> usize {
         }
     }
     killed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reaper's first look sees a child that exited and is not yet reaped, and leaves
+    /// it for its parent's own wait.
+    #[test]
+    fn an_exited_child_is_seen_and_left_unreaped() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("run `true`");
+        let pid = i32::try_from(child.id()).expect("a pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let zombie = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        while !zombie() {
+            assert!(std::time::Instant::now() < deadline, "`true` did not exit");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(any_exited_child(), "an exited child waits to be reaped");
+        assert!(zombie(), "looking did not reap it");
+        assert!(child.wait().expect("wait for `true`").success());
+    }
 }
