@@ -375,6 +375,21 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
     let on_disk = Warm::start(disk, "disk", &server, &[]).await;
     let in_memory = Warm::start(memory, "memory", &server, &wrapper).await;
     let version = vec!["--version".to_string()];
+    // `DURABLE_HOLD=SECONDS` keeps both warm daemons that long before the runs, and
+    // prints the client's arguments for each: to time or trace consultations by hand.
+    let hold = env_number("DURABLE_HOLD", 0);
+    if hold > 0 {
+        println!(
+            "durable_path: disk: advisor-consult {}",
+            on_disk.consult.join(" ")
+        );
+        println!(
+            "durable_path: memory: advisor-consult {}",
+            in_memory.consult.join(" ")
+        );
+        println!("durable_path: both daemons held for {hold} s");
+        tokio::time::sleep(Duration::from_secs(hold as u64)).await;
+    }
     let (mut disks, mut memories, mut versions) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..ROUND_TRIP_WARM + runs {
         let (v, d, m) = tokio::task::block_in_place(|| {
@@ -640,6 +655,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let ended_at = Instant::now();
     let per_second = BURST_JOBS as f64 / started.elapsed().as_secs_f64();
     let consultations: usize = (0..BURST_TASKS)
         .map(|t| {
@@ -667,7 +683,22 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     } else {
         None
     };
-    daemon.shut().await;
+    // `DURABLE_KILL=1`: the daemon is killed (SIGKILL) 30 s after the burst, so that a
+    // `DURABLE_WRAPPER` such as `heaptrack` reports what it still held then as leaked.
+    if std::env::var("DURABLE_KILL").is_ok_and(|v| v == "1") {
+        tokio::time::sleep_until((ended_at + SETTLE).into()).await;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let killed = Instant::now();
+        while !daemon_helper::process_gone(pid as i32) && killed.elapsed() < SETTLE {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        daemon.stop();
+    } else {
+        daemon.shut().await;
+    }
     server.shutdown().await;
     Burst {
         _place: place,
