@@ -7,13 +7,15 @@
 //!
 //! One concept a file: `failure` why an exchange failed, `answer` what an answer says of
 //! the hypothesis and what it cost, `assessment` the assessment's scales (with `FromStr`),
-//! `catalogue` the keys every catalogue entry shares, `ansi` terminal escape sequences.
+//! `catalogue` the keys every catalogue entry shares, `ansi` terminal escape sequences,
+//! `patterns` a set of patterns searched with a bounded number of search caches.
 
 pub mod ansi;
 pub mod answer;
 pub mod assessment;
 pub mod catalogue;
 pub mod failure;
+pub mod patterns;
 
 pub use answer::{Stance, Usage};
 pub use assessment::{Confidence, Materiality, UnknownName};

@@ -6,10 +6,10 @@
 //! named neutrally (by what they look like, not by who issues them) so that the names
 //! written into `redacted` stay stable and the core stays free of vendor names.
 
+use advisord_core::patterns::Patterns;
 use regex::{Captures, Regex};
-use regex_automata::{meta, nfa::thompson::WhichCaptures, Input, MatchKind, PatternSet};
 use std::collections::BTreeSet;
-use std::sync::{LazyLock, Mutex};
+use std::sync::LazyLock;
 
 /// One secret shape: its stable name, the pattern, and an optional extra test that keeps
 /// ordinary words (say, a library called `sk-learn-...`) from being taken for keys.
@@ -92,63 +92,28 @@ fn has_digit_and_letter(text: &str) -> bool {
 
 /// The compiled shapes, built once, plus a set to skip the common case of no secret at all.
 struct Compiled {
-    /// Every shape at once, as `regex::RegexSet` builds it (all matches, no captures).
-    set: meta::Regex,
+    /// Every shape at once. Its searches keep at most [`CACHES_KEPT`] caches: records are
+    /// judged on many threads of the daemon's blocking pool, and a `regex::RegexSet` kept
+    /// one cache for each thread that searched at once, after a burst hundreds of
+    /// kilobytes scattered over its pages (`advisord_core::patterns`).
+    set: Patterns,
     each: Vec<Regex>,
 }
 
+/// How many search caches of the shapes' set are kept between scrubs.
+const CACHES_KEPT: usize = 4;
+
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| Compiled {
-    set: meta::Builder::new()
-        .configure(
-            meta::Config::new()
-                .nfa_size_limit(Some(10 * (1 << 20)))
-                .hybrid_cache_capacity(2 * (1 << 20))
-                .match_kind(MatchKind::All)
-                .utf8_empty(true)
-                .which_captures(WhichCaptures::None),
-        )
-        .build_many(&SHAPES.iter().map(|s| s.pattern).collect::<Vec<_>>())
-        .expect("secret shapes compile"),
+    set: Patterns::new(
+        &SHAPES.iter().map(|s| s.pattern).collect::<Vec<_>>(),
+        CACHES_KEPT,
+    )
+    .expect("secret shapes compile"),
     each: SHAPES
         .iter()
         .map(|s| Regex::new(s.pattern).expect("secret shape compiles"))
         .collect(),
 });
-
-/// How many of the set's search caches are kept between scrubs.
-const CACHES_KEPT: usize = 4;
-
-/// The set's search caches kept for the next scrubs. A `regex::RegexSet` keeps one for
-/// every thread that ever searched with it at the same time as another, for good: a burst
-/// of records judged on many threads of the daemon's blocking pool left a cache (tens of
-/// kilobytes, up to megabytes once its lazy automaton fills) per thread, made during the
-/// burst and scattered over its pages. Here a scrub takes a kept cache or makes one, and
-/// gives it back only while fewer than [`CACHES_KEPT`] are kept.
-static CACHES: Mutex<Vec<meta::Cache>> = Mutex::new(Vec::new());
-
-/// Which shapes may occur in `text`.
-fn candidates(text: &str) -> PatternSet {
-    let set = &COMPILED.set;
-    let mut cache = take_cache();
-    let mut found = PatternSet::new(set.pattern_len());
-    set.which_overlapping_matches_with(&mut cache, &Input::new(text), &mut found);
-    give_back(cache);
-    found
-}
-
-/// A kept search cache of the set, or a new one.
-fn take_cache() -> meta::Cache {
-    let kept = CACHES.lock().unwrap_or_else(|p| p.into_inner()).pop();
-    kept.unwrap_or_else(|| COMPILED.set.create_cache())
-}
-
-/// Keep `cache` for the next scrub while fewer than [`CACHES_KEPT`] are kept; else it goes.
-fn give_back(cache: meta::Cache) {
-    let mut caches = CACHES.lock().unwrap_or_else(|p| p.into_inner());
-    if caches.len() < CACHES_KEPT {
-        caches.push(cache);
-    }
-}
 
 /// Whether `c` is a control character to drop: C0 except newline and tab, DEL, and C1.
 fn is_dropped_control(c: char) -> bool {
@@ -185,13 +150,12 @@ pub fn scrub_with(text: &str, values: &[String], shapes: &mut BTreeSet<String>) 
             shapes.insert(CREDENTIAL_VALUE.to_string());
         }
     }
-    let found = candidates(&clean);
+    let compiled = &*COMPILED;
+    let found = compiled.set.matching(&clean);
     if found.is_empty() {
         return clean;
     }
-    let compiled = &*COMPILED;
-    for index in found.iter() {
-        let index = index.as_usize();
+    for index in found {
         let shape = &SHAPES[index];
         let mut hit = false;
         let replaced = compiled.each[index].replace_all(&clean, |caps: &Captures| {
@@ -491,26 +455,5 @@ mod tests {
                 "{name}"
             );
         }
-    }
-
-    /// However many scrubs ran at once, at most [`CACHES_KEPT`] search caches stay.
-    #[test]
-    fn only_a_few_search_caches_outlive_a_burst_of_scrubs() {
-        let taken: Vec<meta::Cache> = (0..5).map(|_| take_cache()).collect();
-        for cache in taken {
-            give_back(cache);
-        }
-        let kept = CACHES.lock().unwrap_or_else(|p| p.into_inner()).len();
-        assert!(
-            (1..=CACHES_KEPT).contains(&kept),
-            "{kept} caches kept of five given back"
-        );
-        let mut shapes = BTreeSet::new();
-        let key = format!("sk-ant-{}", "a1".repeat(12));
-        assert_eq!(
-            scrub(&format!("key {key} here"), &mut shapes),
-            "key [redacted:api_key_sk_ant] here",
-            "a scrub with a kept cache still finds the shape"
-        );
     }
 }
