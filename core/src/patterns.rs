@@ -50,7 +50,8 @@ impl Patterns {
     }
 
     /// How many caches are kept now.
-    pub fn caches_kept(&self) -> usize {
+    #[cfg(test)]
+    fn caches_kept(&self) -> usize {
         self.kept.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
