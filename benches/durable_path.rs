@@ -136,10 +136,13 @@ impl Spawned {
     /// would leave it running when signalled), then the child.
     async fn shut(self) {
         let pid = self.pid().await;
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+        self.end_with(pid, nix::sys::signal::Signal::SIGTERM).await;
+    }
+
+    /// Send `signal` to the daemon `pid` (see [`Spawned::shut`]), wait until it is gone
+    /// (at most 20 s), then stop the child.
+    async fn end_with(self, pid: u32, signal: nix::sys::signal::Signal) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal);
         let started = Instant::now();
         while !daemon_helper::process_gone(pid as i32)
             && started.elapsed() < Duration::from_secs(20)
@@ -655,7 +658,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let ended_at = Instant::now();
+    let ended = Instant::now();
     let per_second = BURST_JOBS as f64 / started.elapsed().as_secs_f64();
     let consultations: usize = (0..BURST_TASKS)
         .map(|t| {
@@ -671,7 +674,6 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     );
     // The daemon's VmRSS once it is back within the bound, or 30 s after the burst.
     let rss_after_kb = if settle {
-        let ended = Instant::now();
         let within = (rss_before_kb as f64 * RSS_BOUND) as u64;
         loop {
             let rss = rss_kb(pid);
@@ -686,16 +688,10 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     // `DURABLE_KILL=1`: the daemon is killed (SIGKILL) 30 s after the burst, so that a
     // `DURABLE_WRAPPER` such as `heaptrack` reports what it still held then as leaked.
     if std::env::var("DURABLE_KILL").is_ok_and(|v| v == "1") {
-        tokio::time::sleep_until((ended_at + SETTLE).into()).await;
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        let killed = Instant::now();
-        while !daemon_helper::process_gone(pid as i32) && killed.elapsed() < SETTLE {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        daemon.stop();
+        tokio::time::sleep_until((ended + SETTLE).into()).await;
+        daemon
+            .end_with(pid, nix::sys::signal::Signal::SIGKILL)
+            .await;
     } else {
         daemon.shut().await;
     }

@@ -92,10 +92,8 @@ fn has_digit_and_letter(text: &str) -> bool {
 
 /// The compiled shapes, built once, plus a set to skip the common case of no secret at all.
 struct Compiled {
-    /// Every shape at once. Its searches keep at most [`CACHES_KEPT`] caches: records are
-    /// judged on many threads of the daemon's blocking pool, and a `regex::RegexSet` kept
-    /// one cache for each thread that searched at once, after a burst hundreds of
-    /// kilobytes scattered over its pages (`advisord_core::patterns`).
+    /// Every shape at once, keeping at most [`CACHES_KEPT`] search caches (why: see
+    /// `advisord_core::patterns`).
     set: Patterns,
     each: Vec<Regex>,
 }
