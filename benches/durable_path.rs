@@ -23,7 +23,11 @@
 //!   `sync` and 65 s (`DURABLE_DISK_QUIET_S`): removing thousands of files slows the
 //!   disk's next minute (on ext4 without a journal each freed inode is looked up and
 //!   stepped over by every later creation, for 60 s), which is a cleanup's cost (the
-//!   previous run's, a build's), not the daemon's work. Bound ≥ 0.8.
+//!   previous run's, a build's), not the daemon's work. Each pair also prints what a job
+//!   cost in CPU on each side: the daemon's user and system time and the whole machine's
+//!   busy time (`/proc`), in milliseconds per job, so a ratio can be told from the work
+//!   that made it (the same work costs the machine more on one burst than another).
+//!   Bound ≥ 0.8.
 //! - **memory after a burst**: the daemon's VmRSS after the disk burst ÷ before it, read
 //!   every 250 ms until within the bound, at most 30 s. Bound ≤ 1.2.
 //! - **arenas**: the allocator's choice measured: the in-memory burst with the daemon's
@@ -61,6 +65,77 @@ const BURST_JOBS: usize = 500;
 const BURST_TASKS: usize = 50;
 /// The longest the daemon's VmRSS is watched after a burst for it to come back.
 const SETTLE: Duration = Duration::from_secs(30);
+
+/// CPU time in clock ticks, read from `/proc`: the daemon's own (user, system; its threads
+/// that ended included) and the whole machine's busy time (every CPU: user, nice, system,
+/// interrupts, steal), which also holds the kernel's writeback threads and the bench with
+/// its fake server (the same work on both sides).
+#[derive(Clone, Copy)]
+struct Ticks {
+    user: u64,
+    system: u64,
+    machine: u64,
+}
+
+impl Ticks {
+    fn read(pid: u32) -> Ticks {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
+        // The fields after the command's closing parenthesis and the state: utime is the
+        // 11th and stime the 12th.
+        let after = stat.rsplit_once(')').expect("a command in parentheses").1;
+        let fields: Vec<u64> = after
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        let machine = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+        let cpu: Vec<u64> = machine
+            .lines()
+            .next()
+            .expect("the cpu line")
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        let busy = cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6] + cpu[7];
+        Ticks {
+            user: fields[10],
+            system: fields[11],
+            machine: busy,
+        }
+    }
+}
+
+/// CPU milliseconds per job of a burst.
+#[derive(Clone, Copy)]
+struct Cpu {
+    user: f64,
+    system: f64,
+    machine: f64,
+}
+
+impl Cpu {
+    fn between(before: Ticks, after: Ticks, jobs: usize) -> Cpu {
+        // `/proc` counts in USER_HZ, 100 per second on Linux's user ABI.
+        let per_job = |ticks: u64| ticks as f64 * 10.0 / jobs as f64;
+        Cpu {
+            user: per_job(after.user - before.user),
+            system: per_job(after.system - before.system),
+            machine: per_job(after.machine - before.machine),
+        }
+    }
+}
+
+impl std::fmt::Display for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "daemon {:.2} user + {:.2} system, machine {:.2} ms/job",
+            self.user, self.system, self.machine
+        )
+    }
+}
 
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
@@ -589,6 +664,8 @@ struct Burst {
     /// the next burst would slow that burst by the bench's own cleanup.
     _place: Place,
     per_second: f64,
+    /// What the burst cost in CPU, per job.
+    cpu: Cpu,
     rss_before_kb: u64,
     /// VmRSS and how long after the burst it was read.
     rss_after_kb: Option<(u64, Duration)>,
@@ -624,6 +701,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     consult(&socket, &asked[0].0, &asked[0].1).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_before_kb = rss_kb(pid);
+    let ticks_before = Ticks::read(pid);
     let started = Instant::now();
     let requests = (0..BURST_JOBS).map(|n| {
         let socket = socket.clone();
@@ -659,6 +737,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let ended = Instant::now();
+    let cpu = Cpu::between(ticks_before, Ticks::read(pid), BURST_JOBS);
     let per_second = BURST_JOBS as f64 / started.elapsed().as_secs_f64();
     let consultations: usize = (0..BURST_TASKS)
         .map(|t| {
@@ -699,6 +778,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     Burst {
         _place: place,
         per_second,
+        cpu,
         rss_before_kb,
         rss_after_kb,
     }
@@ -807,11 +887,13 @@ async fn main() {
             let in_memory = burst(memory, false, &[]).await;
             println!(
                 "durable_path: burst pair {}: {:.0} jobs/s on the disk, {:.0} in memory \
-                 ({:.2})",
+                 ({:.2}); CPU on the disk: {}; in memory: {}",
                 pair + 1,
                 on_disk.per_second,
                 in_memory.per_second,
-                on_disk.per_second / in_memory.per_second
+                on_disk.per_second / in_memory.per_second,
+                on_disk.cpu,
+                in_memory.cpu
             );
             bursts.push((on_disk, in_memory));
         }
