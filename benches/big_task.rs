@@ -26,6 +26,8 @@
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/flow.rs"]
 mod flow;
 #[path = "support/stats.rs"]
@@ -94,18 +96,10 @@ fn rss_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
-/// The CPU time the process `pid` has used, over all its threads (user and system;
-/// `/proc` counts it in ticks of 1/100 s).
+/// The CPU time the process `pid` has used, over all its threads (user and system).
 fn cpu_ms(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the stat");
-    let fields: Vec<&str> = stat[stat.rfind(')').expect("the command") + 2..]
-        .split(' ')
-        .collect();
-    let ticks: f64 = [11, 12]
-        .iter()
-        .map(|&f| fields[f].parse::<f64>().expect("a tick count"))
-        .sum();
-    ticks * 10.0
+    let (user, system) = cpu::process_ms(pid);
+    user + system
 }
 
 /// `value` percent-encoded for a query.

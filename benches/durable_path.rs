@@ -44,6 +44,8 @@
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
 
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/stats.rs"]
 mod stats;
 
@@ -66,43 +68,24 @@ const BURST_TASKS: usize = 50;
 /// The longest the daemon's VmRSS is watched after a burst for it to come back.
 const SETTLE: Duration = Duration::from_secs(30);
 
-/// CPU time in clock ticks, read from `/proc`: the daemon's own (user, system; its threads
-/// that ended included) and the whole machine's busy time (every CPU: user, nice, system,
-/// interrupts, steal), which also holds the kernel's writeback threads and the bench with
-/// its fake server (the same work on both sides).
+/// CPU time used so far, in milliseconds: the daemon's own (user, system; its threads
+/// that ended included) and the whole machine's busy time (every CPU), which also holds
+/// the kernel's writeback threads and the bench with its fake server (the same work on
+/// both sides).
 #[derive(Clone, Copy)]
-struct Ticks {
-    user: u64,
-    system: u64,
-    machine: u64,
+struct CpuSoFar {
+    user: f64,
+    system: f64,
+    machine: f64,
 }
 
-impl Ticks {
-    fn read(pid: u32) -> Ticks {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
-        // The fields after the command's closing parenthesis and the state: utime is the
-        // 11th and stime the 12th.
-        let after = stat.rsplit_once(')').expect("a command in parentheses").1;
-        let fields: Vec<u64> = after
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        let machine = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-        let cpu: Vec<u64> = machine
-            .lines()
-            .next()
-            .expect("the cpu line")
-            .split_whitespace()
-            .skip(1)
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
-        // user nice system idle iowait irq softirq steal
-        let busy = cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6] + cpu[7];
-        Ticks {
-            user: fields[10],
-            system: fields[11],
-            machine: busy,
+impl CpuSoFar {
+    fn read(pid: u32) -> CpuSoFar {
+        let (user, system) = cpu::process_ms(pid);
+        CpuSoFar {
+            user,
+            system,
+            machine: cpu::machine_busy_ms(),
         }
     }
 }
@@ -116,9 +99,8 @@ struct Cpu {
 }
 
 impl Cpu {
-    fn between(before: Ticks, after: Ticks, jobs: usize) -> Cpu {
-        // `/proc` counts in USER_HZ, 100 per second on Linux's user ABI.
-        let per_job = |ticks: u64| ticks as f64 * 10.0 / jobs as f64;
+    fn between(before: CpuSoFar, after: CpuSoFar, jobs: usize) -> Cpu {
+        let per_job = |ms: f64| ms / jobs as f64;
         Cpu {
             user: per_job(after.user - before.user),
             system: per_job(after.system - before.system),
@@ -701,7 +683,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     consult(&socket, &asked[0].0, &asked[0].1).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_before_kb = rss_kb(pid);
-    let ticks_before = Ticks::read(pid);
+    let cpu_before = CpuSoFar::read(pid);
     let started = Instant::now();
     let requests = (0..BURST_JOBS).map(|n| {
         let socket = socket.clone();
@@ -737,7 +719,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let ended = Instant::now();
-    let cpu = Cpu::between(ticks_before, Ticks::read(pid), BURST_JOBS);
+    let cpu = Cpu::between(cpu_before, CpuSoFar::read(pid), BURST_JOBS);
     let per_second = BURST_JOBS as f64 / started.elapsed().as_secs_f64();
     let consultations: usize = (0..BURST_TASKS)
         .map(|t| {
