@@ -68,29 +68,10 @@ const BURST_TASKS: usize = 50;
 /// The longest the daemon's VmRSS is watched after a burst for it to come back.
 const SETTLE: Duration = Duration::from_secs(30);
 
-/// CPU time used so far, in milliseconds: the daemon's own (user, system; its threads
-/// that ended included) and the whole machine's busy time (every CPU), which also holds
-/// the kernel's writeback threads and the bench with its fake server (the same work on
-/// both sides).
-#[derive(Clone, Copy)]
-struct CpuSoFar {
-    user: f64,
-    system: f64,
-    machine: f64,
-}
-
-impl CpuSoFar {
-    fn read(pid: u32) -> CpuSoFar {
-        let (user, system) = cpu::process_ms(pid);
-        CpuSoFar {
-            user,
-            system,
-            machine: cpu::machine_busy_ms(),
-        }
-    }
-}
-
-/// CPU milliseconds per job of a burst.
+/// CPU time in milliseconds: the daemon's own (user, system; its threads that ended
+/// included) and the whole machine's busy time (every CPU), which also holds the kernel's
+/// writeback threads and the bench with its fake server (the same work on both sides).
+/// Read as totals so far ([`Cpu::read`]), printed per job of a burst ([`Cpu::per_job`]).
 #[derive(Clone, Copy)]
 struct Cpu {
     user: f64,
@@ -99,12 +80,23 @@ struct Cpu {
 }
 
 impl Cpu {
-    fn between(before: CpuSoFar, after: CpuSoFar, jobs: usize) -> Cpu {
-        let per_job = |ms: f64| ms / jobs as f64;
+    /// What the daemon `pid` and the machine have used so far.
+    fn read(pid: u32) -> Cpu {
+        let (user, system) = cpu::process_ms(pid);
         Cpu {
-            user: per_job(after.user - before.user),
-            system: per_job(after.system - before.system),
-            machine: per_job(after.machine - before.machine),
+            user,
+            system,
+            machine: cpu::machine_busy_ms(),
+        }
+    }
+
+    /// What was used since `before`, per job of `jobs`.
+    fn per_job(self, before: Cpu, jobs: usize) -> Cpu {
+        let per_job = |now: f64, then: f64| (now - then) / jobs as f64;
+        Cpu {
+            user: per_job(self.user, before.user),
+            system: per_job(self.system, before.system),
+            machine: per_job(self.machine, before.machine),
         }
     }
 }
@@ -683,7 +675,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     consult(&socket, &asked[0].0, &asked[0].1).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_before_kb = rss_kb(pid);
-    let cpu_before = CpuSoFar::read(pid);
+    let cpu_before = Cpu::read(pid);
     let started = Instant::now();
     let requests = (0..BURST_JOBS).map(|n| {
         let socket = socket.clone();
@@ -719,8 +711,8 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let ended = Instant::now();
-    let cpu = Cpu::between(cpu_before, CpuSoFar::read(pid), BURST_JOBS);
-    let per_second = BURST_JOBS as f64 / started.elapsed().as_secs_f64();
+    let cpu = Cpu::read(pid).per_job(cpu_before, BURST_JOBS);
+    let per_second = BURST_JOBS as f64 / (ended - started).as_secs_f64();
     let consultations: usize = (0..BURST_TASKS)
         .map(|t| {
             place
