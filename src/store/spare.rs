@@ -184,7 +184,7 @@ impl Spares {
     }
 
     fn take_from(&self, dir: &Path, reusable: bool) -> Option<(PathBuf, File)> {
-        let spare = {
+        let (spare, low) = {
             let mut state = self.shared.lock();
             if state.released {
                 return None;
@@ -196,11 +196,13 @@ impl Spares {
             if spare.is_none() && pool.swept {
                 pool.dry = Some(Instant::now());
             }
-            if pool.wants(keep) {
-                self.shared.wake.notify_one();
-            }
-            spare?
+            (spare, pool.wants(keep))
         };
+        // Woken once the lock is free: a maker woken under it would only wait for it.
+        if low {
+            self.shared.wake.notify_one();
+        }
+        let spare = spare?;
         let opened = OpenOptions::new()
             .write(true)
             .custom_flags(NOFOLLOW)
@@ -313,6 +315,7 @@ impl Shared {
     /// that ([`BURST_PAUSE`]), until released.
     fn make(&self) {
         let pid = std::process::id();
+        yield_to_others();
         loop {
             let (dir, sweep, number) = {
                 let mut state = self.lock();
@@ -376,6 +379,17 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// Give the calling thread (the maker) the lowest CPU priority (nice 19), so that it runs
+/// when a core is free and a write that wakes it is not set aside for it: on a busy
+/// machine the write goes on and the file is made after. When the priority cannot be
+/// set the maker runs as any thread does.
+fn yield_to_others() {
+    let me = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(me), 19) {
+        tracing::debug!(error = %e, "the spare files' maker keeps its priority");
     }
 }
 
@@ -496,6 +510,35 @@ mod tests {
             3,
             "only the ready spares are in the directory"
         );
+    }
+
+    /// The nice values of this process's threads named `name`, from `/proc`.
+    fn nice_of_threads(name: &str) -> Vec<i64> {
+        fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|task| {
+                fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
+            })
+            .filter_map(|task| {
+                let stat = fs::read_to_string(task.path().join("stat")).ok()?;
+                // The fields after the name (which ends at the last `)`): state is the
+                // 3rd field of the line, nice the 19th.
+                let after = stat.rsplit_once(')')?.1;
+                after.split_whitespace().nth(16)?.parse().ok()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_maker_runs_at_the_lowest_priority_so_a_write_is_never_set_aside_for_it() {
+        // Filled: this maker has begun its loop. Another test's maker (the tests share
+        // a process under `cargo test`) may have just started, hence the wait.
+        let (_parent, _dir, _spares) = filled(2);
+        until("every maker at nice 19", || {
+            let nice = nice_of_threads("advisord-spares");
+            !nice.is_empty() && nice.iter().all(|n| *n == 19)
+        });
     }
 
     #[test]
