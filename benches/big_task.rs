@@ -8,6 +8,10 @@
 //!   with a standing conclusion), its plan (which reuses that conclusion) and a conclusion
 //!   on it, into each task, writes alternating so both meet the same disk. Bound: each
 //!   ≤ 1.5× the same write into the small task.
+//! - **A consultation** of two instant advisors (a fake LLM server), from its `POST
+//!   /api/v1/consultations` to its `done` event, on an assessment in each task,
+//!   alternating: the job's plan, its two consultations and its journal. Bound: ≤ 1.5× the
+//!   small task's, as for a write.
 //! - **`explain`** of a three-record chain (a consultation → its plan → its assessment),
 //!   the cockpit's first page of 50 assessments (`GET /api/v1/reasoning?offset=0&limit=50`,
 //!   the route `share/cockpit/cockpit.js` calls) and its page of 50 from the middle of the
@@ -37,7 +41,8 @@ use advisord::core::chain::{self, Head};
 use advisord::core::records::TaskName;
 use advisord::machine::anchor::Anchors;
 use advisord::store::file_name;
-use daemon_helper::{call, call_json, Binary, Place};
+use advisord_fakes::llm_server::{FakeLlmServer, Script};
+use daemon_helper::{call, call_json, catalogue, events, Advisor, Binary, Place};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 use stats::{median, ms};
@@ -154,6 +159,29 @@ impl Bench {
         (took, reply["id"].as_str().expect("an id").to_string())
     }
 
+    /// A consultation of `assessment` in `task`, from its request to its `done` event.
+    async fn consult(&self, task: &str, assessment: &str) -> Duration {
+        let body = json!({"context": self.place.context_for(task), "assessment": assessment,
+            "timeout_s": 60});
+        let started = Instant::now();
+        let job = call_json(&self.place.socket(), "POST", "/api/v1/consultations", &body)
+            .await
+            .expect(202);
+        let all = events(&self.place.socket(), job["id"].as_str().expect("a job id")).await;
+        let took = started.elapsed();
+        assert_eq!(
+            all.last().map(|e| e["event"].clone()),
+            Some(json!("done")),
+            "the consultation ended: {all:?}"
+        );
+        let recorded = all.iter().filter(|e| e["event"] == "recorded").count();
+        assert_eq!(
+            recorded, 2,
+            "both advisors' consultations recorded: {all:?}"
+        );
+        took
+    }
+
     fn judge(&mut self, what: &str, big: Duration, small: Duration, bound: f64) {
         let ratio = big.as_secs_f64() / small.as_secs_f64();
         let ok = ratio <= bound;
@@ -175,7 +203,12 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(BIG);
-    let place = Place::new("advisors: []\n");
+    // Two instant advisors, for the consultations.
+    let server = FakeLlmServer::start(Script::new()).await;
+    let place = Place::new(&catalogue(&[
+        Advisor::http("first", &server.base_url(), "m"),
+        Advisor::http("second", &server.base_url(), "m"),
+    ]));
     let filling = Instant::now();
     fill(&place.state(), &place.data(), "big", "BIG", big);
     fill(&place.state(), &place.data(), "small", "SMA", SMALL);
@@ -274,6 +307,34 @@ async fn main() {
         );
     }
 
+    // Consultations, alternating: an assessment of the highest materiality in each task
+    // (both advisors are asked), consulted ROUNDS times.
+    let mut consulted: [Vec<Duration>; 2] = Default::default();
+    let mut assessments = Vec::new();
+    for task in ["big", "small"] {
+        let (_, assessment) = bench
+            .write(
+                task,
+                json!({"kind": "assessment", "subject": "consulted decision",
+                    "materiality": "critical", "hypothesis": "asked of both",
+                    "evidence": [{"kind": "file", "ref": "benches/big_task.rs"}]}),
+            )
+            .await;
+        assessments.push(assessment);
+    }
+    for _ in 0..ROUNDS {
+        for (t, task) in ["big", "small"].into_iter().enumerate() {
+            consulted[t].push(bench.consult(task, &assessments[t]).await);
+        }
+    }
+    let [b, s] = consulted;
+    bench.judge(
+        &format!("consultation of two advisors (median of {ROUNDS})"),
+        median(b),
+        median(s),
+        WRITE_RATIO,
+    );
+
     // explain of a three-record chain, the cockpit's first page and a page from the middle,
     // alternating.
     let mut explain: [Vec<Duration>; 2] = Default::default();
@@ -367,6 +428,7 @@ async fn main() {
 
     let status = daemon.signal_and_wait(Signal::SIGTERM);
     assert!(status.success(), "{status:?}");
+    server.shutdown().await;
     if bench.broken {
         eprintln!("big_task: a bound is broken");
         std::process::exit(1);

@@ -14,7 +14,6 @@
 //! [`crate::core::invariants`]; the task's invariants are records.
 
 use crate::core::invariants::{self, Declared, InForce, TaskInvariants};
-use crate::core::records::Record;
 use crate::error::Error;
 use serde::Serialize;
 use serde_yaml_ng::Value as Yaml;
@@ -80,9 +79,10 @@ pub fn outer_here(root: &Path) -> Result<Outer, Error> {
     outer(root, crate::trust::own_config_dir().as_deref())
 }
 
-/// Every invariant in force in a task of `records`, with `outer` below it.
-pub fn in_force(outer: &Outer, records: &[Record]) -> Vec<InForce> {
-    invariants::effective(&outer.in_force, &TaskInvariants::of(records))
+/// Every invariant in force in a task whose records fold to `task` (see
+/// `Store::task_invariants`), with `outer` below it.
+pub fn in_force_with(outer: &Outer, task: &TaskInvariants) -> Vec<InForce> {
+    invariants::effective(&outer.in_force, task)
 }
 
 fn read_text(path: &Path) -> Result<Option<String>, Error> {

@@ -64,9 +64,8 @@ pub fn budget_state(resolved: &Resolved, history: &[Record], now: OffsetDateTime
 /// project's (read from their files now), with the task's own from its records on top.
 pub fn invariants_for(resolved: &Resolved, store: &Store) -> Result<Vec<InForce>, Error> {
     let outer = crate::invariants::outer_here(&resolved.root)?;
-    Ok(store.with_records(&resolved.task, |records| {
-        crate::invariants::in_force(&outer, records)
-    })?)
+    let task = store.task_invariants(&resolved.task)?;
+    Ok(crate::invariants::in_force_with(&outer, &task))
 }
 
 /// The prompt every advisor of a consultation on `assessment` is sent: the question built

@@ -230,9 +230,8 @@ pub fn list(ctx: &RequestContext) -> Result<InvariantList, Error> {
     let resolved = Resolved::resolve(ctx, &Registry::builtin())?;
     let outer = crate::invariants::outer_here(&resolved.root)?;
     let store = Store::open(&resolved.state_dir);
-    let invariants = store.with_records(&resolved.task, |records| {
-        crate::invariants::in_force(&outer, records)
-    })?;
+    let task = store.task_invariants(&resolved.task)?;
+    let invariants = crate::invariants::in_force_with(&outer, &task);
     Ok(InvariantList {
         task: resolved.task.to_string(),
         invariants,

@@ -517,13 +517,14 @@ impl Jobs {
         let resolved = in_place(move || {
             let resolved = Resolved::resolve(&context, &registry)?;
             // Looked at in place: the task may hold thousands of records.
-            let found =
-                Store::shared(&resolved.state_dir).with_records(&resolved.task, |records| {
-                    records
-                        .iter()
-                        .find(|r| r.id() == assessment.as_str())
-                        .map(|r| r.kind())
-                })?;
+            let found = Store::shared(&resolved.state_dir).with_lookups(
+                &resolved.task,
+                |records, lookups| {
+                    lookups
+                        .position(assessment.as_str())
+                        .map(|at| records[at].kind())
+                },
+            )?;
             match found {
                 Some(Kind::Assessment) => {}
                 Some(other) => {

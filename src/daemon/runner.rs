@@ -354,18 +354,19 @@ fn find_in_task(
     orphans_before: Option<u64>,
     claimed: &[String],
 ) -> Result<(Assessment, Option<Record>), Error> {
-    // The task is looked at in place (never copied: it may hold thousands of records).
+    // The task is looked at in place (never copied: it may hold thousands of records), and
+    // a record found by its id without walking it.
     let (assessment, plan) = store
-        .with_records(&resolved.task, |records| {
-            let assessment = records.iter().find_map(|r| match &r.body {
-                Body::Assessment(a) if r.id() == job.assessment.as_str() => Some(a.clone()),
+        .with_lookups(&resolved.task, |records, lookups| {
+            let by_id = |id: &str| lookups.position(id).map(|at| &records[at]);
+            let assessment = by_id(job.assessment.as_str()).and_then(|r| match &r.body {
+                Body::Assessment(a) => Some(a.clone()),
                 _ => None,
             });
             let plan = match &job.plan {
                 Some(id) => Some(
-                    records
-                        .iter()
-                        .find(|r| r.id() == id.as_str() && r.kind() == Kind::Plan)
+                    by_id(id.as_str())
+                        .filter(|r| r.kind() == Kind::Plan)
                         .cloned()
                         .ok_or_else(|| {
                             internal(format!(

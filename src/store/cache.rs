@@ -46,6 +46,53 @@ pub(super) struct TaskCache {
     /// The writer's index of `records` when `rules` keeps none, and the digest of the
     /// last record it indexed (`store::write`, `judge_next`).
     pub(super) writer_index: Option<(crate::core::writer::Index, String)>,
+    /// What a consultation looks up in the task on every job (a record by its id, the
+    /// invariants the task puts in force), kept over the first records of `records` and
+    /// extended over the records read since when asked ([`Store::with_lookups`]).
+    pub(super) lookups: Lookups,
+}
+
+/// Lookups over `records[..count]`, and the id of the last record they cover: each job
+/// found its assessment and its plan by walking the task's records and folded all of them
+/// for the invariants, so a consultation's cost grew with the task's size.
+#[derive(Default)]
+pub struct Lookups {
+    /// The task's invariant records and the conclusions that change one, folded.
+    invariants: crate::core::invariants::TaskInvariants,
+    /// Record id → the position of the first record holding it.
+    first: rustc_hash::FxHashMap<Box<str>, usize>,
+    count: usize,
+    last: Option<Box<str>>,
+}
+
+impl Lookups {
+    /// Cover every record of `records`: extended over the ones added at the end since, or
+    /// made afresh when the records covered are no longer the first ones (the cache was
+    /// read again, or a record came in below the last one covered).
+    fn over(&mut self, records: &[Record]) {
+        let kept = self.count <= records.len()
+            && self.last.as_deref() == self.count.checked_sub(1).map(|at| records[at].id());
+        if !kept {
+            *self = Lookups::default();
+        }
+        for (at, record) in records.iter().enumerate().skip(self.count) {
+            self.invariants.apply(record);
+            self.first.entry(record.id().into()).or_insert(at);
+        }
+        self.count = records.len();
+        self.last = records.last().map(|r| r.id().into());
+    }
+
+    /// The position of the first record holding `id`, among the records covered.
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.first.get(id).copied()
+    }
+
+    /// The task's invariants: its `invariant` records and the conclusions that remove or
+    /// narrow one, folded in record order.
+    pub fn invariants(&self) -> &crate::core::invariants::TaskInvariants {
+        &self.invariants
+    }
 }
 
 /// The bytes of records (their size on disk) whose cache was dropped since the daemon last
@@ -165,14 +212,45 @@ impl Store {
         task: &TaskName,
         f: impl FnOnce(&[Record]) -> R,
     ) -> Result<R, StoreError> {
+        self.with_refreshed(task, |cache| f(&cache.records))
+    }
+
+    /// Call `f` with every record of `task`, in sequence order, and the [`Lookups`] over
+    /// them, without copying them: a record found by its id and the task's invariants
+    /// cost the records read since the last call, not the task. As [`Store::with_records`].
+    pub fn with_lookups<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&[Record], &Lookups) -> R,
+    ) -> Result<R, StoreError> {
+        self.with_refreshed(task, |cache| {
+            cache.lookups.over(&cache.records);
+            f(&cache.records, &cache.lookups)
+        })
+    }
+
+    /// Call `f` with `task`'s cache once the records written since were read into it,
+    /// then note the task as just used.
+    fn with_refreshed<R>(
+        &self,
+        task: &TaskName,
+        f: impl FnOnce(&mut TaskCache) -> R,
+    ) -> Result<R, StoreError> {
         let cache = self.cache(task);
         let mut held = lock(&cache);
-        let refreshed = self.refresh(task, &mut held);
+        let answer = self.refresh(task, &mut held).map(|_| f(&mut held));
         let bytes = held.bytes;
-        let answer = refreshed.map(|_| f(&held.records));
         drop(held);
         self.used(task, &cache, bytes);
         answer
+    }
+
+    /// The invariants `task`'s records put in force or drop (see [`Lookups::invariants`]).
+    pub fn task_invariants(
+        &self,
+        task: &TaskName,
+    ) -> Result<crate::core::invariants::TaskInvariants, StoreError> {
+        self.with_lookups(task, |_, lookups| lookups.invariants().clone())
     }
 
     /// Call `f` with every record of `task` in sequence order and what the hash chain
@@ -286,6 +364,99 @@ mod tests {
         let record = serde_json::json!({"kind": "assessment", "subject": subject,
             "materiality": "low", "hypothesis": "h"});
         store.write(task, &record, None).expect("written");
+    }
+
+    fn invariant(store: &Store, task: &TaskName, name: &str, action: &str) {
+        let record = serde_json::json!({"kind": "invariant", "name": name,
+            "action": action, "description": format!("keep {name}")});
+        store.write(task, &record, None).expect("written");
+    }
+
+    /// The task's invariants, asked after each write (this store's and another's), are
+    /// always the fold of every record of the task, as folding them afresh gives.
+    #[test]
+    fn the_task_invariants_kept_in_the_cache_are_the_fold_of_every_record() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path());
+        let other = Store::open(dir.path());
+        let task = TaskName::new("t").unwrap();
+        let afresh = |store: &Store| {
+            crate::core::invariants::TaskInvariants::of(&store.records(&task).unwrap())
+        };
+        assert_eq!(store.task_invariants(&task).unwrap(), afresh(&store));
+        invariant(&store, &task, "a", "add");
+        assert_eq!(store.task_invariants(&task).unwrap(), afresh(&store));
+        write(&store, &task, "s");
+        invariant(&other, &task, "b", "add");
+        let both = store.task_invariants(&task).unwrap();
+        assert_eq!(both, afresh(&store), "another writer's record is folded in");
+        assert_ne!(both, Default::default());
+        invariant(&store, &task, "a", "remove");
+        let left = store.task_invariants(&task).unwrap();
+        assert_eq!(left, afresh(&store));
+        assert_ne!(left, both, "the removal counts");
+    }
+
+    /// Lookups whose records are no longer the first ones of the task (the cache was read
+    /// again into other records) are made afresh, not extended.
+    #[test]
+    fn lookups_over_records_that_changed_are_made_afresh() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+        let task = TaskName::new("t").unwrap();
+        let (a, b) = (Store::open(&one), Store::open(&two));
+        invariant(&a, &task, "a", "add");
+        invariant(&b, &task, "b", "add");
+        invariant(&b, &task, "c", "add");
+        let (first, second) = (a.records(&task).unwrap(), b.records(&task).unwrap());
+        let of = crate::core::invariants::TaskInvariants::of;
+        let mut lookups = Lookups::default();
+        lookups.over(&first);
+        lookups.over(&second[..1]);
+        assert_eq!(
+            lookups.invariants(),
+            &of(&second[..1]),
+            "same count, other records"
+        );
+        assert_eq!(
+            lookups.position(first[0].id()),
+            None,
+            "afresh: the old ids are gone"
+        );
+        assert_eq!(lookups.position(second[0].id()), Some(0));
+        lookups.over(&second);
+        assert_eq!(
+            lookups.invariants(),
+            &of(&second),
+            "extended by the new one"
+        );
+        assert_eq!(lookups.position(second[1].id()), Some(1));
+        lookups.over(&[]);
+        assert_eq!(lookups.invariants(), &of(&[]), "fewer records: afresh");
+        assert_eq!(lookups.position(second[0].id()), None);
+    }
+
+    /// A record is found by its id at the first position holding it, after this store's
+    /// writes and another's, as walking the records finds it.
+    #[test]
+    fn a_record_is_found_by_its_id_as_a_walk_of_the_records_finds_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, other) = (Store::open(dir.path()), Store::open(dir.path()));
+        let task = TaskName::new("t").unwrap();
+        write(&store, &task, "one");
+        write(&other, &task, "two");
+        write(&store, &task, "three");
+        let records = store.records(&task).unwrap();
+        for (at, record) in records.iter().enumerate() {
+            let found = store.with_lookups(&task, |records, lookups| {
+                lookups
+                    .position(record.id())
+                    .map(|p| records[p].id().to_string())
+            });
+            assert_eq!(found.unwrap().as_deref(), Some(record.id()), "record {at}");
+        }
+        let missing = store.with_lookups(&task, |_, lookups| lookups.position("01NOPE"));
+        assert_eq!(missing.unwrap(), None);
     }
 
     /// A task's cache dropped for the budget by a request for another task counts as
