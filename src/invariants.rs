@@ -81,7 +81,7 @@ pub fn outer_here(root: &Path) -> Result<Outer, Error> {
 
 /// Every invariant in force in a task whose records fold to `task` (see
 /// `Store::task_invariants`), with `outer` below it.
-pub fn in_force_with(outer: &Outer, task: &TaskInvariants) -> Vec<InForce> {
+pub fn in_force(outer: &Outer, task: &TaskInvariants) -> Vec<InForce> {
     invariants::effective(&outer.in_force, task)
 }
 

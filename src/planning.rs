@@ -65,7 +65,7 @@ pub fn budget_state(resolved: &Resolved, history: &[Record], now: OffsetDateTime
 pub fn invariants_for(resolved: &Resolved, store: &Store) -> Result<Vec<InForce>, Error> {
     let outer = crate::invariants::outer_here(&resolved.root)?;
     let task = store.task_invariants(&resolved.task)?;
-    Ok(crate::invariants::in_force_with(&outer, &task))
+    Ok(crate::invariants::in_force(&outer, &task))
 }
 
 /// The prompt every advisor of a consultation on `assessment` is sent: the question built

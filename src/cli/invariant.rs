@@ -231,7 +231,7 @@ pub fn list(ctx: &RequestContext) -> Result<InvariantList, Error> {
     let outer = crate::invariants::outer_here(&resolved.root)?;
     let store = Store::open(&resolved.state_dir);
     let task = store.task_invariants(&resolved.task)?;
-    let invariants = crate::invariants::in_force_with(&outer, &task);
+    let invariants = crate::invariants::in_force(&outer, &task);
     Ok(InvariantList {
         task: resolved.task.to_string(),
         invariants,

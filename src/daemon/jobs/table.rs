@@ -559,25 +559,28 @@ impl JobTable {
         let mut map = self.map();
         let mut archive = self.archive();
         map.retain(|_, entry| !entry.pack_into(&mut archive));
-        let mut finished: Vec<(SystemTime, JobId)> = map
-            .iter()
-            .filter_map(|(id, e)| e.finished_at().map(|at| (at, id.clone())))
-            .collect();
-        finished.extend(
-            archive
-                .jobs()
+        // Each finished job's end and its id, borrowed where it is kept: only the ids of
+        // the jobs dropped are copied (this runs whenever a job ends, over every job kept).
+        let dropped: Vec<JobId> = {
+            let mut finished: Vec<(SystemTime, &str)> = map
                 .iter()
-                .map(|p| (p.finished, JobId::from(archive.id(p)))),
-        );
-        // Newest first, so the ones past `keep_max` are at the end.
-        finished.sort_by(|a, b| b.cmp(a));
-        let mut dropped = Vec::new();
-        for (rank, (at, id)) in finished.into_iter().enumerate() {
-            let too_old = now.duration_since(at).unwrap_or_default() > retention.keep_for;
-            if too_old || rank >= retention.keep_max {
-                map.remove(&id);
-                dropped.push(id);
-            }
+                .filter_map(|(id, e)| e.finished_at().map(|at| (at, id.as_str())))
+                .collect();
+            finished.extend(archive.jobs().iter().map(|p| (p.finished, archive.id(p))));
+            // Newest first, so the ones past `keep_max` are at the end.
+            finished.sort_unstable_by(|a, b| b.cmp(a));
+            finished
+                .into_iter()
+                .enumerate()
+                .filter(|(rank, (at, _))| {
+                    *rank >= retention.keep_max
+                        || now.duration_since(*at).unwrap_or_default() > retention.keep_for
+                })
+                .map(|(_, (_, id))| JobId::from(id))
+                .collect()
+        };
+        for id in &dropped {
+            map.remove(id);
         }
         if !dropped.is_empty() {
             archive.retain(|id, _| !dropped.iter().any(|d| d.as_str() == id));
