@@ -54,7 +54,11 @@ pub(super) struct TaskCache {
 
 /// Lookups over `records[..count]`, and the id of the last record they cover: each job
 /// found its assessment and its plan by walking the task's records and folded all of them
-/// for the invariants, so a consultation's cost grew with the task's size.
+/// for the invariants, so a consultation's cost grew with the task's size. The writer's
+/// `Index` keeps the same fold and an id map too, but only for a write: it is extended
+/// under the task's lock, after the chain's walk has admitted the records written by
+/// others, which a read must not wait for. These serve the reads, and keep the first
+/// record holding an id, as a walk of the records finds it.
 #[derive(Default)]
 pub struct Lookups {
     /// The task's invariant records and the conclusions that change one, folded.
