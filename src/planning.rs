@@ -6,7 +6,7 @@
 use crate::context::Resolved;
 use crate::core::availability::{self, AvailabilityInput};
 use crate::core::cost::{BudgetInput, BudgetState};
-use crate::core::invariants::InForce;
+use crate::core::invariants::{InForce, TaskInvariants};
 use crate::core::policy::PlanEnv;
 use crate::core::records::Record;
 use crate::error::Error;
@@ -61,11 +61,11 @@ pub fn budget_state(resolved: &Resolved, history: &[Record], now: OffsetDateTime
 }
 
 /// The invariants in force for the resolved task: the user's global ones and the
-/// project's (read from their files now), with the task's own from its records on top.
-pub fn invariants_for(resolved: &Resolved, store: &Store) -> Result<Vec<InForce>, Error> {
+/// project's (read from their files now), with `task`'s own (the fold of its records, see
+/// `Store::with_lookups`) on top.
+pub fn invariants_for(resolved: &Resolved, task: &TaskInvariants) -> Result<Vec<InForce>, Error> {
     let outer = crate::invariants::outer_here(&resolved.root)?;
-    let task = store.task_invariants(&resolved.task)?;
-    Ok(crate::invariants::in_force(&outer, &task))
+    Ok(crate::invariants::in_force(&outer, task))
 }
 
 /// The prompt every advisor of a consultation on `assessment` is sent: the question built

@@ -8,7 +8,7 @@
 
 use crate::context::{advisor_spec, fill_credentials_from_daemon, Resolved};
 use crate::core::cost::consultation_cost;
-use crate::core::invariants::InForce;
+use crate::core::invariants::{InForce, TaskInvariants};
 use crate::core::records::{Assessment, Body, Kind, Plan, Record, TaskName};
 use crate::core::writer::ReasonCode;
 use crate::daemon::draft;
@@ -312,8 +312,9 @@ fn prepare(
 ) -> Result<Prepared, Error> {
     // The daemon's one store of the state directory: its cache is read once, not per job.
     let store = Store::shared(&resolved.state_dir);
-    let (assessment, plan) = find_in_task(&store, &resolved, job, orphans_before, claimed)?;
-    let invariants = planning::invariants_for(&resolved, &store)?;
+    let (assessment, plan, task_invariants) =
+        find_in_task(&store, &resolved, job, orphans_before, claimed)?;
+    let invariants = planning::invariants_for(&resolved, &task_invariants)?;
     let prompt = prompt_of(&assessment, asked, &invariants);
     let planned_now = plan.is_none();
     let plan_record = match plan {
@@ -345,18 +346,19 @@ fn prepare(
     })
 }
 
-/// The job's assessment in its task, and its plan when one is recorded already (the
-/// job's own, or for a resumed job the one it recorded unjournaled).
+/// The job's assessment in its task, its plan when one is recorded already (the job's
+/// own, or for a resumed job the one it recorded unjournaled), and the invariants the
+/// task's records put in force or drop, all from one look at the task.
 fn find_in_task(
     store: &Store,
     resolved: &Resolved,
     job: &crate::protocol::Job,
     orphans_before: Option<u64>,
     claimed: &[String],
-) -> Result<(Assessment, Option<Record>), Error> {
+) -> Result<(Assessment, Option<Record>, TaskInvariants), Error> {
     // The task is looked at in place (never copied: it may hold thousands of records), and
     // a record found by its id without walking it.
-    let (assessment, plan) = store
+    let (assessment, plan, task_invariants) = store
         .with_lookups(&resolved.task, |records, lookups| {
             let by_id = |id: &str| lookups.position(id).map(|at| &records[at]);
             let assessment = by_id(job.assessment.as_str()).and_then(|r| match &r.body {
@@ -378,7 +380,7 @@ fn find_in_task(
                     .and_then(|before| unclaimed_plan(records, job, claimed, before))
                     .map(Ok),
             };
-            (assessment, plan)
+            (assessment, plan, lookups.invariants().clone())
         })
         .map_err(internal)?;
     let assessment = assessment.ok_or_else(|| {
@@ -387,7 +389,7 @@ fn find_in_task(
             job.assessment, resolved.task
         ))
     })?;
-    Ok((assessment, plan.transpose()?))
+    Ok((assessment, plan.transpose()?, task_invariants))
 }
 
 /// The prompt every selected advisor is sent: the one a relayed review brought whole, or
@@ -652,8 +654,8 @@ fn prepare_together(
     drafts: std::sync::mpsc::Receiver<Option<Vec<crate::store::Drafted>>>,
 ) -> Result<Together, Error> {
     let store = Store::shared(&resolved.state_dir);
-    let (assessment, found) = find_in_task(&store, &resolved, job, None, &[])?;
-    let invariants = planning::invariants_for(&resolved, &store)?;
+    let (assessment, found, task_invariants) = find_in_task(&store, &resolved, job, None, &[])?;
+    let invariants = planning::invariants_for(&resolved, &task_invariants)?;
     let prompt = prompt_of(&assessment, asked, &invariants);
     let prepared = |plan_record: Record, planned_now: bool| -> Result<Prepared, Error> {
         let Body::Plan(plan) = &plan_record.body else {

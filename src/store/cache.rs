@@ -79,6 +79,9 @@ impl Lookups {
         if !kept {
             *self = Lookups::default();
         }
+        if self.count == records.len() {
+            return;
+        }
         for (at, record) in records.iter().enumerate().skip(self.count) {
             self.invariants.apply(record);
             self.first.entry(record.id().into()).or_insert(at);
