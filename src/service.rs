@@ -252,16 +252,17 @@ fn verify_tasks(
             walked: 0,
             records: 0,
         });
-        let files = store.stored_files(task)?;
-        let files: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
+        let (named, parsed) = store.parsed_files(task)?;
+        let files = chain::files_named(&named);
         let dir = store.task_dir(task).display().to_string();
-        let verified = chain::verify_task_by(task, dir, &files, None, &mut |walked, records| {
-            progress(VerifyProgress {
-                task: task.to_string(),
-                walked,
-                records,
-            })
-        });
+        let verified =
+            chain::verify_parsed(task, dir, &files, parsed, None, &mut |walked, records| {
+                progress(VerifyProgress {
+                    task: task.to_string(),
+                    walked,
+                    records,
+                })
+            });
         let mut report = verified.report;
         if let Some(machine) = crate::machine::installed() {
             let read: Vec<(&chain::File, &Record)> = verified
@@ -270,7 +271,14 @@ fn verify_tasks(
                 .map(|&at| &files[at])
                 .zip(&verified.records)
                 .collect();
-            judge_by_machine(&mut report, machine, store, task, &files, &read);
+            judge_by_machine(
+                &mut report,
+                machine,
+                store,
+                task,
+                (&files, &verified.digests),
+                &read,
+            );
         }
         reports.push(report);
     }
@@ -280,13 +288,14 @@ fn verify_tasks(
 /// What this machine adds to a task's verification: an `unattested` finding for each
 /// consultation without a valid attestation of its key or of a runtime pinned here
 /// (every one, said plainly, when it has neither), and whether the task is `foreign` (its anchored head not in place).
-/// `read` is every record file that parses, with its record (the walk's, not parsed again).
+/// `read` is every record file that parses, with its record (the walk's, not parsed again);
+/// `digests` the hash of each record file's bytes ([`chain::Verified::digests`]).
 fn judge_by_machine(
     report: &mut chain::TaskReport,
     machine: &crate::machine::Machine,
     store: &Store,
     task: &TaskName,
-    files: &[chain::File],
+    (files, digests): (&[chain::File], &[(u64, String)]),
     read: &[(&chain::File, &Record)],
 ) {
     use crate::machine::attest::Verdict;
@@ -312,10 +321,10 @@ fn judge_by_machine(
     report.findings.sort_by_key(|f| f.sequence);
     let anchored = machine.anchors(store.state_dir()).head(task);
     let digest_of = |sequence: u64| {
-        files
+        digests
             .iter()
-            .find(|f| f.sequence == sequence)
-            .map(|f| chain::digest(f.bytes))
+            .find(|(at, _)| *at == sequence)
+            .map(|(_, digest)| digest.clone())
     };
     let at_anchor = anchored.as_ref().and_then(|h| digest_of(h.sequence));
     let highest = files.last().map(|f| f.sequence);

@@ -639,6 +639,19 @@ pub struct File<'a> {
     pub bytes: &'a [u8],
 }
 
+/// The files named in `named` (name and sequence, as [`verify_parsed`] takes them), their
+/// bytes not held: they were read, hashed and parsed already.
+pub fn files_named(named: &[(String, u64)]) -> Vec<File<'_>> {
+    named
+        .iter()
+        .map(|(name, sequence)| File {
+            name,
+            sequence: *sequence,
+            bytes: &[],
+        })
+        .collect()
+}
+
 /// What `verify` found in one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskReport {
@@ -702,6 +715,18 @@ pub fn verify_task_with(
     verify_task_by(task, dir, files, None, walked).report
 }
 
+/// A record file as `verify` reads it: the chain's hash of its bytes, and the record they
+/// parse to or why they do not.
+pub type Parsed = (String, Result<Record, String>);
+
+/// [`Parsed`] of a record file's `bytes`.
+pub fn parse_file(bytes: &[u8]) -> Parsed {
+    (
+        digest(bytes),
+        serde_json::from_slice::<Record>(bytes).map_err(|e| e.to_string()),
+    )
+}
+
 /// What [`verify_task_by`] found, and the records it read on the way.
 pub struct Verified {
     /// What `verify` found in the task.
@@ -710,6 +735,9 @@ pub struct Verified {
     pub records: Vec<Record>,
     /// For each of `records`, the index of its file in the files verified.
     pub files: Vec<usize>,
+    /// The chain's hash of each record file's bytes (every file of a sequence above 0,
+    /// readable or not), in file order.
+    pub digests: Vec<(u64, String)>,
 }
 
 /// [`verify_task_with`] spread over `workers` threads (`None`: the machine's cores, see
@@ -722,27 +750,63 @@ pub fn verify_task_by(
     workers: Option<usize>,
     walked: &mut dyn FnMut(usize, usize),
 ) -> Verified {
+    let records = files.iter().filter(|f| f.sequence > 0).count();
+    let workers = workers.unwrap_or_else(|| parallel::workers(records));
+    let bytes: Vec<&[u8]> = files
+        .iter()
+        .filter(|f| f.sequence > 0)
+        .map(|f| f.bytes)
+        .collect();
+    // Hashed and parsed side by side.
+    let parsed = parallel::digest_and_parse(&bytes, workers);
+    drop(bytes);
+    verify_parsed(task, dir, files, parsed, Some(workers), walked)
+}
+
+/// [`verify_task_by`] of files already hashed and parsed: `parsed` holds one [`Parsed`]
+/// for each of `files` that is a record file (sequence above 0), in the same order, and
+/// the bytes of `files` are not read (the store reads, hashes and parses each file in one
+/// go and keeps none of them: [`crate::store::Store::parsed_files`]).
+pub fn verify_parsed(
+    task: &TaskName,
+    dir: String,
+    files: &[File],
+    parsed: Vec<Parsed>,
+    workers: Option<usize>,
+    walked: &mut dyn FnMut(usize, usize),
+) -> Verified {
     let (record_files, stray_files): (Vec<usize>, Vec<usize>) =
         (0..files.len()).partition(|&at| files[at].sequence > 0);
+    assert_eq!(
+        record_files.len(),
+        parsed.len(),
+        "one parsed result for each record file"
+    );
     let workers = workers.unwrap_or_else(|| parallel::workers(record_files.len()));
-    let bytes: Vec<&[u8]> = record_files.iter().map(|&at| files[at].bytes).collect();
-    // Hashed and parsed side by side; the readable records kept in one run, for the rules.
-    let mut digests = Vec::with_capacity(bytes.len());
-    let mut slots: Vec<Result<usize, String>> = Vec::with_capacity(bytes.len());
-    let mut records = Vec::with_capacity(bytes.len());
-    let mut readable_files = Vec::with_capacity(bytes.len());
-    for ((digest, parsed), &at) in parallel::digest_and_parse(&bytes, workers)
+    // The readable records kept in one run, for the rules, taken out of the parsed
+    // results in place (the collection reuses their vector) rather than copied into a new
+    // one: at 100,000 records that copy was some 50 MB of fresh pages.
+    let mut digests = Vec::with_capacity(parsed.len());
+    let mut slots: Vec<Result<usize, String>> = Vec::with_capacity(parsed.len());
+    let mut readable_files = Vec::with_capacity(parsed.len());
+    let records: Vec<Record> = parsed
         .into_iter()
-        .zip(&record_files)
-    {
-        digests.push(digest);
-        slots.push(parsed.map(|record| {
-            records.push(record);
-            readable_files.push(at);
-            records.len() - 1
-        }));
-    }
-    drop(bytes);
+        .enumerate()
+        .filter_map(|(i, (digest, parsed))| {
+            digests.push(digest);
+            match parsed {
+                Ok(record) => {
+                    slots.push(Ok(readable_files.len()));
+                    readable_files.push(record_files[i]);
+                    Some(record)
+                }
+                Err(why) => {
+                    slots.push(Err(why));
+                    None
+                }
+            }
+        })
+        .collect();
     let total = record_files.len();
     let mut done = 0;
     let mut told = 0;
@@ -815,6 +879,11 @@ pub fn verify_task_by(
         },
         records,
         files: readable_files,
+        digests: record_files
+            .iter()
+            .map(|&at| files[at].sequence)
+            .zip(digests)
+            .collect(),
     }
 }
 

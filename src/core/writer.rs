@@ -226,10 +226,20 @@ pub fn admit_indexed(
                 .to_string(),
         ));
     };
+    admit_object(existing, index, object.clone(), env)
+}
+
+/// [`admit_indexed`] of a JSON object the caller gives up (`readmit_indexed` builds one
+/// for each stored record: `verify` would otherwise copy every record's fields once more).
+fn admit_object(
+    existing: &[Record],
+    index: Option<&Index>,
+    mut object: serde_json::Map<String, Value>,
+    env: &WriteEnv,
+) -> Result<Record, Refusal> {
     if let Some(trust) = env.trust.filter(|t| t.is_broken()) {
         return Err(chain_broken(env.task, trust));
     }
-    let mut object = object.clone();
     let kind = take_kind(&mut object)?;
     refuse_computed(&object, env.daemon)?;
     let task = rules::Task::indexed(existing, env.task, env.trust, index);
@@ -504,16 +514,20 @@ pub fn readmit_indexed(
             ),
         )
     })?;
-    let mut input = serde_json::to_value(&record.body).map_err(|e| {
+    let Value::Object(mut object) = serde_json::to_value(&record.body).map_err(|e| {
         refuse(
             ReasonCode::InvalidField,
             format!("the record does not serialise: {e}"),
         )
-    })?;
-    if let Value::Object(object) = &mut input {
-        for field in COMPUTED_FIELDS {
-            object.remove(field);
-        }
+    })?
+    else {
+        return Err(refuse(
+            ReasonCode::InvalidField,
+            "the record does not serialise as one JSON object".to_string(),
+        ));
+    };
+    for field in COMPUTED_FIELDS {
+        object.remove(field);
     }
     let env = WriteEnv {
         task,
@@ -534,7 +548,7 @@ pub fn readmit_indexed(
         // The files of the time are not kept: the task's own invariants are judged again.
         invariants: &[],
     };
-    let mut again = admit_indexed(earlier, index, &input, &env)?;
+    let mut again = admit_object(earlier, index, object, &env)?;
     match (&mut again.body, &record.body) {
         // The attestation is the daemon's MAC, checked at the edge against its key.
         (Body::Consultation(again), Body::Consultation(stored)) => {

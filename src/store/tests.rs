@@ -372,6 +372,68 @@ fn links_in_a_task_directory_are_never_followed() {
     assert!(message.contains("symbolic link"), "{message}");
 }
 
+/// `verify` reads each file, hashes and parses it in one go and keeps no bytes
+/// (`Store::parsed_files`): it finds exactly what a walk over the files' bytes finds,
+/// strays, a record that does not parse and a break included.
+#[test]
+fn verify_of_files_parsed_as_read_finds_what_a_walk_of_their_bytes_finds() {
+    let (dir, store, t) = task_of_assessments(5);
+    let task_dir = store.task_dir(&t);
+    fs::write(task_dir.join("notes.txt"), b"by hand").expect("a note");
+    fs::write(task_dir.join(sequence_file(6)), b"{ not json").expect("a torn record");
+    let mut edited = fs::read_to_string(task_dir.join(sequence_file(3))).expect("read");
+    assert!(edited.contains("\"s2\""), "{edited}");
+    edited = edited.replacen("\"s2\"", "\"s2 edited\"", 1);
+    fs::write(task_dir.join(sequence_file(3)), edited).expect("an edit");
+    let fresh = Store::open(dir.path());
+    let stored = fresh.stored_files(&t).expect("the files");
+    let (named, parsed) = fresh.parsed_files(&t).expect("the files parsed");
+    let names: Vec<(String, u64)> = stored
+        .iter()
+        .map(|f| (f.name.clone(), f.sequence))
+        .collect();
+    assert_eq!(named, names, "the same files in the same order");
+    let expected: Vec<chain::Parsed> = stored
+        .iter()
+        .filter(|f| f.sequence > 0)
+        .map(|f| chain::parse_file(&f.bytes))
+        .collect();
+    assert_eq!(
+        parsed, expected,
+        "each record file hashed and parsed as its bytes are"
+    );
+    assert!(parsed[5].1.is_err(), "the torn record does not parse");
+    let files: Vec<chain::File> = stored.iter().map(StoredFile::as_chain_file).collect();
+    let by_bytes = chain::verify_task_by(&t, String::new(), &files, Some(2), &mut |_, _| {});
+    let views = chain::files_named(&named);
+    let as_read = chain::verify_parsed(&t, String::new(), &views, parsed, Some(2), &mut |_, _| {});
+    assert_eq!(as_read.report, by_bytes.report);
+    assert_eq!(as_read.records, by_bytes.records);
+    assert_eq!(as_read.digests, by_bytes.digests);
+    assert_eq!(
+        as_read.report.state.broken_at,
+        Some(3),
+        "{:?}",
+        as_read.report.findings
+    );
+    assert!(
+        as_read
+            .report
+            .findings
+            .iter()
+            .any(|f| f.file == "notes.txt"),
+        "{:?}",
+        as_read.report.findings
+    );
+    // A record file that cannot be read stops the reading with its name, as before.
+    let outside = dir.path().join("outside.json");
+    fs::write(&outside, b"{}").expect("a file outside");
+    std::os::unix::fs::symlink(&outside, task_dir.join(sequence_file(7))).expect("a link");
+    let message = format!("{:?}", fresh.parsed_files(&t).expect_err("not read"));
+    assert!(message.contains("symbolic link"), "{message}");
+    assert!(message.contains(&sequence_file(7)), "{message}");
+}
+
 /// One rule for record file names: exactly ten digits and `.json`. Anything else is a
 /// stray that the views and `verify` report alike, and never read as a record.
 #[test]
