@@ -271,14 +271,7 @@ fn verify_tasks(
                 .map(|&at| &files[at])
                 .zip(&verified.records)
                 .collect();
-            judge_by_machine(
-                &mut report,
-                machine,
-                store,
-                task,
-                (&files, &verified.digests),
-                &read,
-            );
+            judge_by_machine(&mut report, machine, store, task, &verified.digests, &read);
         }
         reports.push(report);
     }
@@ -288,14 +281,15 @@ fn verify_tasks(
 /// What this machine adds to a task's verification: an `unattested` finding for each
 /// consultation without a valid attestation of its key or of a runtime pinned here
 /// (every one, said plainly, when it has neither), and whether the task is `foreign` (its anchored head not in place).
-/// `read` is every record file that parses, with its record (the walk's, not parsed again);
-/// `digests` the hash of each record file's bytes ([`chain::Verified::digests`]).
+/// `digests` is the hash of each record file's bytes by its sequence, in file order
+/// ([`chain::Verified::digests`]); `read` every record file that parses, with its record
+/// (the walk's, not parsed again).
 fn judge_by_machine(
     report: &mut chain::TaskReport,
     machine: &crate::machine::Machine,
     store: &Store,
     task: &TaskName,
-    (files, digests): (&[chain::File], &[(u64, String)]),
+    digests: &[(u64, String)],
     read: &[(&chain::File, &Record)],
 ) {
     use crate::machine::attest::Verdict;
@@ -327,7 +321,8 @@ fn judge_by_machine(
             .map(|(_, digest)| digest.clone())
     };
     let at_anchor = anchored.as_ref().and_then(|h| digest_of(h.sequence));
-    let highest = files.last().map(|f| f.sequence);
+    // The highest record, as the views judge it: a stray (sequence 0) is not one.
+    let highest = digests.last().map(|(sequence, _)| *sequence);
     report.foreign = chain::foreign(task, anchored.as_ref(), highest, |sequence| {
         at_anchor
             .as_deref()

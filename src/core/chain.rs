@@ -750,13 +750,12 @@ pub fn verify_task_by(
     workers: Option<usize>,
     walked: &mut dyn FnMut(usize, usize),
 ) -> Verified {
-    let records = files.iter().filter(|f| f.sequence > 0).count();
-    let workers = workers.unwrap_or_else(|| parallel::workers(records));
     let bytes: Vec<&[u8]> = files
         .iter()
         .filter(|f| f.sequence > 0)
         .map(|f| f.bytes)
         .collect();
+    let workers = workers.unwrap_or_else(|| parallel::workers(bytes.len()));
     // Hashed and parsed side by side.
     let parsed = parallel::digest_and_parse(&bytes, workers);
     drop(bytes);

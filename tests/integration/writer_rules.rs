@@ -203,6 +203,25 @@ fn an_odd_name_is_a_stray_that_status_and_verify_report_alike() {
     assert_eq!(next["sequence"], 4);
 }
 
+/// A task whose directory holds no record, only a stray, is one this machine wrote nothing
+/// in: `verify` judges its trust from its records, as the views do, not from the stray.
+#[test]
+fn a_task_of_only_a_stray_is_judged_alike_by_status_and_verify() {
+    let project = project();
+    let dir = project.state().join("default");
+    std::fs::create_dir_all(&dir).expect("the task's directory");
+    std::fs::write(dir.join("notes.txt"), b"by hand").expect("a stray");
+    let status = json_of(&project, &["status"], 0);
+    assert_eq!(status["chain"]["strays"], json!(["notes.txt"]), "{status}");
+    let verify = json_of(&project, &["verify"], 1);
+    assert_eq!(verify["tasks"][0]["strays"], status["chain"]["strays"]);
+    assert_eq!(
+        verify["tasks"][0]["trust"], status["trust"],
+        "{verify} {status}"
+    );
+    assert_eq!(verify["tasks"][0]["trust"], "local", "{verify}");
+}
+
 /// A planted record file of the highest sequence is a finding, read at once: `status`
 /// answers, `verify` reports the gap, and the writer appends nothing after it (before,
 /// reading the task looked up ten billion names).
