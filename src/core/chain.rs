@@ -757,7 +757,7 @@ pub fn verify_task_by(
         .collect();
     let workers = workers.unwrap_or_else(|| parallel::workers(bytes.len()));
     // Hashed and parsed side by side.
-    let parsed = parallel::digest_and_parse(&bytes, workers);
+    let parsed = parallel::map(&bytes, workers, |bytes| parse_file(bytes));
     drop(bytes);
     verify_parsed(task, dir, files, parsed, Some(workers), walked)
 }
@@ -792,7 +792,7 @@ pub fn verify_parsed(
         .into_iter()
         .enumerate()
         .filter_map(|(i, (digest, parsed))| {
-            digests.push(digest);
+            digests.push((files[record_files[i]].sequence, digest));
             match parsed {
                 Ok(record) => {
                     slots.push(Ok(readable_files.len()));
@@ -826,7 +826,7 @@ pub fn verify_parsed(
         .iter()
         .zip(&digests)
         .zip(&slots)
-        .map(|((&at, digest), slot)| Entry {
+        .map(|((&at, (_, digest)), slot)| Entry {
             file: Some(files[at].name),
             sequence: files[at].sequence,
             digest,
@@ -878,11 +878,7 @@ pub fn verify_parsed(
         },
         records,
         files: readable_files,
-        digests: record_files
-            .iter()
-            .map(|&at| files[at].sequence)
-            .zip(digests)
-            .collect(),
+        digests,
     }
 }
 

@@ -81,11 +81,6 @@ fn joined<R>(handles: Vec<std::thread::ScopedJoinHandle<'_, Vec<R>>>, capacity: 
     all
 }
 
-/// Each file's [`digest`] and what it parses to (or why it does not).
-pub fn digest_and_parse(files: &[&[u8]], workers: usize) -> Vec<super::Parsed> {
-    map(files, workers, |bytes| super::parse_file(bytes))
-}
-
 /// What admitting a stored record again through the writer's rules of today gives.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Readmitted {
