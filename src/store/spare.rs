@@ -68,6 +68,10 @@ const NOFOLLOW: i32 = nix::fcntl::OFlag::O_NOFOLLOW.bits();
 /// maker stays out of their way until they slow down.
 pub const BURST_PAUSE: Duration = Duration::from_millis(100);
 
+/// How long [`Spares::release`] waits at most for the maker to end the creation it is in
+/// (one empty file: well under a millisecond on a working disk).
+pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
 static SPARES: OnceLock<Spares> = OnceLock::new();
 
 /// Keep spares in this process (the daemon calls it once at start).
@@ -114,6 +118,8 @@ struct Shared {
     state: Mutex<State>,
     /// Woken when a pool runs low or the spares are released.
     wake: Condvar,
+    /// Woken when the maker ends the creation it was in (see [`State::making`]).
+    made: Condvar,
     keep: usize,
 }
 
@@ -121,6 +127,11 @@ struct Shared {
 struct State {
     pools: HashMap<PathBuf, Pool>,
     released: bool,
+    /// The maker is creating a file outside the lock: `release` waits for it to end (the
+    /// maker removes that file itself once released), so a daemon that exits right after
+    /// releasing leaves no spare behind. The maker runs at the lowest priority, so on a
+    /// busy machine that removal could otherwise come after the process is gone.
+    making: bool,
     /// The next number of a spare's name.
     next: u64,
 }
@@ -159,6 +170,7 @@ impl Spares {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
+            made: Condvar::new(),
             keep,
         });
         let maker = shared.clone();
@@ -278,11 +290,27 @@ impl Spares {
             .map_or(0, |pool| pool.recycled.len())
     }
 
-    /// Remove every ready or recycled spare and make no more.
+    /// Remove every ready or recycled spare and make no more; a file the maker is
+    /// creating now is removed by it before this returns (waiting at most
+    /// [`RELEASE_WAIT`] for a creation stuck in the file system).
     pub fn release(&self) {
         let ready: Vec<PathBuf> = {
             let mut state = self.shared.lock();
             state.released = true;
+            self.shared.wake.notify_all();
+            let deadline = Instant::now() + RELEASE_WAIT;
+            while state.making {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = self
+                    .shared
+                    .made
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
             state
                 .pools
                 .values_mut()
@@ -292,7 +320,6 @@ impl Spares {
                 })
                 .collect()
         };
-        self.shared.wake.notify_all();
         for spare in ready {
             let _ = fs::remove_file(spare);
         }
@@ -350,6 +377,7 @@ impl Shared {
                     };
                 };
                 state.next += 1;
+                state.making = true;
                 (low.0, low.1, state.next)
             };
             let made = if sweep {
@@ -358,17 +386,21 @@ impl Shared {
                 create(&dir, pid, number).map(Some)
             };
             let mut state = self.lock();
+            state.making = false;
             let released = state.released;
+            if released {
+                // Removed before `release`, which waits for this, returns.
+                if let Ok(Some(spare)) = made {
+                    let _ = fs::remove_file(spare);
+                }
+                self.made.notify_all();
+                return;
+            }
             let Some(pool) = state.pools.get_mut(&dir) else {
                 continue;
             };
             match made {
                 Ok(None) => pool.swept = true,
-                Ok(Some(spare)) if released => {
-                    drop(state);
-                    let _ = fs::remove_file(spare);
-                    return;
-                }
                 Ok(Some(spare)) => pool.ready.push_back(spare),
                 // A name left by an earlier process with this pid that the sweep missed:
                 // the next number.
@@ -645,6 +677,22 @@ mod tests {
         assert!(spares.take(&dir).is_none(), "none after release");
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(names(&dir).len(), 1, "none made after release");
+    }
+
+    /// Released while the maker is filling a large pool (creating a file at any moment):
+    /// when `release` returns nothing of ours is left, so a daemon that exits at once
+    /// leaves no spare behind.
+    #[test]
+    fn release_returns_only_once_the_file_being_made_is_gone_too() {
+        for _ in 0..20 {
+            let parent = tempfile::tempdir().unwrap();
+            let dir = parent.path().join("+spare");
+            let spares = Spares::start(256);
+            assert!(spares.take(&dir).is_none(), "none ready at first");
+            until("the maker started filling", || spares.ready(&dir) >= 2);
+            spares.release();
+            assert_eq!(names(&dir), Vec::<String>::new(), "nothing left at release");
+        }
     }
 
     #[test]
