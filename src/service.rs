@@ -314,20 +314,7 @@ fn judge_by_machine(
     }
     report.findings.sort_by_key(|f| f.sequence);
     let anchored = machine.anchors(store.state_dir()).head(task);
-    let digest_of = |sequence: u64| {
-        digests
-            .iter()
-            .find(|(at, _)| *at == sequence)
-            .map(|(_, digest)| digest.clone())
-    };
-    let at_anchor = anchored.as_ref().and_then(|h| digest_of(h.sequence));
-    // The highest record, as the views judge it: a stray (sequence 0) is not one.
-    let highest = digests.last().map(|(sequence, _)| *sequence);
-    report.foreign = chain::foreign(task, anchored.as_ref(), highest, |sequence| {
-        at_anchor
-            .as_deref()
-            .filter(|_| anchored.as_ref().is_some_and(|h| h.sequence == sequence))
-    });
+    report.foreign = chain::foreign_by_digests(task, anchored.as_ref(), digests);
     report.trust = if report.foreign.is_some() {
         chain::TaskTrust::Foreign
     } else {

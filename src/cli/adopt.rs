@@ -6,7 +6,7 @@
 
 use crate::context::Resolved;
 use crate::core::chain::{self, Head, TaskTrust};
-use crate::core::records::{Body, TaskName};
+use crate::core::records::Body;
 use crate::error::Error;
 use crate::machine::attest::Verdict;
 use crate::protocol::RequestContext;
@@ -68,39 +68,53 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
     let pins = machine.pins();
     let mut adopted = Vec::new();
     for task in &tasks {
-        let files = store.stored_files(task)?;
-        let Some(last) = files.last() else {
+        // One walk of the task, as `verify` makes it: each record file read, hashed and
+        // parsed once. Files that are not records (strays) are never a head, nor counted.
+        let (named, parsed) = store.parsed_files(task)?;
+        let files = chain::files_named(&named);
+        let verified =
+            chain::verify_parsed(task, String::new(), &files, parsed, None, &mut |_, _| {});
+        let Some((sequence, hash)) = verified.digests.last().cloned() else {
             if !all {
+                let strays = verified.report.state.strays.len();
                 return Err(Error::NotFound(format!(
-                    "task `{task}` has no records in `{}`; there is nothing to adopt",
-                    resolved.state_dir.display()
+                    "task `{task}` has no records in `{}`{}; there is nothing to adopt",
+                    resolved.state_dir.display(),
+                    if strays == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            " ({strays} file{} there {} not a record: `advisor-consult verify` \
+                             names {})",
+                            if strays == 1 { "" } else { "s" },
+                            if strays == 1 { "is" } else { "are" },
+                            if strays == 1 { "it" } else { "them" }
+                        )
+                    }
                 ))
                 .into());
             }
             continue;
         };
-        let head = Head {
-            sequence: last.sequence,
-            hash: chain::digest(&last.bytes),
-        };
-        let was = was_foreign(task, anchors.head(task).as_ref(), &files);
-        let views: Vec<chain::File> = files.iter().map(|f| f.as_chain_file()).collect();
-        let report = chain::verify_task(task, String::new(), &views);
-        let (mut consultations, mut unattested) = (0, 0);
-        for file in &files {
-            let Ok(record) = serde_json::from_slice::<crate::core::records::Record>(&file.bytes)
-            else {
-                continue;
+        let head = Head { sequence, hash };
+        let was =
+            match chain::foreign_by_digests(task, anchors.head(task).as_ref(), &verified.digests) {
+                Some(_) => TaskTrust::Foreign,
+                None => TaskTrust::Local,
             };
+        let (mut consultations, mut unattested) = (0, 0);
+        for record in &verified.records {
             if matches!(record.body, Body::Consultation(_)) {
                 consultations += 1;
                 let attested = !matches!(
-                    crate::machine::attest::verdict(&record, &key, &pins),
+                    crate::machine::attest::verdict(record, &key, &pins),
                     Verdict::Unattested(_)
                 );
                 unattested += usize::from(!attested);
             }
         }
+        let report = verified.report;
+        let records = verified.digests.len();
         anchors.set(task, &head).map_err(|e| {
             Error::Usage(format!(
                 "cannot anchor task `{task}` in `{}`: {e}; check that the data directory is \
@@ -110,7 +124,7 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
         })?;
         adopted.push(Adopted {
             task: task.to_string(),
-            records: files.len(),
+            records,
             head,
             was,
             broken_at: report.state.broken_at,
@@ -133,24 +147,6 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
         println!("{}", describe(a));
     }
     Ok(0)
-}
-
-fn was_foreign(
-    task: &TaskName,
-    anchored: Option<&Head>,
-    files: &[crate::store::StoredFile],
-) -> TaskTrust {
-    let at_anchor = anchored.and_then(|h| {
-        files
-            .iter()
-            .find(|f| f.sequence == h.sequence)
-            .map(|f| chain::digest(&f.bytes))
-    });
-    let highest = files.last().map(|f| f.sequence);
-    match chain::foreign(task, anchored, highest, |_| at_anchor.as_deref()) {
-        Some(_) => TaskTrust::Foreign,
-        None => TaskTrust::Local,
-    }
 }
 
 /// What adopting a task accepted, in plain words.

@@ -21,8 +21,8 @@ pub use link::{
     digest, record_file, record_sequence, FileName, GENESIS, LOCK_FILE, MAX_SEQUENCE, RECORD_DIGITS,
 };
 pub use trust::{
-    foreign, stray_finding, Attestations, ChainState, Finding, Head, Problem, TaskTrust, Trust,
-    UNANCHORED_ALLOWANCE,
+    foreign, foreign_by_digests, stray_finding, Attestations, ChainState, Finding, Head, Problem,
+    TaskTrust, Trust, UNANCHORED_ALLOWANCE,
 };
 
 use crate::core::records::{Body, ConsultationStatus, Record, TaskName, SCHEMA_VERSION};

@@ -270,7 +270,7 @@ impl Store {
     /// Every record file of `task`, read afresh from disk (not from the cache), in the
     /// order of the sequences their names hold, after the strays (the names that are not
     /// record files nor the store's own, sequence 0 and no bytes), each file's bytes kept
-    /// (`adopt` and the tests; `verify` reads them with [`Store::parsed_files`]).
+    /// (the tests and benches; `verify` and `adopt` read them with [`Store::parsed_files`]).
     pub fn stored_files(&self, task: &TaskName) -> Result<Vec<StoredFile>, StoreError> {
         let dir = self.task_dir(task);
         let named = self.named_files(task, &dir)?;

@@ -574,6 +574,49 @@ fn adopt_names_a_task_or_all_of_them() {
     assert_eq!(all["adopted"][0]["was"], "local", "{all}");
 }
 
+/// A file in a task's directory that is not a record (a stray) is never adopted as the
+/// head nor counted as a record: adopt, status and verify take the task's highest record
+/// alike.
+#[test]
+fn adopt_passes_over_a_file_that_is_not_a_record() {
+    let project = project();
+    let task = project.state().join("default");
+    std::fs::create_dir_all(&task).expect("the task's directory");
+    std::fs::write(task.join("notes.json"), b"{}").expect("a stray");
+    // Only a stray: nothing to adopt, nothing anchored, and the task is nobody's to doubt.
+    let refused = project
+        .cli()
+        .args(["adopt", "--task", "default"])
+        .run()
+        .expect_exit(2);
+    assert!(
+        refused.stderr.contains("has no records")
+            && refused.stderr.contains("1 file there is not a record"),
+        "{}",
+        refused.stderr
+    );
+    let anchors = advisord::machine::anchor::Anchors::new(&project.data(), &project.state());
+    let name = advisord::core::records::TaskName::new("default").expect("a task");
+    assert_eq!(anchors.head(&name), None, "a stray is never anchored");
+    assert_eq!(json_of(&project, &["status"], 0)["trust"], "local");
+    let none = json_of(&project, &["adopt", "--all"], 0);
+    assert_eq!(none["adopted"], json!([]), "{none}");
+
+    // Records beside the stray: the head is the highest record, and only records count.
+    project.record(assessment());
+    project.record(assessment());
+    let all = json_of(&project, &["adopt", "--all"], 0);
+    let adopted = &all["adopted"][0];
+    assert_eq!(adopted["records"], 2, "{all}");
+    assert_eq!(adopted["head"]["sequence"], 2, "{all}");
+    assert_eq!(
+        adopted["head"]["hash"],
+        json!(digest_of(&record_path(&project, 2))),
+        "{all}"
+    );
+    assert_eq!(adopted["was"], "local", "{all}");
+}
+
 #[test]
 fn a_consistent_rewrite_of_a_task_written_here_is_detected() {
     let project = project();

@@ -159,6 +159,24 @@ impl Attestations {
     }
 }
 
+/// [`foreign`] of a task whose record files hash to `digests` (each file's sequence and the
+/// chain's hash of its bytes, in file order, strays left out: [`super::Verified::digests`]).
+/// Its highest record is the last of them, as every view takes it: a file that is not a
+/// record never makes a task foreign, nor is it ever anchored.
+pub fn foreign_by_digests(
+    task: &TaskName,
+    anchored: Option<&Head>,
+    digests: &[(u64, String)],
+) -> Option<String> {
+    let highest = digests.last().map(|(sequence, _)| *sequence);
+    foreign(task, anchored, highest, |sequence| {
+        digests
+            .iter()
+            .find(|(at, _)| *at == sequence)
+            .map(|(_, digest)| digest.as_str())
+    })
+}
+
 /// Whether this machine vouches for a task: `None` when it does, else why not.
 ///
 /// A task is this machine's when the head its writers anchored (outside the repository) is
