@@ -246,10 +246,21 @@ impl Journal {
             })?;
         drop(file);
         let durable = must_flush(entry.job.state);
-        if durable {
-            // The durable name first (a link put in place of the previous durable entry,
-            // so the job always has one), then the job's name. A link left by a save
-            // that failed halfway is removed then (the load removes a crash's).
+        // The durable name first, then the job's name. A job's first durable entry (it was
+        // just accepted) takes that name by one link, which never replaces anything.
+        let first_durable = durable
+            && match std::fs::hard_link(&tmp_path, self.durable_path_of(id)) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp_path);
+                    return Err(fail("keep the durable entry", &self.durable_path_of(id))(e));
+                }
+            };
+        if durable && !first_durable {
+            // A later one: a link put in place of the previous durable entry, so the job
+            // always has one. A link left by a save that failed halfway is removed then
+            // (the load removes a crash's).
             let link_path = self.dir.join(format!(".{id}.json.{DURABLE_SUFFIX}.tmp"));
             std::fs::hard_link(&tmp_path, &link_path)
                 .or_else(|e| match e.kind() {
@@ -503,13 +514,34 @@ mod tests {
     }
 
     #[test]
+    fn a_first_durable_entry_is_one_file_under_both_names() {
+        use std::os::unix::fs::MetadataExt;
+        let (_dir, journal, jobs) = journal_in_tempdir();
+        journal.save(&entry("01")).unwrap();
+        let (newest, durable) = (
+            std::fs::metadata(jobs.join("01.json")).unwrap(),
+            std::fs::metadata(jobs.join("01.json.durable")).unwrap(),
+        );
+        assert_eq!((newest.ino(), newest.nlink()), (durable.ino(), 2));
+        let names: Vec<String> = std::fs::read_dir(&jobs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.') && n != SPARE_DIR)
+            .collect();
+        assert!(names.is_empty(), "nothing left beside them: {names:?}");
+    }
+
+    #[test]
     fn a_durable_link_left_by_a_failed_save_is_replaced() {
         let (_dir, journal, jobs) = journal_in_tempdir();
-        std::fs::write(jobs.join(".01.json.durable.tmp"), "stale").unwrap();
         journal.save(&entry("01")).unwrap();
+        std::fs::write(jobs.join(".01.json.durable.tmp"), "stale").unwrap();
+        let mut cancelled = entry("01");
+        cancelled.job.state = JobState::Cancelled;
+        journal.save(&cancelled).unwrap();
         let durable: JournalEntry =
             serde_json::from_slice(&std::fs::read(jobs.join("01.json.durable")).unwrap()).unwrap();
-        assert_eq!(durable.job.id.as_str(), "01");
+        assert_eq!(durable.job.state, JobState::Cancelled);
         assert!(!jobs.join(".01.json.durable.tmp").exists());
     }
 
