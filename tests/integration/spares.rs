@@ -5,7 +5,9 @@
 //! as it stops.
 
 use crate::support::daemon::{self as daemon_helper, catalogue, Advisor, Binary, Place, TASK};
-use advisord_fakes::llm_server::{FakeLlmServer, Script};
+use advisord_fakes::llm_server::{
+    FakeLlmServer, Reply, Script, DEFAULT_ANSWER, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS,
+};
 use nix::sys::signal::Signal;
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -46,7 +48,12 @@ async fn consult(place: &Place, assessment: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_removed_at_stop() {
-    let server = FakeLlmServer::start(Script::new()).await;
+    // Answers a moment after the question, so that each job's plan is in place (and its id
+    // journaled: the job `running`) before its outcomes come in, however busy the machine.
+    // Instant answers that came in with the plan would end the job at once without that
+    // entry, and leave nothing for the journal's pool to take back.
+    let late = Reply::ok(DEFAULT_ANSWER, DEFAULT_INPUT_TOKENS, DEFAULT_OUTPUT_TOKENS).after(300);
+    let server = FakeLlmServer::start(Script::new().default_step(late)).await;
     let http = |id: &str| Advisor::http(id, &server.base_url(), "m");
     let place = Place::new(&catalogue(&[http("a"), http("b")]));
     let records_spares = place.state().join(advisord::store::spare::SPARE_DIR);
