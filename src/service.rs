@@ -315,11 +315,7 @@ fn judge_by_machine(
     report.findings.sort_by_key(|f| f.sequence);
     let anchored = machine.anchors(store.state_dir()).head(task);
     report.foreign = chain::foreign_by_digests(task, anchored.as_ref(), digests);
-    report.trust = if report.foreign.is_some() {
-        chain::TaskTrust::Foreign
-    } else {
-        chain::TaskTrust::Local
-    };
+    report.trust = chain::TaskTrust::of(report.foreign.as_deref());
 }
 
 /// Provider-independence and CI-credential findings for the root, or `path` under it.

@@ -97,11 +97,10 @@ pub fn run(ctx: &RequestContext, named: bool, all: bool, format: Format) -> anyh
             continue;
         };
         let head = Head { sequence, hash };
-        let was =
-            match chain::foreign_by_digests(task, anchors.head(task).as_ref(), &verified.digests) {
-                Some(_) => TaskTrust::Foreign,
-                None => TaskTrust::Local,
-            };
+        let anchored = anchors.head(task);
+        let was = TaskTrust::of(
+            chain::foreign_by_digests(task, anchored.as_ref(), &verified.digests).as_deref(),
+        );
         let (mut consultations, mut unattested) = (0, 0);
         for record in &verified.records {
             if matches!(record.body, Body::Consultation(_)) {

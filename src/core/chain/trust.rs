@@ -248,6 +248,16 @@ pub enum TaskTrust {
 }
 
 impl TaskTrust {
+    /// `foreign` when there is a reason this machine does not vouch for the task
+    /// ([`foreign`]), else `local`.
+    pub fn of(foreign: Option<&str>) -> TaskTrust {
+        if foreign.is_some() {
+            TaskTrust::Foreign
+        } else {
+            TaskTrust::Local
+        }
+    }
+
     /// The name used in output.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -338,11 +348,7 @@ impl Trust {
 
     /// `local` or `foreign`.
     pub fn task_trust(&self) -> TaskTrust {
-        if self.foreign.is_some() {
-            TaskTrust::Foreign
-        } else {
-            TaskTrust::Local
-        }
+        TaskTrust::of(self.foreign())
     }
 
     /// Why consultation `id` is unattested, when the edge found it so.
