@@ -381,12 +381,60 @@ pub async fn events(socket: &Path, job: &str) -> Vec<Value> {
 }
 
 /// A daemon running in this process.
+///
+/// Its fields are dropped in order: a test that ends without [`Daemon::stop`] stops the
+/// daemon first (`running`), then its socket goes, and only then its place. Removed
+/// while the daemon still ran, the place could be written into as it went (a job's end
+/// is journaled after its `done`), and a directory left behind in the temporary
+/// directory.
 pub struct Daemon {
+    running: Running,
+    guard: Option<daemon::socket::SocketGuard>,
     /// Where it keeps everything.
     pub place: Place,
+}
+
+/// The daemon's task and the signal that stops it; stopped when dropped.
+struct Running {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), daemon::DaemonError>>>,
-    guard: Option<daemon::socket::SocketGuard>,
+}
+
+impl Running {
+    /// Stop the daemon and wait for it, checking that it stopped cleanly.
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(BOUND, task)
+                .await
+                .expect("the daemon stops within the bound")
+                .expect("the daemon task does not panic")
+                .expect("the daemon stops cleanly");
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        // The daemon needs a multi-threaded runtime (it works in place on its threads), so
+        // one is there to wait on; its outcome was the test's to check (`stop`).
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| {
+                    let _ = handle.block_on(tokio::time::timeout(BOUND, task));
+                });
+            }
+            _ => task.abort(),
+        }
+    }
 }
 
 /// How to configure an in-process daemon beyond the defaults.
@@ -417,10 +465,12 @@ impl Daemon {
             config,
         ));
         Daemon {
-            place,
-            stop: Some(stop),
-            task: Some(task),
+            running: Running {
+                stop: Some(stop),
+                task: Some(task),
+            },
             guard: Some(guard),
+            place,
         }
     }
 
@@ -540,16 +590,7 @@ impl Daemon {
     }
 
     async fn shutdown(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            tokio::time::timeout(BOUND, task)
-                .await
-                .expect("the daemon stops within the bound")
-                .expect("the daemon task does not panic")
-                .expect("the daemon stops cleanly");
-        }
+        self.running.shutdown().await;
         self.guard.take();
     }
 }
