@@ -401,11 +401,16 @@ struct Running {
 }
 
 impl Running {
-    /// Stop the daemon and wait for it, checking that it stopped cleanly.
-    async fn shutdown(&mut self) {
+    /// Tell the daemon to stop (once).
+    fn signal(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+
+    /// Stop the daemon and wait for it, checking that it stopped cleanly.
+    async fn shutdown(&mut self) {
+        self.signal();
         if let Some(task) = self.task.take() {
             tokio::time::timeout(BOUND, task)
                 .await
@@ -418,9 +423,7 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.signal();
         let Some(task) = self.task.take() else {
             return;
         };
