@@ -21,52 +21,92 @@
 
 use std::sync::atomic::AtomicUsize;
 
+/// How long the daemon waits after its last running job ended, with none ended since,
+/// before it hands the allocator's free pages back: a session asking one consultation
+/// after another (each the last running job when it ends) would otherwise trim the heap
+/// after every one and fault the same pages back in on the next.
+pub const SOON: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How long the daemon stays quiet after its last running job ended before it drops the
 /// records it cached for tasks nobody used since, and hands the pages back once more.
 pub const QUIET: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// The last running job just ended: hand the allocator's free pages back now, and once no
-/// job has ended for [`QUIET`] shrink `feed`'s buffers to the items it keeps, drop the
-/// cached records of the tasks nobody used in its second half (a task asked about again is read again: a listing and its files) and
-/// hand back what that freed, so an
-/// idle daemon returns to about its size before the burst well within the half minute
-/// `benches/durable_path.rs` allows. Call it from within the runtime.
+/// The last running job just ended: once no job has ended for [`SOON`], hand the
+/// allocator's free pages back; once none has for [`QUIET`], shrink `feed`'s buffers to
+/// the items it keeps, drop the cached records of the tasks nobody used in its second half
+/// (a task asked about again is read again: a listing and its files) and hand back what
+/// that freed, so an idle daemon returns to about its size before the burst well within
+/// the half minute `benches/durable_path.rs` allows. Call it from within the runtime.
 pub fn after_burst(feed: std::sync::Arc<crate::daemon::feed::Feed>) {
-    /// When the last running job last ended (the quiet is counted from there), and
-    /// whether a release is due (its timer runs), under one lock.
-    static QUIET_SINCE: std::sync::Mutex<(Option<tokio::time::Instant>, bool)> =
-        std::sync::Mutex::new((None, false));
-    let quiet = || QUIET_SINCE.lock().unwrap_or_else(|p| p.into_inner());
+    static STATE: std::sync::Mutex<Quiet> = std::sync::Mutex::new(Quiet::new());
     let ended = tokio::time::Instant::now();
-    tokio::task::spawn_blocking(release_free_memory);
-    {
-        let mut state = quiet();
-        state.0 = Some(ended);
-        if std::mem::replace(&mut state.1, true) {
-            // A release is already due; it waits for the quiet counted from this end,
-            // not from the earlier one that armed it (a queue that ran dry for a moment
-            // mid-burst would otherwise release while the burst's tasks are in use).
-            return;
-        }
-    }
-    tokio::spawn(async move {
-        let mut due = ended + QUIET;
-        loop {
-            tokio::time::sleep_until(due).await;
-            let mut state = quiet();
-            let last = state.0.unwrap_or(ended);
-            if last + QUIET <= tokio::time::Instant::now() {
-                state.1 = false;
-                break;
-            }
-            due = last + QUIET;
-        }
-        let _ = tokio::task::spawn_blocking(move || {
+    lock(&STATE).last_end = Some(ended);
+    release_once_quiet(&STATE, |q| &mut q.soon_due, SOON, release_free_memory);
+    release_once_quiet(
+        &STATE,
+        |q| &mut q.quiet_due,
+        QUIET,
+        move || {
             feed.shrink();
             crate::store::Stores::process().release_idle(QUIET / 2);
             release_free_memory();
-        })
-        .await;
+        },
+    );
+}
+
+/// When the last running job last ended (each wait is counted from there), and whether
+/// each release is due (its timer runs), under one lock.
+struct Quiet {
+    last_end: Option<tokio::time::Instant>,
+    soon_due: bool,
+    quiet_due: bool,
+}
+
+impl Quiet {
+    const fn new() -> Quiet {
+        Quiet {
+            last_end: None,
+            soon_due: false,
+            quiet_due: false,
+        }
+    }
+}
+
+fn lock(state: &std::sync::Mutex<Quiet>) -> std::sync::MutexGuard<'_, Quiet> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run `release` on the blocking pool once no job has ended for `wait` (the latest end is
+/// `state`'s), unless that release is due already (`due` picks its flag): a due release
+/// waits for the quiet counted from the latest end, not from the earlier one that armed
+/// it (a queue that ran dry for a moment mid-burst would otherwise release while the
+/// burst's tasks are in use).
+fn release_once_quiet(
+    state: &'static std::sync::Mutex<Quiet>,
+    due: fn(&mut Quiet) -> &mut bool,
+    wait: std::time::Duration,
+    release: impl FnOnce() + Send + 'static,
+) {
+    let armed_at = {
+        let mut quiet = lock(state);
+        if std::mem::replace(due(&mut quiet), true) {
+            return;
+        }
+        quiet.last_end.unwrap_or_else(tokio::time::Instant::now)
+    };
+    tokio::spawn(async move {
+        let mut at = armed_at + wait;
+        loop {
+            tokio::time::sleep_until(at).await;
+            let mut quiet = lock(state);
+            let latest = quiet.last_end.unwrap_or(armed_at) + wait;
+            if latest <= tokio::time::Instant::now() {
+                *due(&mut quiet) = false;
+                break;
+            }
+            at = latest;
+        }
+        let _ = tokio::task::spawn_blocking(release).await;
     });
 }
 
@@ -280,6 +320,7 @@ fn allocator() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn each_setting_is_read_from_its_name_and_anything_else_is_refused_with_the_choices() {
@@ -324,5 +365,62 @@ mod tests {
             None
         );
         assert_eq!(Malloc::Glibc.tunables(None), None);
+    }
+
+    /// A release armed by one end waits for the quiet counted from the latest end, runs
+    /// once however many ends came meanwhile, and the next end arms it again.
+    #[tokio::test(start_paused = true)]
+    async fn a_release_waits_for_quiet_after_the_latest_end_and_runs_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::time::{advance, Instant};
+        static STATE: std::sync::Mutex<Quiet> = std::sync::Mutex::new(Quiet::new());
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        let wait = Duration::from_secs(1);
+        let end = || {
+            lock(&STATE).last_end = Some(Instant::now());
+            release_once_quiet(
+                &STATE,
+                |q| &mut q.soon_due,
+                wait,
+                || {
+                    RAN.fetch_add(1, Ordering::SeqCst);
+                },
+            );
+        };
+        // Lets the timer task and the blocking release run.
+        let settle = || async {
+            for _ in 0..50 {
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        end();
+        advance(Duration::from_millis(600)).await;
+        end(); // a second end before the first's quiet: the same release, later
+        advance(Duration::from_millis(600)).await;
+        settle().await;
+        assert_eq!(
+            RAN.load(Ordering::SeqCst),
+            0,
+            "1.2 s after the first end, 0.6 s after the last"
+        );
+        advance(Duration::from_millis(500)).await;
+        settle().await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while RAN.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
+            settle().await;
+        }
+        assert_eq!(
+            RAN.load(Ordering::SeqCst),
+            1,
+            "once, a second after the last end"
+        );
+        end();
+        advance(Duration::from_millis(1100)).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while RAN.load(Ordering::SeqCst) == 1 && std::time::Instant::now() < deadline {
+            settle().await;
+        }
+        assert_eq!(RAN.load(Ordering::SeqCst), 2, "the next end arms it again");
     }
 }
