@@ -20,10 +20,11 @@
 //!   burst by half: `DURABLE_BURSTS` pairs (3 unless set), each a burst on the disk then
 //!   one in memory, and the ratio of the medians. Every burst's place (its records and
 //!   journal) is kept until the last pair ends, and the disk's bursts start after a
-//!   `sync` and 65 s (`DURABLE_DISK_QUIET_S`): removing thousands of files slows the
-//!   disk's next minute (on ext4 without a journal each freed inode is looked up and
-//!   stepped over by every later creation, for 60 s), which is a cleanup's cost (the
-//!   previous run's, a build's), not the daemon's work. Each pair also prints what a job
+//!   `sync` and 365 s (`DURABLE_DISK_QUIET_S`): removing thousands of files slows the
+//!   disk's next six minutes (on ext4 without a journal every later creation looks up and
+//!   steps over each inode freed within the last 60 s, or 360 s while the block of the
+//!   inode table holding it is dirty, which the burst's own creations make it), which
+//!   is a cleanup's cost (the previous run's, a build's), not the daemon's work. Each pair also prints what a job
 //!   cost in CPU on each side: the daemon's user and system time and the whole machine's
 //!   busy time (`/proc`), in milliseconds per job, so a ratio can be told from the work
 //!   that made it (the same work costs the machine more on one burst than another).
@@ -67,6 +68,10 @@ const BURST_JOBS: usize = 500;
 const BURST_TASKS: usize = 50;
 /// The longest the daemon's VmRSS is watched after a burst for it to come back.
 const SETTLE: Duration = Duration::from_secs(30);
+/// How long the disk stays quiet before its bursts, in seconds: the 360 s for which ext4
+/// without a journal steps over an inode freed in a dirty inode table block, and a little
+/// more.
+const DISK_QUIET_S: usize = 365;
 
 /// CPU time in milliseconds: the daemon's own (user, system; its threads that ended
 /// included) and the whole machine's busy time (every CPU), which also holds the kernel's
@@ -838,13 +843,15 @@ async fn main() {
             n => n,
         };
         // ext4 mounted without a journal (this project's test machine's temporary
-        // directory) steps over every inode freed within the last minute each time it
-        // creates a file, looking each one up: after thousands of files were removed (a
-        // previous run's cleanup, a build), a burst's creations cost several times what
-        // they cost otherwise, and the figure would be that cleanup's, not the daemon's.
-        // So the disk bursts start after a `sync` and a quiet minute; nothing is removed
-        // from the disk until the last burst is measured.
-        let quiet = Duration::from_secs(env_number("DURABLE_DISK_QUIET_S", 65) as u64);
+        // directory) steps over every recently freed inode each time it creates a file,
+        // looking each one up (`recently_deleted` in `fs/ext4/ialloc.c`): one freed within
+        // the last 60 s, or the last 360 s while the inode table's block holding it is
+        // dirty, which the burst's own creations in that block make it. After thousands
+        // of files were removed (a previous run's cleanup, a build), a burst's creations
+        // cost several times what they cost otherwise, and the figure would be that
+        // cleanup's, not the daemon's. So the disk bursts start after a `sync` and six
+        // quiet minutes; nothing is removed from the disk until the last burst is measured.
+        let quiet = Duration::from_secs(env_number("DURABLE_DISK_QUIET_S", DISK_QUIET_S) as u64);
         if !quiet.is_zero() {
             println!(
                 "durable_path: sync, then {} s before the disk's bursts \

@@ -20,8 +20,9 @@
 //! it once the job is pruned. On ext4 mounted without a journal, removing a file whose
 //! bytes reached the disk frees its block with a discard the removal waits for (about
 //! 150 µs a removal on this project's test machine, against 12 µs for a file whose bytes
-//! have not reached it), and every inode freed in the last minute is stepped over, one lookup
-//! each, by every file created after it in the same group. A burst that freed an entry per job
+//! have not reached it), and every inode freed in the last minute (six while the block of
+//! the inode table holding it is dirty) is stepped over, one lookup each, by every file
+//! created after it in the same group. A burst that freed an entry per job
 //! made each later creation slower. A recycled file keeps its inode and its block; the
 //! next journal save takes it ([`take_reusable`]), writes over its bytes from the start
 //! and cuts it to the new length, so nothing is freed and nothing allocated.
@@ -48,8 +49,8 @@ pub const KEEP: usize = 8;
 /// removed by its giver. A pool of the journal holds what the pruner's round gives back
 /// for 512 jobs (two files each: the entry and its durable name), so a daemon under steady
 /// load frees no journal file at all: the next jobs' saves take them back. Freeing them
-/// instead would, on ext4 without a journal, slow every file created in the next minute
-/// (the allocator steps over each inode freed within it). At most 1,024 files of one
+/// instead would, on ext4 without a journal, slow every file created in the next minutes
+/// (the allocator steps over each inode freed within them). At most 1,024 files of one
 /// block each (4 MiB) and their paths (about 100 KiB) are kept.
 pub const RECYCLED_KEEP: usize = 1024;
 
