@@ -24,10 +24,11 @@
 //!   disk's next six minutes (on ext4 without a journal every later creation looks up and
 //!   steps over each inode freed within the last 60 s, or 360 s while the block of the
 //!   inode table holding it is dirty, which the burst's own creations make it), which
-//!   is a cleanup's cost (the previous run's, a build's), not the daemon's work. Each pair also prints what a job
-//!   cost in CPU on each side: the daemon's user and system time and the whole machine's
-//!   busy time (`/proc`), in milliseconds per job, so a ratio can be told from the work
-//!   that made it (the same work costs the machine more on one burst than another).
+//!   is a cleanup's cost (the previous run's, a build's), not the daemon's work. Each
+//!   pair also prints what a job cost in CPU on each side: the daemon's user and system
+//!   time and the whole machine's busy time (`/proc`), in milliseconds per job, so a
+//!   ratio can be told from the work that made it (the same work costs the machine more
+//!   on one burst than another).
 //!   Bound ≥ 0.8.
 //! - **memory after a burst**: the daemon's VmRSS after the disk burst ÷ before it, read
 //!   every 250 ms until within the bound, at most 30 s. Bound ≤ 1.2.

@@ -387,11 +387,22 @@ mod tests {
                 },
             );
         };
-        // Lets the timer task and the blocking release run.
+        // Lets the timer task and the blocking release (a thread of its own, in real
+        // time) run, until `count` releases ran or five seconds went by.
         let settle = || async {
             for _ in 0..50 {
                 tokio::task::yield_now().await;
                 tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        let ran = |count: usize| async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                settle().await;
+                let ran = RAN.load(Ordering::SeqCst);
+                if ran >= count || std::time::Instant::now() >= deadline {
+                    return ran;
+                }
             }
         };
         end();
@@ -405,22 +416,9 @@ mod tests {
             "1.2 s after the first end, 0.6 s after the last"
         );
         advance(Duration::from_millis(500)).await;
-        settle().await;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while RAN.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < deadline {
-            settle().await;
-        }
-        assert_eq!(
-            RAN.load(Ordering::SeqCst),
-            1,
-            "once, a second after the last end"
-        );
+        assert_eq!(ran(1).await, 1, "once, a second after the last end");
         end();
         advance(Duration::from_millis(1100)).await;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while RAN.load(Ordering::SeqCst) == 1 && std::time::Instant::now() < deadline {
-            settle().await;
-        }
-        assert_eq!(RAN.load(Ordering::SeqCst), 2, "the next end arms it again");
+        assert_eq!(ran(2).await, 2, "the next end arms it again");
     }
 }
