@@ -208,8 +208,7 @@ fn drive(host: &'static str, by: Registration) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = child.0.kill();
-    let _ = child.0.wait();
+    child.end();
     let jobs = place.cli(&["jobs"]);
     let job = jobs["jobs"]
         .as_array()

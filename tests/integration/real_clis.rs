@@ -241,7 +241,7 @@ impl Place {
             .tempdir()
             .expect("a temp dir");
         let place = Place { dir };
-        for sub in ["home", "work", "data", "bin"] {
+        for sub in ["home", "work", "data", "bin", "tmp"] {
             std::fs::create_dir_all(place.path(sub)).expect("a case directory");
         }
         std::os::unix::fs::symlink(cli_path, place.path("bin").join(cli)).expect("a symlink");
@@ -361,6 +361,9 @@ impl Place {
             )
             .env("LANG", "C.UTF-8")
             .env("ADVISORD_DATA_DIR", self.path("data"))
+            // The CLIs' own temporary files (gemini's error reports, claude's directory)
+            // stay in the case's place; advisord passes `TMPDIR` on to its advisors.
+            .env("TMPDIR", self.path("tmp"))
             .current_dir(self.path("work"));
         match cli {
             // The key the config's `env_key` names (passed through as `pass_env`).

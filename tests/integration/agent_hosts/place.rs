@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -108,7 +109,7 @@ impl Place {
             host,
             base_url: base_url.to_owned(),
         };
-        for sub in ["home", "work/.advisord", "bin", "run", "advisors"] {
+        for sub in ["home", "work/.advisord", "bin", "run", "advisors", "tmp"] {
             std::fs::create_dir_all(place.path(sub)).expect("a directory");
         }
         use std::os::unix::fs::PermissionsExt;
@@ -349,6 +350,8 @@ impl Place {
             )
             .env("LANG", "C.UTF-8")
             .env("XDG_RUNTIME_DIR", self.path("run"))
+            // The hosts' own temporary files (error reports, locks) stay in the place.
+            .env("TMPDIR", self.path("tmp"))
             .current_dir(self.work());
         match self.host {
             "claude" => {
@@ -376,10 +379,14 @@ impl Place {
             other => panic!("no command for `{other}`"),
         };
         self.env(&mut command);
+        // A group of its own, so that ending the host ends what it started too (the npm
+        // wrappers start the real program as a child, which a kill of the wrapper alone
+        // left running, writing into the place after the test removed it).
         command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(Stdio::piped())
+            .process_group(0);
         command
     }
 
@@ -403,7 +410,7 @@ impl Place {
             match child.0.try_wait() {
                 Ok(Some(status)) => break status.code().unwrap_or(-1),
                 Ok(None) if started.elapsed() > RUN_BOUND => {
-                    let _ = child.0.kill();
+                    child.end();
                     panic!("{} did not end within {RUN_BOUND:?}", self.host);
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(20)),
@@ -454,12 +461,26 @@ impl Drop for Place {
     }
 }
 
-/// A child killed and reaped on drop.
+/// A host started by [`Place::host_command`] (the leader of its own process group),
+/// ended with its group and reaped on drop.
 pub struct Reaped(pub Child);
+
+impl Reaped {
+    /// Kill the host and every process of its group, and reap the host.
+    pub fn end(&mut self) {
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 impl Drop for Reaped {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        self.end();
     }
 }
