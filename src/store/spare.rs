@@ -20,9 +20,9 @@
 //! it once the job is pruned. On ext4 mounted without a journal, removing a file whose
 //! bytes reached the disk frees its block with a discard the removal waits for (about
 //! 150 µs a removal on this project's test machine, against 12 µs for a file whose bytes
-//! have not reached it), and every inode freed in the last minute (six while the block of
-//! the inode table holding it is dirty) is stepped over, one lookup each, by every file
-//! created after it in the same group. A burst that freed an entry per job
+//! have not reached it), and every inode freed in the last minute (the last six minutes
+//! while the block of the inode table holding it is dirty) is stepped over, one lookup
+//! each, by every file created after it in the same group. A burst that freed an entry per job
 //! made each later creation slower. A recycled file keeps its inode and its block; the
 //! next journal save takes it ([`take_reusable`]), writes over its bytes from the start
 //! and cuts it to the new length, so nothing is freed and nothing allocated.

@@ -468,13 +468,14 @@ pub struct Reaped(pub Child);
 impl Reaped {
     /// Kill the host and every process of its group, and reap the host.
     pub fn end(&mut self) {
-        if let Ok(pid) = i32::try_from(self.0.id()) {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        let group = i32::try_from(self.0.id()).map(nix::unistd::Pid::from_raw);
+        let killed = group.is_ok_and(|group| {
+            nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).is_ok()
+        });
+        if !killed {
+            // No group left to signal (all of it gone already): the host alone, if any.
+            let _ = self.0.kill();
         }
-        let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
