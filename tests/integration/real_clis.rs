@@ -203,9 +203,13 @@ fn cli_dir() -> PathBuf {
 
 /// `codex-cli 0.171.0` → `0.171.0`: the first word that starts with a digit.
 fn version_of(cli: &Path) -> String {
+    // A home of its own, removed after: gemini writes its project registry under its home
+    // even for `--version`, and the system's temporary directory would keep it.
+    let home = tempfile::tempdir().expect("a temporary home");
     let output = Command::new(cli)
         .arg("--version")
-        .env("HOME", std::env::temp_dir())
+        .env("HOME", home.path())
+        .env("TMPDIR", home.path())
         .stdin(Stdio::null())
         .output();
     let text = match output {
