@@ -86,14 +86,32 @@ fn own_name(path: &Path, entry: &JournalEntry) -> bool {
 /// names the new file at once, and the old one is left under `new`'s name. Without
 /// either, the old is removed, then the new renamed into place (never *over* a file: see
 /// [`Journal::save`]); a crash between the two leaves the job its other name.
-fn replace(new: &Path, at: &Path, spares: &Path) -> io::Result<()> {
+///
+/// `named`: whether `at` is expected to name a file already (a job's later entry). The
+/// expected case is tried first, so a save costs one rename, not a failed one and then
+/// the right one; the other is the fallback, so a wrong guess costs only that call.
+fn replace(new: &Path, at: &Path, spares: &Path, named: bool) -> io::Result<()> {
     use nix::errno::Errno;
     use nix::fcntl::{renameat2, RenameFlags};
     let unsupported = |errno| matches!(errno, Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP);
-    let exchanged = match renameat2(None, new, None, at, RenameFlags::RENAME_NOREPLACE) {
-        Ok(()) => return Ok(()),
-        Err(Errno::EEXIST) => renameat2(None, new, None, at, RenameFlags::RENAME_EXCHANGE),
-        Err(errno) => Err(errno),
+    let exchange = || renameat2(None, new, None, at, RenameFlags::RENAME_EXCHANGE);
+    let no_replace = || renameat2(None, new, None, at, RenameFlags::RENAME_NOREPLACE);
+    let exchanged = if named {
+        match exchange() {
+            // `at` names nothing after all; (`new` missing fails the rename too.)
+            Err(Errno::ENOENT) => match no_replace() {
+                Ok(()) => return Ok(()),
+                Err(Errno::EEXIST) => exchange(),
+                Err(errno) => Err(errno),
+            },
+            exchanged => exchanged,
+        }
+    } else {
+        match no_replace() {
+            Ok(()) => return Ok(()),
+            Err(Errno::EEXIST) => exchange(),
+            Err(errno) => Err(errno),
+        }
     };
     match exchanged {
         Ok(()) => {
@@ -268,14 +286,15 @@ impl Journal {
                         .and_then(|()| std::fs::hard_link(&tmp_path, &link_path)),
                     _ => Err(e),
                 })
-                .and_then(|()| replace(&link_path, &self.durable_path_of(id), &spares))
+                .and_then(|()| replace(&link_path, &self.durable_path_of(id), &spares, true))
                 .map_err(fail("keep the durable entry", &self.durable_path_of(id)))
                 .inspect_err(|_| {
                     let _ = std::fs::remove_file(&link_path);
                     let _ = std::fs::remove_file(&tmp_path);
                 })?;
         }
-        replace(&tmp_path, &final_path, &spares)
+        // Only a job's first durable entry (just accepted) comes to an unnamed place.
+        replace(&tmp_path, &final_path, &spares, !first_durable)
             .map_err(fail("replace", &final_path))
             .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp_path);
@@ -575,6 +594,39 @@ mod tests {
             !jobs.join("02.json").exists(),
             "02's durable entry is its only one"
         );
+    }
+
+    #[test]
+    fn a_replace_names_the_new_file_whichever_way_it_guessed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spares = dir.path().join(SPARE_DIR);
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let at = dir.path().join("at.json");
+        for (named, exists) in [(true, true), (true, false), (false, true), (false, false)] {
+            let _ = std::fs::remove_file(&at);
+            if exists {
+                write("at.json", "old");
+            }
+            let new = write("new.tmp", "new");
+            replace(&new, &at, &spares, named).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&at).unwrap(),
+                "new",
+                "guessed named={named}, named={exists}"
+            );
+            // The old file went to the spares or was removed: never left under `new`.
+            assert!(!new.exists(), "guessed named={named}, named={exists}");
+        }
+        // A missing new file is an error either way, and `at` keeps what it named.
+        for named in [true, false] {
+            let missing = dir.path().join("missing.tmp");
+            assert!(replace(&missing, &at, &spares, named).is_err());
+            assert_eq!(std::fs::read_to_string(&at).unwrap(), "new");
+        }
     }
 
     #[test]
