@@ -95,26 +95,25 @@ fn replace(new: &Path, at: &Path, spares: &Path, named: bool) -> io::Result<()> 
     use nix::fcntl::{renameat2, RenameFlags};
     let unsupported = |errno| matches!(errno, Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP);
     let exchange = || renameat2(None, new, None, at, RenameFlags::RENAME_EXCHANGE);
-    let no_replace = || renameat2(None, new, None, at, RenameFlags::RENAME_NOREPLACE);
+    // The rename that never replaces, or the exchange when `at` names a file after all:
+    // whether the names were exchanged (an old file is left under `new`'s name).
+    let fresh = || match renameat2(None, new, None, at, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(false),
+        Err(Errno::EEXIST) => exchange().map(|()| true),
+        Err(errno) => Err(errno),
+    };
     let exchanged = if named {
         match exchange() {
-            // `at` names nothing after all; (`new` missing fails the rename too.)
-            Err(Errno::ENOENT) => match no_replace() {
-                Ok(()) => return Ok(()),
-                Err(Errno::EEXIST) => exchange(),
-                Err(errno) => Err(errno),
-            },
-            exchanged => exchanged,
+            // `at` names nothing after all (`new` missing fails the other way too).
+            Err(Errno::ENOENT) => fresh(),
+            done => done.map(|()| true),
         }
     } else {
-        match no_replace() {
-            Ok(()) => return Ok(()),
-            Err(Errno::EEXIST) => exchange(),
-            Err(errno) => Err(errno),
-        }
+        fresh()
     };
     match exchanged {
-        Ok(()) => {
+        Ok(false) => Ok(()),
+        Ok(true) => {
             match retire(new, spares) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {
                     tracing::debug!(path = %new.display(), error = %e, "a replaced journal entry was left behind");
