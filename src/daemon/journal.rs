@@ -615,10 +615,10 @@ mod tests {
             assert_eq!(
                 std::fs::read_to_string(&at).unwrap(),
                 "new",
-                "guessed named={named}, named={exists}"
+                "guessed named={named}, was named={exists}"
             );
             // The old file went to the spares or was removed: never left under `new`.
-            assert!(!new.exists(), "guessed named={named}, named={exists}");
+            assert!(!new.exists(), "guessed named={named}, was named={exists}");
         }
         // A missing new file is an error either way, and `at` keeps what it named.
         for named in [true, false] {
