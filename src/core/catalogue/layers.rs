@@ -85,8 +85,13 @@ pub fn layered(layers: &[Layer], validate: SettingsValidator) -> Result<Layered,
     // embedded one).
     let mut read = Vec::with_capacity(layers.len());
     for layer in layers.iter().rev() {
-        let yaml: Yaml = serde_yaml_ng::from_str(layer.text).unwrap_or(Yaml::Null);
-        let extends = match yaml.as_mapping().and_then(|m| m.get(EXTENDS_KEY)) {
+        // `None`: not valid YAML; reading the text again below reports where.
+        let yaml: Option<Yaml> = serde_yaml_ng::from_str(layer.text).ok();
+        let extends = match yaml
+            .as_ref()
+            .and_then(Yaml::as_mapping)
+            .and_then(|m| m.get(EXTENDS_KEY))
+        {
             None => false,
             Some(Yaml::Bool(b)) => *b,
             Some(_) => {
@@ -125,25 +130,24 @@ pub fn layered(layers: &[Layer], validate: SettingsValidator) -> Result<Layered,
             location: field.map(|f| format!("field `{f}`: ")).unwrap_or_default(),
             message,
         };
+        // Each file's text is scanned once: the tree read above is judged as it is (the
+        // walk's errors name the layer, the advisor and the field, never a line).
         let (next_yaml, catalogue) = match (&merged, yaml) {
-            (Some((below, _)), Yaml::Mapping(over)) if extends => {
+            (_, None) => {
+                // Not YAML: the text read again, for the error that says where.
+                let catalogue = Catalogue::parse(layer.text, layer.name, validate)?;
+                (Yaml::Null, catalogue)
+            }
+            (Some((below, _)), Some(Yaml::Mapping(over))) if extends => {
                 let yaml = merge(below, over, &error)?;
-                let text =
-                    serde_yaml_ng::to_string(&yaml).map_err(|e| error(None, e.to_string()))?;
-                let catalogue = Catalogue::parse(&text, layer.name, validate)?;
+                let catalogue = super::parse::walk(&yaml, layer.name, validate)?;
                 (yaml, catalogue)
             }
-            (_, mut yaml) => {
-                // A whole catalogue: read as it is written, so errors point into it.
-                let stripped = yaml
-                    .as_mapping_mut()
-                    .is_some_and(|map| map.remove(EXTENDS_KEY).is_some());
-                let text = if stripped {
-                    serde_yaml_ng::to_string(&yaml).map_err(|e| error(None, e.to_string()))?
-                } else {
-                    layer.text.to_string()
-                };
-                let catalogue = Catalogue::parse(&text, layer.name, validate)?;
+            (_, Some(mut yaml)) => {
+                if let Some(map) = yaml.as_mapping_mut() {
+                    map.remove(EXTENDS_KEY);
+                }
+                let catalogue = super::parse::walk(&yaml, layer.name, validate)?;
                 (yaml, catalogue)
             }
         };
@@ -418,5 +422,42 @@ mod tests {
         .expect_err("nothing below")
         .to_string();
         assert!(err.contains("no catalogue below"), "{err}");
+    }
+
+    /// Each layer's text is scanned once and its tree judged: a file that is not YAML
+    /// still says where, and a whole file (with or without `extends: false`) reads as the
+    /// same file parsed on its own.
+    #[test]
+    fn a_layer_read_once_says_what_its_text_says() {
+        let err = read_with(&[Layer {
+            name: "broken.yaml",
+            text: "advisors:\n  - id: a\n   title: [unclosed\n",
+        }])
+        .expect_err("not YAML")
+        .to_string();
+        for fragment in ["broken.yaml", "is not valid YAML", "line "] {
+            assert!(err.contains(fragment), "`{fragment}` not in `{err}`");
+        }
+        let whole = "mode: strict\nadvisors:\n  - id: solo\n    title: Solo\n    \
+                     transport: http\n    adapter: ollama\n    \
+                     references: { provider: p, vendor: v, model: m }\n    \
+                     capabilities: [independent_reasoning]\n    \
+                     endpoint: http://127.0.0.1:9\n    model: m\n";
+        let alone = Catalogue::parse(whole, "whole.yaml", &accept_any_settings).unwrap();
+        for text in [whole.to_string(), format!("extends: false\n{whole}")] {
+            let layered = read_with(&[Layer {
+                name: "whole.yaml",
+                text: &text,
+            }])
+            .unwrap();
+            assert_eq!(layered.catalogue, alone, "{text}");
+            assert!(
+                layered
+                    .yaml
+                    .as_mapping()
+                    .is_some_and(|m| !m.contains_key(EXTENDS_KEY)),
+                "the effective file never says `extends`"
+            );
+        }
     }
 }

@@ -18,25 +18,39 @@ pub(super) fn parse(
     source_name: &str,
     validate_settings: SettingsValidator,
 ) -> Result<Catalogue, CatalogueError> {
-    let top = At {
-        source_name,
-        advisor: String::new(),
-    };
     let root: Yaml = serde_yaml_ng::from_str(text).map_err(|e| {
         let mut message = format!("is not valid YAML: {e}");
         if let Some(location) = e.location().filter(|_| !message.contains(" line ")) {
             message.push_str(&format!(" at line {}", location.line()));
         }
         message.push_str("; fix the syntax");
-        top.error(None, message)
+        At {
+            source_name,
+            advisor: String::new(),
+        }
+        .error(None, message)
     })?;
+    walk(&root, source_name, validate_settings)
+}
+
+/// Judge a catalogue already read into its YAML tree: what [`parse`] does once the text
+/// is valid YAML (the layers hand over the tree they read, so no file is scanned twice).
+pub(super) fn walk(
+    root: &Yaml,
+    source_name: &str,
+    validate_settings: SettingsValidator,
+) -> Result<Catalogue, CatalogueError> {
+    let top = At {
+        source_name,
+        advisor: String::new(),
+    };
     let Yaml::Mapping(root) = root else {
         return Err(top.error(
             None,
             format!(
                 "a catalogue is a mapping with an `advisors:` list and an optional \
                      `mode:`, but this file holds {}",
-                describe(&root)
+                describe(root)
             ),
         ));
     };
