@@ -39,9 +39,19 @@
 //!   `docs/DAEMON.md` picks the default from).
 //! - **daemon stop**: wall time of `advisor-consult daemon stop` on an idle daemon, median
 //!   of five. Bound ≤ 100 ms.
+//! - **after a pause**: a session's consultation once the daemon has gone quiet (no job
+//!   ended for its quiet time and a few seconds more: it has handed back what the last
+//!   jobs used), in a task of the size a working session reaches
+//!   (`DURABLE_PAUSE_CONSULTATIONS` consultations first, 200 unless set, three records
+//!   each, then one pause and one consultation unmeasured: those first ones came at a
+//!   burst's pace), on the disk, ÷ the same consultation with no pause, each paused one followed
+//!   by one unpaused (`DURABLE_PAUSES` pauses, 3 unless set; about 25 s each). Bound ≤
+//!   2.0: a pause between two consultations must not have the next one read the whole
+//!   task again (4.2 when it did, at 600 records); what is left is what any idle
+//!   process pays to wake (1.2 to 1.6 here, and about 1.3 ms after only five seconds).
 //!
 //! `cargo bench -p advisord --bench durable_path` (`DURABLE_ONLY=flushes,round_trip,
-//! throughput,arenas,stop` runs only those).
+//! throughput,arenas,stop,after_pause` runs only those).
 
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
@@ -64,6 +74,7 @@ const ROUND_TRIP_BOUND: f64 = 2.0;
 const THROUGHPUT_BOUND: f64 = 0.8;
 const RSS_BOUND: f64 = 1.2;
 const STOP_BOUND_MS: f64 = 100.0;
+const PAUSE_BOUND: f64 = 2.0;
 
 const BURST_JOBS: usize = 500;
 const BURST_TASKS: usize = 50;
@@ -383,7 +394,7 @@ struct Warm {
     side: &'static str,
     daemon: Spawned,
     consult: Vec<String>,
-    _place: Place,
+    place: Place,
     _scratch: tempfile::TempDir,
 }
 
@@ -404,7 +415,7 @@ impl Warm {
             side,
             daemon,
             consult,
-            _place: place,
+            place,
             _scratch: scratch,
         }
     }
@@ -765,6 +776,44 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
 }
 
 /// Median wall time of `advisor-consult daemon stop` on an idle daemon, five times.
+/// A session's consultations with pauses: the medians of the consultation made once the
+/// daemon has gone quiet and of the one made right after it, and the task's records.
+async fn after_pause(disk: &Path) -> (Duration, Duration, usize) {
+    let server = FakeLlmServer::start(Script::new()).await;
+    let wrapper: Vec<String> = std::env::var("DURABLE_WRAPPER")
+        .map(|w| w.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    let session = Warm::start(disk, "disk", &server, &wrapper).await;
+    let before = env_number("DURABLE_PAUSE_CONSULTATIONS", 200);
+    tokio::task::block_in_place(|| {
+        for _ in 0..before {
+            time_client(&session.consult);
+        }
+    });
+    let records = std::fs::read_dir(session.place.state().join(daemon_helper::TASK))
+        .map(|dir| dir.filter(|e| e.is_ok()).count())
+        .unwrap_or(0);
+    // Past the daemon's quiet time (counted from the last job's end) its release of what
+    // the last jobs used has run; a few seconds more for it to finish.
+    let pause = advisord::daemon::memory::QUIET + Duration::from_secs(5);
+    // The consultations that built the task came at a burst's pace: at its quiet the
+    // daemon hands back everything the burst used, this task too. The session's next
+    // consultation reads it again; from then on its consultations come minutes apart.
+    tokio::time::sleep(pause).await;
+    tokio::task::block_in_place(|| time_client(&session.consult));
+    let (mut paused, mut unpaused) = (Vec::new(), Vec::new());
+    for _ in 0..env_number("DURABLE_PAUSES", 3).max(1) {
+        tokio::time::sleep(pause).await;
+        tokio::task::block_in_place(|| {
+            paused.push(time_client(&session.consult));
+            unpaused.push(time_client(&session.consult));
+        });
+    }
+    session.daemon.stop();
+    server.shutdown().await;
+    (median(paused), median(unpaused), records)
+}
+
 async fn stop_times() -> Duration {
     let server = FakeLlmServer::start(Script::new()).await;
     let mut times = Vec::new();
@@ -942,6 +991,24 @@ async fn main() {
         );
         if took > STOP_BOUND_MS {
             broken.push(format!("daemon stop {took:.1} ms > {STOP_BOUND_MS}"));
+        }
+    }
+
+    if wanted("after_pause") {
+        let (paused, unpaused, records) = after_pause(&disk).await;
+        let ratio = paused.as_secs_f64() / unpaused.as_secs_f64();
+        println!(
+            "durable_path: a consultation after the daemon went quiet, in a task of \
+             {records} records on the disk ({}): {:.2} ms against {:.2} ms with no pause, \
+             ratio {ratio:.2} (bound <= {PAUSE_BOUND})",
+            disk.display(),
+            ms(paused),
+            ms(unpaused)
+        );
+        if ratio > PAUSE_BOUND {
+            broken.push(format!(
+                "a consultation after a pause {ratio:.2} > {PAUSE_BOUND}"
+            ));
         }
     }
 

@@ -78,7 +78,9 @@ mod watch;
 mod write;
 
 pub use budget::RECENT_SPEND;
-pub use cache::{Lookups, CACHE_BUDGET_BYTES, CACHE_MAX_TASKS, IDLE_RELEASE, LARGE_TASK_BYTES};
+pub use cache::{
+    Lookups, WorkingSet, CACHE_BUDGET_BYTES, CACHE_MAX_TASKS, IDLE_RELEASE, LARGE_TASK_BYTES,
+};
 pub use files::{file_name, StoredFile};
 pub use identity::{FileId, RACY_WINDOW};
 pub use index::{index_path, INDEX_FILE, INDEX_VERSION};

@@ -713,6 +713,7 @@ impl Jobs {
             self.journal_end(entry, &job).await;
         }
         tracing::info!(job = %job.id, state = job.state.as_str(), reason = ?job.reason, "job ended");
+        crate::daemon::memory::job_ended();
         self.ended.notify_one();
         self.publish_advisors(entry);
         job

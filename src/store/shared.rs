@@ -21,11 +21,12 @@ impl Stores {
         SHARED.get_or_init(Stores::default)
     }
 
-    /// Drop the cached records of every task not used for `idle`, in every store.
-    pub fn release_idle(&self, idle: Duration) {
+    /// Drop the cached records of every task not used for `idle`, in every store, but
+    /// those of `keep` in each ([`Store::release_idle`]).
+    pub fn release_idle(&self, idle: Duration, keep: WorkingSet) {
         let stores: Vec<Arc<Store>> = lock(&self.stores).values().cloned().collect();
         for store in stores {
-            store.release_idle(idle);
+            store.release_idle(idle, keep);
         }
     }
 

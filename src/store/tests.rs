@@ -884,7 +884,7 @@ fn caches_are_bounded_and_released() {
     // `d`, written last, is cached; reading `a` again brings it back whole.
     assert_eq!(store.records(&task("a")).expect("read").len(), 8);
     assert!(store.cached().0 > 0);
-    store.release_idle(Duration::ZERO);
+    store.release_idle(Duration::ZERO, WorkingSet::NONE);
     assert_eq!(store.cached(), (0, 0));
     assert_eq!(store.records(&task("d")).expect("read again").len(), 8);
 }

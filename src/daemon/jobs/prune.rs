@@ -41,7 +41,8 @@ pub(super) async fn run(jobs: Arc<Jobs>, retention: Retention, every: Duration) 
             () = jobs.ended.notified() => false,
         };
         if round {
-            crate::store::Stores::process().release_idle(TASK_IDLE);
+            crate::store::Stores::process()
+                .release_idle(TASK_IDLE, crate::store::WorkingSet::SESSIONS);
         } else if !jobs.table.any_unfinished() {
             // The last running job ended: what the burst freed goes back to the system.
             crate::daemon::memory::after_burst(jobs.feed().clone());
