@@ -439,7 +439,7 @@ mod tests {
             assert!(err.contains(fragment), "`{fragment}` not in `{err}`");
         }
         let whole = "mode: strict\nadvisors:\n  - id: solo\n    title: Solo\n    \
-                     transport: http\n    adapter: ollama\n    \
+                     transport: http\n    adapter: some-http\n    \
                      references: { provider: p, vendor: v, model: m }\n    \
                      capabilities: [independent_reasoning]\n    \
                      endpoint: http://127.0.0.1:9\n    model: m\n";
