@@ -60,9 +60,11 @@ fn kept_after(ended: usize) -> crate::store::WorkingSet {
 /// The last running job just ended: once no job has ended for [`SOON`], hand the
 /// allocator's free pages back; once none has for [`QUIET`], shrink `feed`'s buffers to
 /// the items it keeps, drop the cached records of the tasks nobody used in its second half
-/// but, when no burst ran since the last such release, the sessions' working set ([`SESSION_JOBS`]; a task asked about again is read again: a listing and its files) and hand back what
-/// that freed, so an idle daemon returns to about its size before the burst well within
-/// the half minute `benches/durable_path.rs` allows. Call it from within the runtime.
+/// (a task asked about again is read again: a listing and its files) but the sessions'
+/// working set when no burst ran since the last such release ([`SESSION_JOBS`]), and hand
+/// back what that freed, so an idle daemon returns to about its size before the burst well
+/// within the half minute `benches/durable_path.rs` allows. Call it from within the
+/// runtime.
 pub fn after_burst(feed: std::sync::Arc<crate::daemon::feed::Feed>) {
     static STATE: std::sync::Mutex<Quiet> = std::sync::Mutex::new(Quiet::new());
     let ended = tokio::time::Instant::now();

@@ -188,10 +188,10 @@ pub(super) fn push_in_order(cache: &mut TaskCache, read: ReadFile) {
 
 /// The tasks a [`Store`] keeps cached when it drops the idle ones: the few most recently
 /// used, small enough together, that sessions consulting minutes apart come back to.
-/// Without it, a session whose consultations are more than a few seconds apart had its
-/// task dropped between any two of them (the daemon drops what a burst used once it goes
-/// quiet), and each consultation read the whole task again first: 63 ms against 8 ms in a
-/// task of 1,678 records.
+/// Without it, a session whose consultations were more than about half a minute apart had
+/// its task dropped between any two of them (the daemon drops what the last jobs used once
+/// it goes quiet), and each consultation read the whole task again first: 63 ms against
+/// 8 ms in a task of 1,678 records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkingSet {
     /// How many tasks at most, the most recently used first.
@@ -211,9 +211,9 @@ impl WorkingSet {
         within: Duration::ZERO,
     };
 
-    /// What the daemon keeps: the tasks of the last two sessions seen (a burst's
-    /// hundreds of tasks still go, so its memory goes back to the system), at most 2 MiB
-    /// of records between them, for half an hour.
+    /// What the daemon keeps: the tasks of the last two sessions seen, at most 2 MiB of
+    /// records between them, for half an hour (after a burst the daemon keeps none, so
+    /// that the burst's memory goes back: `daemon::memory::SESSION_JOBS`).
     pub const SESSIONS: WorkingSet = WorkingSet {
         tasks: 2,
         bytes: 2 * 1024 * 1024,
