@@ -44,10 +44,10 @@
 //!   jobs used), in a task of the size a working session reaches
 //!   (`DURABLE_PAUSE_CONSULTATIONS` consultations first, 200 unless set, three records
 //!   each, then one pause and one consultation unmeasured: those first ones came at a
-//!   burst's pace), on the disk, ÷ the same consultation with no pause, each paused one followed
-//!   by one unpaused (`DURABLE_PAUSES` pauses, 3 unless set; about 25 s each). Bound ≤
-//!   2.0: a pause between two consultations must not have the next one read the whole
-//!   task again (4.2 when it did, at 600 records); what is left is what any idle
+//!   burst's pace), on the disk, ÷ the same consultation with no pause, each paused one
+//!   followed by one unpaused (`DURABLE_PAUSES` pauses, 3 unless set; about 25 s each).
+//!   Bound ≤ 2.0: a pause between two consultations must not have the next one read the
+//!   whole task again (4.2 when it did, at 600 records); what is left is what any idle
 //!   process pays to wake (1.2 to 1.6 here, and about 1.3 ms after only five seconds).
 //!
 //! `cargo bench -p advisord --bench durable_path` (`DURABLE_ONLY=flushes,round_trip,
@@ -775,7 +775,6 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     }
 }
 
-/// Median wall time of `advisor-consult daemon stop` on an idle daemon, five times.
 /// A session's consultations with pauses: the medians of the consultation made once the
 /// daemon has gone quiet and of the one made right after it, and the task's records.
 async fn after_pause(disk: &Path) -> (Duration, Duration, usize) {
@@ -814,6 +813,7 @@ async fn after_pause(disk: &Path) -> (Duration, Duration, usize) {
     (median(paused), median(unpaused), records)
 }
 
+/// Median wall time of `advisor-consult daemon stop` on an idle daemon, five times.
 async fn stop_times() -> Duration {
     let server = FakeLlmServer::start(Script::new()).await;
     let mut times = Vec::new();
