@@ -437,9 +437,7 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
     let server = FakeLlmServer::start(Script::new()).await;
     // `DURABLE_WRAPPER="perf record -g -o FILE"` runs the `/dev/shm` side's daemon (the
     // one whose work is not flushes) under that tool; `DURABLE_RUNS=N` times N runs.
-    let wrapper: Vec<String> = std::env::var("DURABLE_WRAPPER")
-        .map(|w| w.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
+    let wrapper = wrapper();
     let runs = env_number("DURABLE_RUNS", ROUND_TRIP_RUNS);
     let on_disk = Warm::start(disk, "disk", &server, &[]).await;
     let in_memory = Warm::start(memory, "memory", &server, &wrapper).await;
@@ -662,6 +660,13 @@ struct Burst {
     rss_after_kb: Option<(u64, Duration)>,
 }
 
+/// The tool to run a daemon under, from `DURABLE_WRAPPER` (its words), or none.
+fn wrapper() -> Vec<String> {
+    std::env::var("DURABLE_WRAPPER")
+        .map(|w| w.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
 /// The number in the variable `name`, or `default` when it is unset or not a number.
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -676,9 +681,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     let place = place_in(parent, &server, 64);
     // `DURABLE_WRAPPER="heaptrack -o FILE"` (or `strace -c -f -o FILE`, `perf record -g
     // -o FILE`) runs each burst's daemon under that tool, to see where it spends.
-    let wrapper: Vec<String> = std::env::var("DURABLE_WRAPPER")
-        .map(|w| w.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
+    let wrapper = wrapper();
     let daemon = Spawned::start(&place, &wrapper, env);
     let socket = place.socket();
     let pid = daemon.pid().await;
@@ -779,9 +782,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
 /// daemon has gone quiet and of the one made right after it, and the task's records.
 async fn after_pause(disk: &Path) -> (Duration, Duration, usize) {
     let server = FakeLlmServer::start(Script::new()).await;
-    let wrapper: Vec<String> = std::env::var("DURABLE_WRAPPER")
-        .map(|w| w.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
+    let wrapper = wrapper();
     let session = Warm::start(disk, "disk", &server, &wrapper).await;
     let before = env_number("DURABLE_PAUSE_CONSULTATIONS", 200);
     tokio::task::block_in_place(|| {

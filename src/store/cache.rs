@@ -228,12 +228,12 @@ impl Store {
         let now = Instant::now();
         let mut tasks = lock(&self.tasks);
         let kept = working_set(&tasks, keep, now);
-        let idle: Vec<TaskName> = tasks
+        let going: Vec<TaskName> = tasks
             .iter()
             .filter(|(name, slot)| now.duration_since(slot.used) >= idle && !kept.contains(name))
             .map(|(name, _)| name.clone())
             .collect();
-        let dropped: Vec<Slot> = idle.iter().filter_map(|name| tasks.pop(name)).collect();
+        let dropped: Vec<Slot> = going.iter().filter_map(|name| tasks.pop(name)).collect();
         // Freed once the other tasks' requests can go on.
         drop(tasks);
         drop(dropped);
