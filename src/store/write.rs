@@ -196,16 +196,11 @@ impl Store {
             let _ = fs::remove_file(dir.join(name));
         }
         let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        // Judged once, before the batch: see [`Staged::local`].
+        let local = vouched_before(task, anchors.as_deref(), &cache);
         let mut staged = Vec::new();
-        let trouble = self.stage_consultations(
-            task,
-            &dir,
-            &mut cache,
-            anchors.as_deref(),
-            drafted,
-            results,
-            &mut staged,
-        );
+        let trouble =
+            self.stage_consultations(task, &dir, &mut cache, local, drafted, results, &mut staged);
         let placed = self.place(task, &mut cache, staged, trouble, anchors.as_deref());
         let placed = match placed {
             Ok(placed) => placed,
@@ -261,10 +256,12 @@ impl Store {
             let _ = fs::remove_file(dir.join(name));
         }
         let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
+        // Judged once, before the batch: see [`Staged::local`].
+        let local = vouched_before(task, anchors.as_deref(), &cache);
         let sequence = cache.highest + 1;
         let plan = self.judge_next(task, &mut cache, input, Some(plan_env), &[], &[], false)?;
         let plan_staged = self
-            .stage(task, &dir, &mut cache, plan, sequence, anchors.as_deref())
+            .stage(task, &dir, &mut cache, plan, sequence, local)
             .map_err(trouble_error)?;
         let plan = plan_staged.record.clone();
         let mut staged = vec![(usize::MAX, plan_staged)];
@@ -294,7 +291,7 @@ impl Store {
                 task,
                 &dir,
                 &mut cache,
-                anchors.as_deref(),
+                local,
                 &drafted,
                 &mut results,
                 &mut staged,
@@ -336,7 +333,7 @@ impl Store {
         task: &TaskName,
         dir: &Path,
         cache: &mut TaskCache,
-        anchors: Option<&crate::machine::anchor::Anchors>,
+        local: bool,
         drafted: &[(
             usize,
             serde_json::Value,
@@ -363,7 +360,7 @@ impl Store {
                 provenance.counts,
                 runtime.as_ref(),
             );
-            match self.stage(task, dir, cache, record, sequence, anchors) {
+            match self.stage(task, dir, cache, record, sequence, local) {
                 Ok(one) => staged.push((*at, one)),
                 Err(trouble) => return Some(trouble),
             }
@@ -372,7 +369,8 @@ impl Store {
     }
 
     /// Write `record` (judged as number `sequence`) to its temporary file in `dir` and
-    /// put it in the cache, so the next one is judged after it.
+    /// put it in the cache, so the next one is judged after it. `local`: this machine
+    /// vouched for the task before the batch ([`Staged::local`]).
     fn stage(
         &self,
         task: &TaskName,
@@ -380,7 +378,7 @@ impl Store {
         cache: &mut TaskCache,
         record: Record,
         sequence: u64,
-        anchors: Option<&crate::machine::anchor::Anchors>,
+        local: bool,
     ) -> Result<Staged, Trouble> {
         let failed = |context: String| move |e: io::Error| (context, e.kind(), e.to_string());
         if sequence > chain::MAX_SEQUENCE {
@@ -394,7 +392,6 @@ impl Store {
                 "full".to_string(),
             ));
         }
-        let local = vouched_before(task, anchors, cache);
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| {
             (
@@ -432,9 +429,9 @@ impl Store {
     }
 
     /// Put `staged` in place: one flush, then each renamed in order, each new head
-    /// anchored. The records placed, each with its place; `Err` (after which the cache is
-    /// read afresh from the files) when `trouble` stopped the staging or a flush or
-    /// rename failed.
+    /// anchored as soon as its record is in place. The records placed, each with its
+    /// place; `Err` (after which the cache is read afresh from the files) when `trouble`
+    /// stopped the staging or a flush or rename failed.
     fn place(
         &self,
         task: &TaskName,
@@ -464,6 +461,17 @@ impl Store {
                     one.target.display()
                 )))?;
                 placed += 1;
+                // Anchored as soon as it is in place, before the next is renamed: a crash
+                // inside the batch leaves at most this one record past the anchor.
+                if let (true, Some(anchors)) = (one.local, anchors) {
+                    let head = chain::Head {
+                        sequence: one.record.envelope.sequence,
+                        hash: one.digest.clone(),
+                    };
+                    if let Err(e) = anchors.set(task, &head) {
+                        tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
+                    }
+                }
             }
             Ok(())
         });
@@ -479,20 +487,10 @@ impl Store {
             *cache = TaskCache::default();
             return Err(failure);
         }
-        let mut out = Vec::new();
-        for (at, one) in staged {
-            if let (true, Some(anchors)) = (one.local, anchors) {
-                let head = chain::Head {
-                    sequence: one.record.envelope.sequence,
-                    hash: one.digest,
-                };
-                if let Err(e) = anchors.set(task, &head) {
-                    tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
-                }
-            }
-            out.push((at, one.record));
-        }
-        Ok(out)
+        Ok(staged
+            .into_iter()
+            .map(|(at, one)| (at, one.record))
+            .collect())
     }
 
     /// A consultation's input as it is stored (its `source` added) and the key it is
@@ -806,7 +804,11 @@ struct Staged {
     record: Record,
     temp: PathBuf,
     target: PathBuf,
-    /// Whether this machine anchors it as the task's new head.
+    /// Whether this machine anchors it as the task's new head: it vouched for the task
+    /// before the batch. Judged once for the whole batch, never per record: the anchor on
+    /// disk moves only when the batch is placed, so a third record judged against it
+    /// would lie two past it, be left unanchored, and leave the task foreign to the
+    /// machine that wrote every record of it.
     local: bool,
     digest: String,
 }

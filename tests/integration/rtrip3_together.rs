@@ -94,6 +94,63 @@ async fn a_streamed_job_is_acknowledged_once_one_flush_made_it_its_plan_and_outc
     daemon.stop().await;
 }
 
+/// Every record of a batch is anchored as this machine's, however many the batch holds:
+/// a plan and two consultations written with one flush, twice, leave the task the
+/// machine's own (`local`), its consultations counted. Judged per record against the
+/// anchor on disk, which moves only once the batch is placed, the third record of each
+/// batch was left unanchored, and after the second consultation the task read as
+/// `foreign` to the daemon that wrote all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consultations_written_in_one_flush_keep_the_task_this_machines_own() {
+    use advisord::core::chain::TaskTrust;
+    use advisord::facade::Api;
+    let mut registry = Registry::builtin();
+    for id in ["a", "b"] {
+        let answered = || Script::answer(&answer(id, "supports"));
+        let fake = Arc::new(ScriptedAdapter::new(vec![
+            answered(),
+            answered(),
+            answered(),
+        ]));
+        registry.insert(&format!("scripted-{id}"), fake);
+    }
+    let yaml = catalogue(&[Advisor::scripted("a"), Advisor::scripted("b")]);
+    let daemon = Daemon::start(&yaml, registry).await;
+    let assessment = daemon.assessment().await;
+    let client = advisord::client::Client::new(daemon.socket());
+    let context: RequestContext =
+        serde_json::from_value(daemon.place.context()).expect("a context");
+    for round in 1..=3 {
+        let before = advisord::store::durable::flushes();
+        let (_, events) = client
+            .consult_streamed(&request(&daemon, &assessment))
+            .await
+            .expect("accepted");
+        let mut events = events.expect("the events on the same connection");
+        while events.next().await.expect("an event").is_some() {}
+        // Written as one batch (the case this guards), not record by record.
+        assert_eq!(
+            advisord::store::durable::flushes() - before,
+            1,
+            "round {round}"
+        );
+        let status = client
+            .status(advisord::protocol::StatusRequest {
+                context: context.clone(),
+            })
+            .await
+            .expect("the task's status");
+        assert_eq!(
+            status.trust,
+            TaskTrust::Local,
+            "after consultation {round}: {:?}",
+            status.foreign
+        );
+    }
+    assert_eq!(daemon.place.records_of(TASK, "plan").len(), 3);
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_advisor_does_not_hold_a_streamed_acknowledgement() {
     let daemon = daemon_with(|id| {
