@@ -195,12 +195,10 @@ impl Store {
         for name in stale {
             let _ = fs::remove_file(dir.join(name));
         }
-        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
-        // Judged once, before the batch: see [`Staged::local`].
-        let local = vouched_before(task, anchors.as_deref(), &cache);
+        let anchors = self.batch_anchors(task, &cache);
         let mut staged = Vec::new();
         let trouble =
-            self.stage_consultations(task, &dir, &mut cache, local, drafted, results, &mut staged);
+            self.stage_consultations(task, &dir, &mut cache, drafted, results, &mut staged);
         let placed = self.place(task, &mut cache, staged, trouble, anchors.as_deref());
         let placed = match placed {
             Ok(placed) => placed,
@@ -255,13 +253,11 @@ impl Store {
         for name in stale {
             let _ = fs::remove_file(dir.join(name));
         }
-        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
-        // Judged once, before the batch: see [`Staged::local`].
-        let local = vouched_before(task, anchors.as_deref(), &cache);
+        let anchors = self.batch_anchors(task, &cache);
         let sequence = cache.highest + 1;
         let plan = self.judge_next(task, &mut cache, input, Some(plan_env), &[], &[], false)?;
         let plan_staged = self
-            .stage(task, &dir, &mut cache, plan, sequence, local)
+            .stage(task, &dir, &mut cache, plan, sequence)
             .map_err(trouble_error)?;
         let plan = plan_staged.record.clone();
         let mut staged = vec![(usize::MAX, plan_staged)];
@@ -291,7 +287,6 @@ impl Store {
                 task,
                 &dir,
                 &mut cache,
-                local,
                 &drafted,
                 &mut results,
                 &mut staged,
@@ -333,7 +328,6 @@ impl Store {
         task: &TaskName,
         dir: &Path,
         cache: &mut TaskCache,
-        local: bool,
         drafted: &[(
             usize,
             serde_json::Value,
@@ -360,7 +354,7 @@ impl Store {
                 provenance.counts,
                 runtime.as_ref(),
             );
-            match self.stage(task, dir, cache, record, sequence, local) {
+            match self.stage(task, dir, cache, record, sequence) {
                 Ok(one) => staged.push((*at, one)),
                 Err(trouble) => return Some(trouble),
             }
@@ -369,8 +363,7 @@ impl Store {
     }
 
     /// Write `record` (judged as number `sequence`) to its temporary file in `dir` and
-    /// put it in the cache, so the next one is judged after it. `local`: this machine
-    /// vouched for the task before the batch ([`Staged::local`]).
+    /// put it in the cache, so the next one is judged after it.
     fn stage(
         &self,
         task: &TaskName,
@@ -378,7 +371,6 @@ impl Store {
         cache: &mut TaskCache,
         record: Record,
         sequence: u64,
-        local: bool,
     ) -> Result<Staged, Trouble> {
         let failed = |context: String| move |e: io::Error| (context, e.kind(), e.to_string());
         if sequence > chain::MAX_SEQUENCE {
@@ -423,15 +415,31 @@ impl Store {
             record,
             temp,
             target: dir.join(name),
-            local,
             digest,
         })
     }
 
+    /// The anchors each record of a batch about to be staged in `task` is anchored in:
+    /// this machine's, when it vouched for the task before the batch; `None` otherwise
+    /// (a foreign task stays foreign until adopted). Judged once for the whole batch,
+    /// never per record: the anchor on disk moves only as the batch is placed, so a
+    /// batch's third record judged against it would lie two past it, be left
+    /// unanchored, and leave the task foreign to the machine that wrote all of it.
+    fn batch_anchors(
+        &self,
+        task: &TaskName,
+        cache: &TaskCache,
+    ) -> Option<Arc<crate::machine::anchor::Anchors>> {
+        crate::machine::installed()
+            .map(|m| m.anchors(&self.state_dir))
+            .filter(|anchors| vouched_before(task, Some(anchors), cache))
+    }
+
     /// Put `staged` in place: one flush, then each renamed in order, each new head
-    /// anchored as soon as its record is in place. The records placed, each with its
-    /// place; `Err` (after which the cache is read afresh from the files) when `trouble`
-    /// stopped the staging or a flush or rename failed.
+    /// anchored in `anchors` (given when this machine vouched for the task before the
+    /// batch, [`Store::batch_anchors`]) as soon as its record is in place. The records
+    /// placed, each with its place; `Err` (after which the cache is read afresh from the
+    /// files) when `trouble` stopped the staging or a flush or rename failed.
     fn place(
         &self,
         task: &TaskName,
@@ -463,7 +471,7 @@ impl Store {
                 placed += 1;
                 // Anchored as soon as it is in place, before the next is renamed: a crash
                 // inside the batch leaves at most this one record past the anchor.
-                if let (true, Some(anchors)) = (one.local, anchors) {
+                if let Some(anchors) = anchors {
                     let head = chain::Head {
                         sequence: one.record.envelope.sequence,
                         hash: one.digest.clone(),
@@ -804,12 +812,6 @@ struct Staged {
     record: Record,
     temp: PathBuf,
     target: PathBuf,
-    /// Whether this machine anchors it as the task's new head: it vouched for the task
-    /// before the batch. Judged once for the whole batch, never per record: the anchor on
-    /// disk moves only when the batch is placed, so a third record judged against it
-    /// would lie two past it, be left unanchored, and leave the task foreign to the
-    /// machine that wrote every record of it.
-    local: bool,
     digest: String,
 }
 
