@@ -195,7 +195,7 @@ impl Store {
         for name in stale {
             let _ = fs::remove_file(dir.join(name));
         }
-        let anchors = self.batch_anchors(task, &cache);
+        let anchors = self.vouching_anchors(task, &cache);
         let mut staged = Vec::new();
         let trouble =
             self.stage_consultations(task, &dir, &mut cache, drafted, results, &mut staged);
@@ -253,7 +253,7 @@ impl Store {
         for name in stale {
             let _ = fs::remove_file(dir.join(name));
         }
-        let anchors = self.batch_anchors(task, &cache);
+        let anchors = self.vouching_anchors(task, &cache);
         let sequence = cache.highest + 1;
         let plan = self.judge_next(task, &mut cache, input, Some(plan_env), &[], &[], false)?;
         let plan_staged = self
@@ -419,25 +419,25 @@ impl Store {
         })
     }
 
-    /// The anchors each record of a batch about to be staged in `task` is anchored in:
-    /// this machine's, when it vouched for the task before the batch; `None` otherwise
-    /// (a foreign task stays foreign until adopted). Judged once for the whole batch,
-    /// never per record: the anchor on disk moves only as the batch is placed, so a
-    /// batch's third record judged against it would lie two past it, be left
+    /// The anchors the records about to be written in `task` (one, or a batch) are
+    /// anchored in: this machine's, when it vouched for the task before them (or the task
+    /// is new); `None` otherwise (a foreign task stays foreign until adopted). Judged once
+    /// for a whole batch, never per record: the anchor on disk moves only as the batch is
+    /// placed, so a batch's third record judged against it would lie two past it, be left
     /// unanchored, and leave the task foreign to the machine that wrote all of it.
-    fn batch_anchors(
+    fn vouching_anchors(
         &self,
         task: &TaskName,
         cache: &TaskCache,
     ) -> Option<Arc<crate::machine::anchor::Anchors>> {
         crate::machine::installed()
             .map(|m| m.anchors(&self.state_dir))
-            .filter(|anchors| vouched_before(task, Some(anchors), cache))
+            .filter(|anchors| vouched_before(task, anchors, cache))
     }
 
     /// Put `staged` in place: one flush, then each renamed in order, each new head
     /// anchored in `anchors` (given when this machine vouched for the task before the
-    /// batch, [`Store::batch_anchors`]) as soon as its record is in place. The records
+    /// batch, [`Store::vouching_anchors`]) as soon as its record is in place. The records
     /// placed, each with its place; `Err` (after which the cache is read afresh from the
     /// files) when `trouble` stopped the staging or a flush or rename failed.
     fn place(
@@ -471,15 +471,7 @@ impl Store {
                 placed += 1;
                 // Anchored as soon as it is in place, before the next is renamed: a crash
                 // inside the batch leaves at most this one record past the anchor.
-                if let Some(anchors) = anchors {
-                    let head = chain::Head {
-                        sequence: one.record.envelope.sequence,
-                        hash: one.digest.clone(),
-                    };
-                    if let Err(e) = anchors.set(task, &head) {
-                        tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
-                    }
-                }
+                anchor_head(anchors, task, one.record.envelope.sequence, &one.digest);
             }
             Ok(())
         });
@@ -621,10 +613,7 @@ impl Store {
                 runtime.as_ref(),
             );
         }
-        // This machine anchors the new head when it vouched for the task before it (or
-        // the task is new); a foreign task stays foreign until adopted.
-        let anchors = crate::machine::installed().map(|m| m.anchors(&self.state_dir));
-        let local = vouched_before(task, anchors.as_deref(), &cache);
+        let anchors = self.vouching_anchors(task, &cache);
         let name = file_name(&record);
         let mut bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Io {
             context: format!("cannot serialise record `{}`", record.id()),
@@ -646,16 +635,7 @@ impl Store {
             self.settle()?;
         }
         let digest = chain::digest(&bytes);
-        if let (true, Some(anchors)) = (local, &anchors) {
-            let head = chain::Head {
-                sequence,
-                hash: digest.clone(),
-            };
-            if let Err(e) = anchors.set(task, &head) {
-                // The record is stored; an older anchor still vouches for the task.
-                tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
-            }
-        }
+        anchor_head(anchors.as_deref(), task, sequence, &digest);
         cache.highest = sequence;
         cache.records.push(record.clone());
         cache.digests.push(digest);
@@ -767,19 +747,38 @@ fn keep_writer_index(cache: &mut TaskCache) {
 
 /// Whether this machine vouched for `task` as `cache` holds it (its anchored head is among
 /// the records, or the task is new), so the head a write makes is anchored too; a foreign
-/// task stays foreign until adopted. `None`: no data directory installed, nothing anchored.
+/// task stays foreign until adopted.
 fn vouched_before(
     task: &TaskName,
-    anchors: Option<&crate::machine::anchor::Anchors>,
+    anchors: &crate::machine::anchor::Anchors,
     cache: &TaskCache,
 ) -> bool {
-    anchors.is_some_and(|anchors| {
-        let highest = cache.records.last().map(|r| r.envelope.sequence);
-        chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
-            digest_at(cache, s)
-        })
-        .is_none()
+    let highest = cache.records.last().map(|r| r.envelope.sequence);
+    chain::foreign(task, anchors.head(task).as_ref(), highest, |s| {
+        digest_at(cache, s)
     })
+    .is_none()
+}
+
+/// Anchor record `sequence` (hashing to `hash`) as `task`'s new head in `anchors`, when
+/// given. A failure is logged: the record is stored, and an older anchor still vouches for
+/// the task.
+fn anchor_head(
+    anchors: Option<&crate::machine::anchor::Anchors>,
+    task: &TaskName,
+    sequence: u64,
+    hash: &str,
+) {
+    let Some(anchors) = anchors else {
+        return;
+    };
+    let head = chain::Head {
+        sequence,
+        hash: hash.to_string(),
+    };
+    if let Err(e) = anchors.set(task, &head) {
+        tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
+    }
 }
 
 /// What stopped a batch, as text: its context, its kind and the error's message.
