@@ -152,7 +152,24 @@ function journalNote(j) {
   return ` · shared through journal ${j.name}, whose bus is UNREACHABLE: this replica was ${at} and may be behind; writes are refused until the bus is back`;
 }
 
+// Re-draw `box` with `draw`, keeping the keyboard's place: a control focused inside it is
+// focused again in what is drawn, found by its label (the live views re-draw while the user
+// tabs through them).
+function keepingFocus(box, draw) {
+  const active = document.activeElement;
+  const label = active && box.contains(active) ? active.getAttribute("aria-label") : null;
+  draw();
+  if (label) {
+    const again = [...box.querySelectorAll("[aria-label]")].find((n) => n.getAttribute("aria-label") === label);
+    if (again) again.focus();
+  }
+}
+
 function renderAssessments(view) {
+  keepingFocus($("assessment-rows"), () => drawAssessments(view));
+}
+
+function drawAssessments(view) {
   const rows = $("assessment-rows");
   rows.replaceChildren();
   for (const a of view.assessments) {
@@ -246,13 +263,8 @@ function applyEvent(known, event) {
 }
 
 function renderJobs() {
-  // Re-rendered every second while a job runs: keep the keyboard's place.
-  const focused = document.activeElement && document.activeElement.closest("#jobs") ? document.activeElement.getAttribute("aria-label") : null;
-  drawJobs();
-  if (focused) {
-    const again = [...$("jobs").querySelectorAll("[aria-label]")].find((n) => n.getAttribute("aria-label") === focused);
-    if (again) again.focus();
-  }
+  // Re-rendered every second while a job runs.
+  keepingFocus($("jobs"), drawJobs);
 }
 
 function drawJobs() {

@@ -93,7 +93,14 @@ def keyboard(page, out):
             visible = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
             if visible == "none":
                 fail("the focused button shows no focus outline")
+            # The list is drawn again whenever a record is written: the keyboard keeps its
+            # place on the same button.
+            page.evaluate("() => loadStatus()")
+            again = page.evaluate("() => [document.activeElement && document.activeElement.getAttribute('aria-label'), getComputedStyle(document.activeElement).outlineStyle]")
+            if again[0] != label or again[1] == "none":
+                fail(f"drawing the assessments again lost the keyboard's place on {label!r}: focus is on {again[0]!r}, outline {again[1]!r}")
             out["checks"].append("keyboard reaches Consult")
+            out["checks"].append("keyboard keeps its place when the list is drawn again")
             return
     fail("Tab never reached a Consult button")
 

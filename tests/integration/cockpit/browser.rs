@@ -161,6 +161,7 @@ async fn the_cockpit_in_chromium_shows_live_rows_a_disagreement_a_cancel_and_a_c
         "cooldown shown",
         "cancel works",
         "keyboard reaches Consult",
+        "keyboard keeps its place when the list is drawn again",
         "contrast and labels (dark)",
         "phone width",
     ] {
