@@ -415,14 +415,30 @@ impl Shared {
     }
 }
 
-/// Give the calling thread (the maker) the lowest CPU priority (nice 19), so that it runs
-/// when a core is free and a write that wakes it is not set aside for it: on a busy
-/// machine the write goes on and the file is made after. When the priority cannot be
-/// set the maker runs as any thread does.
+/// Give the calling thread (the maker) the lowest CPU priority there is: nice 19, and on
+/// Linux the `SCHED_IDLE` policy, so that it runs on a core nothing else wants and a write
+/// that wakes it is never set aside for it. Nice 19 alone does not ensure that: the
+/// kernel's scheduler still lets a woken thread of nice 19 preempt the one that woke it
+/// (seen in a consultation's timeline: the job's thread, staging its records, set aside
+/// for about 40 µs while the maker made a file), where a `SCHED_IDLE` thread never
+/// preempts a thread of the normal policy. Either that cannot be set leaves the maker as
+/// it was.
+#[allow(unsafe_code)]
 fn yield_to_others() {
     let me = rustix::thread::gettid();
     if let Err(e) = rustix::process::setpriority_process(Some(me), 19) {
         tracing::debug!(error = %e, "the spare files' maker keeps its priority");
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let param = nix::libc::sched_param { sched_priority: 0 };
+        // SAFETY: `sched_setscheduler` reads the one `sched_param` passed by reference,
+        // which outlives the call; pid 0 is the calling thread.
+        let set = unsafe { nix::libc::sched_setscheduler(0, nix::libc::SCHED_IDLE, &param) };
+        if set != 0 {
+            let e = io::Error::last_os_error();
+            tracing::debug!(error = %e, "the spare files' maker keeps its scheduling policy");
+        }
     }
 }
 
@@ -545,16 +561,34 @@ mod tests {
         );
     }
 
-    /// The nice values of this process's threads named `name`, from `/proc`.
-    fn nice_of_threads(name: &str) -> Vec<i64> {
+    /// The `/proc` status lines (`stat`) of this process's threads named `name`.
+    fn stat_of_threads(name: &str) -> Vec<String> {
         fs::read_dir("/proc/self/task")
             .unwrap()
             .flatten()
             .filter(|task| {
                 fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
             })
-            .filter_map(|task| {
-                let stat = fs::read_to_string(task.path().join("stat")).ok()?;
+            .filter_map(|task| fs::read_to_string(task.path().join("stat")).ok())
+            .collect()
+    }
+
+    /// The scheduling policy in a thread's `/proc` status line: its 41st field.
+    #[cfg(target_os = "linux")]
+    fn policy_of(stat: &str) -> Option<i64> {
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(38)?
+            .parse()
+            .ok()
+    }
+
+    /// The nice values of this process's threads named `name`.
+    fn nice_of_threads(name: &str) -> Vec<i64> {
+        stat_of_threads(name)
+            .iter()
+            .filter_map(|stat| {
                 // The fields after the name (which ends at the last `)`): state is the
                 // 3rd field of the line, nice the 19th.
                 let after = stat.rsplit_once(')')?.1;
@@ -571,6 +605,17 @@ mod tests {
         until("every maker at nice 19", || {
             let nice = nice_of_threads("advisord-spares");
             !nice.is_empty() && nice.iter().all(|n| *n == 19)
+        });
+        #[cfg(target_os = "linux")]
+        until("every maker under SCHED_IDLE", || {
+            let policies = stat_of_threads("advisord-spares")
+                .iter()
+                .map(|stat| policy_of(stat))
+                .collect::<Vec<_>>();
+            !policies.is_empty()
+                && policies
+                    .iter()
+                    .all(|p| *p == Some(i64::from(nix::libc::SCHED_IDLE)))
         });
     }
 
