@@ -104,17 +104,12 @@ impl Anchors {
                 ),
             )
         })?;
-        if !dir.is_dir() {
-            ensure_private_dir(dir)?;
-            if let Ok(canonical) = std::fs::canonicalize(&self.state_dir) {
-                let mut named = canonical.as_os_str().as_encoded_bytes().to_vec();
-                named.push(b'\n');
-                write_replacing(dir, "state_dir", &named)?;
-            }
-        }
         // One fixed width, so each anchor overwrites the last in place.
         let text = format!("{:020} {}\n", head.sequence, head.hash);
         let name = format!("{task}.head");
+        // The common case first, with no look at the directory: the anchor is there and
+        // is written over (one `open`, one `pwrite`, no `statx`: the daemon anchors after
+        // every record it places).
         match OpenOptions::new()
             .write(true)
             .custom_flags(nix::libc::O_NOFOLLOW)
@@ -125,6 +120,14 @@ impl Anchors {
                 file.write_all_at(text.as_bytes(), 0)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !dir.is_dir() {
+                    ensure_private_dir(dir)?;
+                    if let Ok(canonical) = std::fs::canonicalize(&self.state_dir) {
+                        let mut named = canonical.as_os_str().as_encoded_bytes().to_vec();
+                        named.push(b'\n');
+                        write_replacing(dir, "state_dir", &named)?;
+                    }
+                }
                 write_replacing(dir, &name, text.as_bytes())
             }
             Err(e) => Err(e),
