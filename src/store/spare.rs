@@ -69,6 +69,10 @@ const NOFOLLOW: i32 = nix::fcntl::OFlag::O_NOFOLLOW.bits();
 /// maker stays out of their way until they slow down.
 pub const BURST_PAUSE: Duration = Duration::from_millis(100);
 
+/// How many times a write tries the pools' lock, letting others run between tries,
+/// before it does without a spare ([`Shared::lock_for_writer`]).
+const WRITER_TRIES: usize = 4;
+
 /// How long [`Spares::release`] waits at most for the maker to end the creation it is in
 /// (one empty file: well under a millisecond on a working disk).
 pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
@@ -198,7 +202,8 @@ impl Spares {
 
     fn take_from(&self, dir: &Path, reusable: bool) -> Option<(PathBuf, File)> {
         let (spare, low) = {
-            let mut state = self.shared.lock();
+            // The maker may hold the lock, waiting for a core: the write creates its own.
+            let mut state = self.shared.lock_for_writer()?;
             if state.released {
                 return None;
             }
@@ -234,7 +239,9 @@ impl Spares {
     /// Take `file` into the pool of `dir` (see [`recycle`]).
     pub fn recycle(&self, dir: &Path, file: &Path) -> bool {
         let number = {
-            let mut state = self.shared.lock();
+            let Some(mut state) = self.shared.lock_for_writer() else {
+                return false;
+            };
             if state.released {
                 return false;
             }
@@ -257,7 +264,11 @@ impl Spares {
         if fs::rename(file, &named).is_err() {
             return false;
         }
-        let mut state = self.shared.lock();
+        let Some(mut state) = self.shared.lock_for_writer() else {
+            // The file is the caller's no more; with the pools out of reach, it goes.
+            let _ = fs::remove_file(named);
+            return true;
+        };
         let released = state.released;
         match state.pools.get_mut(dir) {
             Some(pool) if !released => {
@@ -336,6 +347,25 @@ impl Drop for Spares {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The pools' lock for a write on its way (a take, a file given back), or `None` when
+    /// it stays held over [`WRITER_TRIES`] tries: the write then does without a spare.
+    /// Whoever else holds it holds it for a few instructions, but the maker runs at the
+    /// lowest priority: set aside on a busy core while it holds the lock, it may wait a
+    /// long time for that core, and a write waiting for it would wait as long.
+    fn lock_for_writer(&self) -> Option<MutexGuard<'_, State>> {
+        for tried in 1..=WRITER_TRIES {
+            match self.state.try_lock() {
+                Ok(state) => return Some(state),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) if tried < WRITER_TRIES => {
+                    std::thread::yield_now();
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        None
     }
 
     /// The maker's loop: fill each pool that runs low, one file at a time (a taker never
@@ -707,6 +737,39 @@ mod tests {
             "release removes the recycled files; the taken one is its writer's"
         );
         assert!(!spares.recycle(&dir, &refused), "none taken after release");
+    }
+
+    #[test]
+    fn a_write_never_waits_for_the_pools_lock_held_by_the_maker() {
+        let (parent, dir, spares) = filled(2);
+        let given = parent.path().join("entry.json");
+        fs::write(&given, b"an old entry").unwrap();
+        // The lock held as the maker would hold it if set aside on a busy core.
+        let held = spares.shared.lock();
+        let (took, gave) = std::thread::scope(|scope| {
+            let (done, finished) = std::sync::mpsc::channel();
+            let (spares, dir, given) = (&spares, &dir, &given);
+            scope.spawn(move || {
+                let took = spares.take(dir).is_some();
+                let gave = spares.recycle(dir, given);
+                let _ = done.send((took, gave));
+            });
+            let answer = finished.recv_timeout(Duration::from_secs(10));
+            drop(held);
+            answer.expect("the write went on without the lock")
+        });
+        assert!(!took, "no spare is taken while the lock is held");
+        assert!(!gave, "no file is given back while the lock is held");
+        assert_eq!(
+            fs::read(&given).unwrap(),
+            b"an old entry",
+            "the file not given back is still the caller's"
+        );
+        assert_eq!(spares.ready(&dir), 2, "the pool is as it was");
+        assert!(
+            spares.take(&dir).is_some(),
+            "with the lock free, a spare is taken"
+        );
     }
 
     #[test]
