@@ -105,28 +105,6 @@ impl<S: Stream<Item = Result<Event>> + Unpin> Follower<S> {
         }
     }
 
-    /// Follow until the stream carried every record `job` references, the stream ends,
-    /// or `deadline`; the job's report when the stream said it ended meanwhile.
-    pub async fn until_carried(
-        &mut self,
-        job: &Job,
-        deadline: Instant,
-    ) -> Result<Option<JobReport>> {
-        while !self.carried_all(job) {
-            let next = tokio::select! {
-                next = self.next() => next?,
-                () = tokio::time::sleep_until(deadline) => return Ok(None),
-            };
-            if next.is_none() {
-                return Ok(None);
-            }
-            if let Some(report) = self.take_report() {
-                return Ok(Some(report));
-            }
-        }
-        Ok(None)
-    }
-
     /// The job's report, once it ended.
     pub fn take_report(&mut self) -> Option<JobReport> {
         let job = self.ended.take()?;

@@ -140,27 +140,52 @@ pub async fn follow(
         })
         .await?;
     let mut follower = Follower::new(events);
-    if deadline > Instant::now() {
-        loop {
-            let next = tokio::select! {
-                next = follower.next() => next?,
-                () = tokio::time::sleep_until(deadline) => break,
-            };
-            let Some(event) = next else { break };
-            if let Some(p) = progress.as_mut() {
-                p.event(&event).await;
-            }
-            if let Some(report) = follower.take_report() {
-                return Ok(report);
-            }
-        }
+    if let Some(report) = pass_on(&mut follower, progress, deadline, |_| {
+        Instant::now() < deadline
+    })
+    .await?
+    {
+        return Ok(report);
     }
     // The deadline passed (or the stream ended early): the job as it stands, with the
-    // records it references, which its stream has already carried.
+    // records it references, which its stream has already carried. What the stream
+    // carries meanwhile is sent on like the rest, and a job that ended as the deadline
+    // passed is followed to its end: its host is told `job done` as it would have been
+    // a moment earlier, never handed a finished job without it.
     let now = api.job(JobRequest { id: id.clone() }).await?;
     let catch_up = Instant::now() + CATCH_UP;
-    if let Some(report) = follower.until_carried(&now, catch_up).await? {
+    let ended = now.state.is_finished();
+    if let Some(report) = pass_on(&mut follower, progress, catch_up, |follower| {
+        ended || !follower.carried_all(&now)
+    })
+    .await?
+    {
         return Ok(report);
     }
     Ok(follower.into_report(now))
+}
+
+/// Send on the job's events as they come, each as a progress notification, while `more`
+/// holds, the stream goes on and `until` has not passed; the job's report once the
+/// stream says it ended.
+async fn pass_on<S: futures::Stream<Item = Result<Event>> + Unpin>(
+    follower: &mut Follower<S>,
+    progress: &mut Option<Progress>,
+    until: Instant,
+    more: impl Fn(&Follower<S>) -> bool,
+) -> Result<Option<JobReport>> {
+    while more(follower) {
+        let next = tokio::select! {
+            next = follower.next() => next?,
+            () = tokio::time::sleep_until(until) => break,
+        };
+        let Some(event) = next else { break };
+        if let Some(p) = progress.as_mut() {
+            p.event(&event).await;
+        }
+        if let Some(report) = follower.take_report() {
+            return Ok(Some(report));
+        }
+    }
+    Ok(None)
 }

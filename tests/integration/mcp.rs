@@ -414,11 +414,9 @@ fn bad_input_is_named_with_what_is_accepted() {
     });
 }
 
-#[test]
-fn a_host_that_goes_away_mid_call_leaves_the_job_running_and_recorded() {
-    let (world, dir) = world();
-    std::fs::write(dir.join("mode"), "split").expect("mode");
-    let assessment = world.record(json!({
+/// A critical assessment recorded in `world`'s task: its id.
+fn critical_assessment(world: &World) -> String {
+    world.record(json!({
         "kind": "assessment",
         "subject": "Use SQLite for the job queue",
         "materiality": "critical",
@@ -427,7 +425,14 @@ fn a_host_that_goes_away_mid_call_leaves_the_job_running_and_recorded() {
     }))["id"]
         .as_str()
         .expect("an id")
-        .to_string();
+        .to_string()
+}
+
+#[test]
+fn a_host_that_goes_away_mid_call_leaves_the_job_running_and_recorded() {
+    let (world, dir) = world();
+    std::fs::write(dir.join("mode"), "split").expect("mode");
+    let assessment = critical_assessment(&world);
     runtime().block_on(async {
         let client = client(&world).await;
         let peer = client.peer().clone();
@@ -466,6 +471,87 @@ fn a_host_that_goes_away_mid_call_leaves_the_job_running_and_recorded() {
         );
     }
     assert!(waited["disagreement_detail"]["discriminating_question"].is_string());
+    if let Some(pid) = world.daemon_pid() {
+        stop(pid);
+    }
+}
+
+/// A host that keeps the messages of the progress notifications it is sent.
+#[derive(Clone, Default)]
+struct Listening(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Listening {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(params.message.unwrap_or_default());
+    }
+}
+
+#[test]
+fn a_job_that_ended_as_the_wait_ran_out_is_sent_its_end() {
+    // `job` without `wait` is the wait running out at once: the job ended before it, so
+    // every event its host was not sent comes as progress, `job done` last, exactly as
+    // when a `job` with `wait` sees its cap pass as the job ends.
+    let (world, _dir) = world();
+    let assessment = critical_assessment(&world);
+    // Consulted from the command line: this host was sent none of the job's events.
+    let done = world
+        .run(&["--assessment", &assessment, "--format", "json"])
+        .expect_exit(0)
+        .json();
+    assert_eq!(done["state"], "done", "{done}");
+    runtime().block_on(async {
+        let transport = TokioChildProcess::new(
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_advisor-consult")).configure(|cmd| {
+                cmd.env_clear()
+                    .envs(server_env(&world))
+                    .args(server_args(&world))
+                    .current_dir(world.root());
+            }),
+        )
+        .expect("start the server");
+        let heard = Listening::default();
+        let client = heard.clone().serve(transport).await.expect("initialize");
+        let mut asked = call("job", json!({"id": done["id"]}));
+        use rmcp::model::RequestParamsMeta;
+        asked.set_progress_token(rmcp::model::ProgressToken(
+            rmcp::model::NumberOrString::String("late".into()),
+        ));
+        let job = client
+            .call_tool(asked)
+            .await
+            .expect("job")
+            .structured_content
+            .expect("the job");
+        assert_eq!(job["state"], "done", "{job}");
+        // Notifications may trail the result on the wire: wait for the end, bounded.
+        let started = Instant::now();
+        while !heard.0.lock().unwrap().iter().any(|m| m == "job done") {
+            assert!(
+                started.elapsed() < RUN_BOUND,
+                "the end was never sent: {:?}",
+                heard.0.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let heard = heard.0.lock().unwrap().clone();
+        assert!(
+            heard.iter().any(|m| m.starts_with("plan ")),
+            "the events before the end are sent too: {heard:?}"
+        );
+        assert_eq!(
+            heard.last().map(String::as_str),
+            Some("job done"),
+            "{heard:?}"
+        );
+        client.cancel().await.expect("close");
+    });
     if let Some(pid) = world.daemon_pid() {
         stop(pid);
     }
