@@ -451,8 +451,8 @@ impl Shared {
 /// kernel's scheduler still lets a woken thread of nice 19 preempt the one that woke it
 /// (seen in a consultation's timeline: the job's thread, staging its records, set aside
 /// for about 40 µs while the maker made a file), where a `SCHED_IDLE` thread never
-/// preempts a thread of the normal policy. Either that cannot be set leaves the maker as
-/// it was.
+/// preempts a thread of the normal policy. Whichever of the two cannot be set, the maker
+/// runs without it.
 #[allow(unsafe_code)]
 fn yield_to_others() {
     let me = rustix::thread::gettid();
@@ -603,27 +603,22 @@ mod tests {
             .collect()
     }
 
-    /// The scheduling policy in a thread's `/proc` status line: its 41st field.
-    #[cfg(target_os = "linux")]
-    fn policy_of(stat: &str) -> Option<i64> {
+    /// Field `n` (counted from 1, as `proc(5)` does) of a thread's `/proc` status line,
+    /// as a number: the fields after the name, which ends at the last `)`, start at 3.
+    fn stat_field(stat: &str, n: usize) -> Option<i64> {
         stat.rsplit_once(')')?
             .1
             .split_whitespace()
-            .nth(38)?
+            .nth(n - 3)?
             .parse()
             .ok()
     }
 
-    /// The nice values of this process's threads named `name`.
+    /// The nice values (field 19) of this process's threads named `name`.
     fn nice_of_threads(name: &str) -> Vec<i64> {
         stat_of_threads(name)
             .iter()
-            .filter_map(|stat| {
-                // The fields after the name (which ends at the last `)`): state is the
-                // 3rd field of the line, nice the 19th.
-                let after = stat.rsplit_once(')')?.1;
-                after.split_whitespace().nth(16)?.parse().ok()
-            })
+            .filter_map(|stat| stat_field(stat, 19))
             .collect()
     }
 
@@ -640,7 +635,7 @@ mod tests {
         until("every maker under SCHED_IDLE", || {
             let policies = stat_of_threads("advisord-spares")
                 .iter()
-                .map(|stat| policy_of(stat))
+                .map(|stat| stat_field(stat, 41))
                 .collect::<Vec<_>>();
             !policies.is_empty()
                 && policies
