@@ -305,6 +305,15 @@ fn a_malformed_line_gets_a_protocol_error_and_the_server_keeps_serving() {
 
 /// rmcp's client on the server as a child process.
 async fn client(world: &World) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    client_with(world, ()).await
+}
+
+/// rmcp's client, handling what the server sends with `handler`, on the server as a child
+/// process.
+async fn client_with<H: rmcp::ClientHandler>(
+    world: &World,
+    handler: H,
+) -> rmcp::service::RunningService<rmcp::RoleClient, H> {
     let transport = TokioChildProcess::new(
         tokio::process::Command::new(env!("CARGO_BIN_EXE_advisor-consult")).configure(|cmd| {
             cmd.env_clear()
@@ -314,7 +323,7 @@ async fn client(world: &World) -> rmcp::service::RunningService<rmcp::RoleClient
         }),
     )
     .expect("start the server");
-    ().serve(transport).await.expect("initialize")
+    handler.serve(transport).await.expect("initialize")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -507,17 +516,8 @@ fn a_job_that_ended_as_the_wait_ran_out_is_sent_its_end() {
         .json();
     assert_eq!(done["state"], "done", "{done}");
     runtime().block_on(async {
-        let transport = TokioChildProcess::new(
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_advisor-consult")).configure(|cmd| {
-                cmd.env_clear()
-                    .envs(server_env(&world))
-                    .args(server_args(&world))
-                    .current_dir(world.root());
-            }),
-        )
-        .expect("start the server");
         let heard = Listening::default();
-        let client = heard.clone().serve(transport).await.expect("initialize");
+        let client = client_with(&world, heard.clone()).await;
         let mut asked = call("job", json!({"id": done["id"]}));
         use rmcp::model::RequestParamsMeta;
         asked.set_progress_token(rmcp::model::ProgressToken(
