@@ -31,13 +31,9 @@ pub(super) fn is_temp_file(name: &OsStr) -> bool {
 }
 
 /// Open `path`, a file in a task's directory, for reading: never through a symbolic link,
-/// never blocking on a pipe planted there, and only when it is a regular file.
-pub(super) fn open_in_task(path: &Path) -> io::Result<File> {
-    open_in_task_sized(path).map(|(file, _)| file)
-}
-
-/// [`open_in_task`], with the file's size.
-fn open_in_task_sized(path: &Path) -> io::Result<(File, u64)> {
+/// never blocking on a pipe planted there, and only when it is a regular file. Its
+/// metadata, taken from the open file, comes with it.
+pub(super) fn open_in_task(path: &Path) -> io::Result<(File, fs::Metadata)> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
@@ -54,16 +50,38 @@ fn open_in_task_sized(path: &Path) -> io::Result<(File, u64)> {
             ),
         ));
     }
-    Ok((file, stat.len()))
+    Ok((file, stat))
+}
+
+/// Every byte of `file`, opened by [`open_in_task`] with `stat`, read to its end (bytes
+/// added since `stat` was taken included). `File::read_to_end` would ask the file for its
+/// size and position again (an `fstat` and an `lseek` per file, on top of the `fstat` that
+/// `stat` already is): a task read afresh, `verify` and `--no-daemon` read every record
+/// file of a task this way.
+pub(super) fn read_opened(file: &mut File, stat: &fs::Metadata) -> io::Result<Vec<u8>> {
+    // One byte more than the size, so that the read that finds the end needs no growth.
+    let mut bytes = vec![0; usize::try_from(stat.len()).unwrap_or(0).saturating_add(1)];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            // The file grew after it was opened.
+            bytes.resize(bytes.len().saturating_mul(2).max(64), 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
 }
 
 /// Every byte of `path`, a file in a task's directory, opened as [`open_in_task`] opens it.
-fn read_in_task(path: &Path) -> io::Result<Vec<u8>> {
-    let (mut file, size) = open_in_task_sized(path)?;
-    // One more byte than its size, so that the read that finds the end needs no growth.
-    let mut bytes = Vec::with_capacity(size as usize + 1);
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+pub(super) fn read_in_task(path: &Path) -> io::Result<Vec<u8>> {
+    let (mut file, stat) = open_in_task(path)?;
+    read_opened(&mut file, &stat)
 }
 
 /// The bytes of record file `name` in a task's directory `dir`, or why they cannot be read.
@@ -142,12 +160,9 @@ pub(super) fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
     // The identity is taken from the open file before its bytes are read: a change made
     // while reading then shows as a changed identity next time, never the reverse.
     let read = |path: &Path| -> io::Result<(Vec<u8>, Option<FileId>)> {
-        let mut file = open_in_task(path)?;
-        let stat = file.metadata()?;
+        let (mut file, stat) = open_in_task(path)?;
         let id = FileId::of(&stat, SystemTime::now());
-        let mut bytes = Vec::with_capacity(stat.len() as usize);
-        file.read_to_end(&mut bytes)?;
-        Ok((bytes, id))
+        Ok((read_opened(&mut file, &stat)?, id))
     };
     let (bytes, file) = match read(path) {
         Ok(read) => read,
@@ -495,5 +510,63 @@ impl Store {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_record_file_is_read_whole_whatever_it_became_after_it_was_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0000000001.json");
+        let record = b"{\"id\": \"a record's bytes\"}".repeat(200);
+        fs::write(&path, &record).unwrap();
+        assert_eq!(read_in_task(&path).unwrap(), record);
+
+        // Bytes added after the file was opened (and its size taken) are read too.
+        let (mut file, stat) = open_in_task(&path).unwrap();
+        let more = b"and more".repeat(1000);
+        OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&more)
+            .unwrap();
+        let read = read_opened(&mut file, &stat).unwrap();
+        assert_eq!(read.len(), record.len() + more.len());
+        assert_eq!(&read[..record.len()], &record[..]);
+        assert_eq!(&read[record.len()..], &more[..]);
+
+        // A file cut short after it was opened gives what it still holds, nothing made up.
+        let (mut file, stat) = open_in_task(&path).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(5)
+            .unwrap();
+        assert_eq!(read_opened(&mut file, &stat).unwrap(), &record[..5]);
+
+        let empty = dir.path().join("0000000002.json");
+        fs::write(&empty, b"").unwrap();
+        assert_eq!(read_in_task(&empty).unwrap(), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere.json");
+        fs::write(&target, b"{}").unwrap();
+        let link = dir.path().join("0000000001.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let refused = read_in_task(&link).unwrap_err().to_string();
+        assert!(refused.contains("symbolic link"), "{refused}");
+        let inner = dir.path().join("0000000002.json");
+        fs::create_dir(&inner).unwrap();
+        let refused = read_in_task(&inner).unwrap_err().to_string();
+        assert!(refused.contains("not a regular file"), "{refused}");
     }
 }

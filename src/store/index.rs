@@ -218,9 +218,7 @@ impl FileMark {
 
 /// The bytes of a record file, never through a link.
 fn read_bytes(path: &Path) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    files::open_in_task(path)?.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    files::read_in_task(path)
 }
 
 /// One settled resolution, as the track-record index keeps it ([`Settled`]).
