@@ -72,20 +72,15 @@ impl Anchors {
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)
             .ok()?;
-        // An anchor is one line of 92 bytes: read into a buffer of its own size, at most
-        // 256 bytes, not through `read_to_string`, whose growing buffer costs four `read`s
-        // for it (it is read before every plan the daemon writes).
-        let mut buffer = [0u8; 256];
-        let mut filled = 0;
-        while filled < buffer.len() {
-            match file.read(&mut buffer[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return None,
-            }
-        }
-        let text = std::str::from_utf8(&buffer[..filled]).ok()?;
+        // An anchor is one line of 93 bytes, read whole (at most 256) into room made for
+        // it: two `read`s, where `read_to_string`'s growing buffer took four (it is read
+        // before every plan the daemon writes).
+        let mut bytes = Vec::with_capacity(257);
+        Read::by_ref(&mut file)
+            .take(256)
+            .read_to_end(&mut bytes)
+            .ok()?;
+        let text = std::str::from_utf8(&bytes).ok()?;
         let (sequence, hash) = text.trim().split_once(' ')?;
         let hash = hash.trim();
         let well_formed = hash.len() == 71

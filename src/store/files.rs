@@ -54,27 +54,17 @@ pub(super) fn open_in_task(path: &Path) -> io::Result<(File, fs::Metadata)> {
 }
 
 /// Every byte of `file`, opened by [`open_in_task`] with `stat`, read to its end (bytes
-/// added since `stat` was taken included). `File::read_to_end` would ask the file for its
-/// size and position again (an `fstat` and an `lseek` per file, on top of the `fstat` that
-/// `stat` already is): a task read afresh, `verify` and `--no-daemon` read every record
-/// file of a task this way.
+/// added since `stat` was taken included). Read through `take`, the generic read to the
+/// end: `File`'s own asks the file for its size and position again (an `fstat` and an
+/// `lseek` per file, on top of the `fstat` that `stat` already is), and a task read
+/// afresh, `verify` and `--no-daemon` read every record file of a task this way.
 pub(super) fn read_opened(file: &mut File, stat: &fs::Metadata) -> io::Result<Vec<u8>> {
     // One byte more than the size, so that the read that finds the end needs no growth.
-    let mut bytes = vec![0; usize::try_from(stat.len()).unwrap_or(0).saturating_add(1)];
-    let mut filled = 0;
-    loop {
-        if filled == bytes.len() {
-            // The file grew after it was opened.
-            bytes.resize(bytes.len().saturating_mul(2).max(64), 0);
-        }
-        match file.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    bytes.truncate(filled);
+    let size = usize::try_from(stat.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(size.saturating_add(1));
+    io::Read::by_ref(file)
+        .take(u64::MAX)
+        .read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
