@@ -188,7 +188,7 @@ impl FileMark {
         let stat = fs::symlink_metadata(&path)?;
         let racy = !settled_before(stat.ctime().max(stat.mtime()), now);
         let digest = match racy {
-            true => Some(chain::digest(&read_bytes(&path)?)),
+            true => Some(chain::digest(&files::read_in_task(&path)?)),
             false => None,
         };
         Ok(FileMark {
@@ -212,13 +212,8 @@ impl FileMark {
         same && self
             .digest
             .as_ref()
-            .is_none_or(|d| read_bytes(&path).is_ok_and(|b| chain::digest(&b) == *d))
+            .is_none_or(|d| files::read_in_task(&path).is_ok_and(|b| chain::digest(&b) == *d))
     }
-}
-
-/// The bytes of a record file, never through a link.
-fn read_bytes(path: &Path) -> io::Result<Vec<u8>> {
-    files::read_in_task(path)
 }
 
 /// One settled resolution, as the track-record index keeps it ([`Settled`]).
