@@ -11,7 +11,9 @@
 //!   Bound ≤ 2.0 on the disk, where users keep their records; memory shows what the
 //!   flushes cost. `DURABLE_TRACE=DIR` instead runs the daemon and one consultation under
 //!   `strace -f -tt` (`DIR/daemon-disk.log`, `DIR/client-disk.log`, and `-memory`): the
-//!   breakdown in `docs/DAEMON.md`, "What a round trip costs".
+//!   breakdown in `docs/DAEMON.md`, "What a round trip costs". It also prints how much of
+//!   the client's code order (`build/advisor-consult.order`, see `build.rs`) the client it
+//!   timed holds: a stale list shows as none.
 //! - **throughput**: 500 detached consultations over 50 tasks (`max_concurrent: 64`) on
 //!   the temporary directory's disk ÷ the same in `/dev/shm`, jobs per second from the
 //!   first request to the last job ended (nothing queued or running, then each job's two
@@ -488,6 +490,43 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
     }
 }
 
+/// How much of the client's code order (`build/advisor-consult.order`, see `build.rs`)
+/// this build's client holds: the list names each function of `--version` and of a
+/// consultation once per build profile, so about half of it is any one build's. Names
+/// carry hashes of the toolchain and the dependencies; a list none of whose names the
+/// client has is stale, and the round trip pays for the faults it no longer saves.
+fn code_order() -> String {
+    let listed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/build/advisor-consult.order"
+    ))
+    .unwrap_or_default();
+    let listed: std::collections::HashSet<&str> = listed.lines().collect();
+    let symbols = Command::new("nm")
+        .args(["--defined-only", env!("CARGO_BIN_EXE_advisor-consult")])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let Some(symbols) = symbols else {
+        return "the client's code order: not checked (binutils' `nm` is missing)".into();
+    };
+    let text = String::from_utf8_lossy(&symbols.stdout);
+    let found = text
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(2))
+        .filter(|name| listed.contains(name))
+        .count();
+    let stale = if found == 0 {
+        ": stale, make it again with `scripts/order-client`"
+    } else {
+        ""
+    };
+    format!(
+        "the client's code order: {found} of the {} names listed are this build's{stale}",
+        listed.len()
+    )
+}
+
 /// The seconds since midnight of an `strace -tt` line (`PID HH:MM:SS.micros call…`).
 fn stamp(line: &str) -> Option<f64> {
     let time = line.split_whitespace().nth(1)?;
@@ -885,6 +924,7 @@ async fn main() {
                     "round trip on the disk {on_disk:.2} > {ROUND_TRIP_BOUND}"
                 ));
             }
+            println!("durable_path: {}", code_order());
         }
     }
 
