@@ -288,8 +288,8 @@ async fn serve<V: Call>(
         // flush that makes the plan and the first outcomes durable with it.
         let any: &dyn std::any::Any = &request;
         if let Some(consult) = any.downcast_ref::<crate::protocol::ConsultRequest>() {
-            let job = api.consult_streamed(consult.clone()).await?;
-            return consult_streamed(api, job).await;
+            let (job, events) = api.consult_streamed(consult.clone()).await?;
+            return consult_streamed(job, events);
         }
     }
     let mut response = ask(api, request).await?;
@@ -424,24 +424,20 @@ async fn events(api: &Served, shape: &Shape, id: Option<String>, incoming: Incom
 /// accepted on the first line (journaled and flushed already, as for the plain `202`),
 /// then the job's events from the first, one per line, as `events` streams them. The
 /// client follows the job on the connection that queued it instead of a second one.
-async fn consult_streamed(api: &Served, job: crate::protocol::Job) -> Answer {
-    let events = api
-        .events(EventsRequest {
-            id: job.id.clone(),
-            from: 0,
-        })
-        .await?;
+fn consult_streamed(
+    job: crate::protocol::Job,
+    events: futures::stream::BoxStream<'static, crate::protocol::Event>,
+) -> Answer {
     // Plain data; it always encodes.
     let mut first = serde_json::to_vec(&job).unwrap_or_default();
     first.push(b'\n');
     let lines =
-        futures::stream::once(async move { Ok(Bytes::from(first)) }).chain(events.map(|event| {
-            event.map(|event| {
+        futures::stream::once(async move { Ok::<_, std::convert::Infallible>(Bytes::from(first)) })
+            .chain(events.map(|event| {
                 let mut line = serde_json::to_vec(&event).unwrap_or_default();
                 line.push(b'\n');
-                Bytes::from(line)
-            })
-        }));
+                Ok(Bytes::from(line))
+            }));
     Ok((
         StatusCode::ACCEPTED,
         [(header::CONTENT_TYPE, NDJSON)],

@@ -37,6 +37,7 @@ use advisord_adapters::contract::AdvisorSpec;
 use advisord_adapters::registry::Registry;
 use futures::future::BoxFuture;
 use futures::Stream;
+use futures::StreamExt as _;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -366,8 +367,18 @@ impl Jobs {
     /// queued it: the job as accepted is answered once it is durable, which may be after
     /// the one flush that also makes its plan and first outcomes durable (at most
     /// [`COVER_WAIT`] after it was queued; then the journal is flushed for it alone).
-    pub async fn consult_streamed(self: &Arc<Self>, request: ConsultRequest) -> Result<Job> {
-        Ok(self.accept(request, None, true).await?.1)
+    ///
+    /// The job's events come with it, followed from before the job could start: a job
+    /// that ends at once hands its reader its events as they were sent, instead of its
+    /// records read back from the store.
+    pub async fn consult_streamed(
+        self: &Arc<Self>,
+        request: ConsultRequest,
+    ) -> Result<(Job, futures::stream::BoxStream<'static, Event>)> {
+        let (_, job, events) = self.accept(request, None, true).await?;
+        let events =
+            events.ok_or_else(|| Error::Internal("the job's events were not followed".into()))?;
+        Ok((job, events))
     }
 
     /// Queue a review relayed for a mesh peer: a consultation whose advisors get
@@ -380,13 +391,18 @@ impl Jobs {
         Ok(self.accept(request, Some(question), false).await?.0)
     }
 
-    /// The job accepted: its handle, and the job as it was journaled.
+    /// The job accepted: its handle, the job as it was journaled, and for `streamed` its
+    /// events, followed from before it could start.
     async fn accept(
         self: &Arc<Self>,
         request: ConsultRequest,
         prompt: Option<String>,
         streamed: bool,
-    ) -> Result<(JobHandle, Job)> {
+    ) -> Result<(
+        JobHandle,
+        Job,
+        Option<futures::stream::BoxStream<'static, Event>>,
+    )> {
         if self.drain.is_cancelled() {
             return Err(Error::ShuttingDown);
         }
@@ -441,6 +457,7 @@ impl Jobs {
         tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
         entry.attach_feed(self.feed.clone());
         self.table.insert(entry.clone());
+        let events = streamed.then(|| self.events_of(entry.clone(), 0).boxed());
         self.enqueue(entry.clone());
         if let Some(receiver) = covered {
             let by_plan = tokio::time::timeout(COVER_WAIT, receiver).await;
@@ -454,7 +471,7 @@ impl Jobs {
                 }
             }
         }
-        Ok((JobHandle::new(self.clone(), entry), job))
+        Ok((JobHandle::new(self.clone(), entry), job, events))
     }
 
     fn acceptances(

@@ -74,11 +74,14 @@ impl Served {
     }
 
     /// Queue a consultation whose client takes its events on the same connection: the
-    /// job as accepted, once durable ([`Jobs::consult_streamed`]).
+    /// job as accepted, once durable, and its events ([`Jobs::consult_streamed`]).
     pub(crate) async fn consult_streamed(
         &self,
         request: crate::protocol::ConsultRequest,
-    ) -> Result<crate::protocol::Job> {
+    ) -> Result<(
+        crate::protocol::Job,
+        futures::stream::BoxStream<'static, crate::protocol::Event>,
+    )> {
         self.jobs.consult_streamed(request).await
     }
 }

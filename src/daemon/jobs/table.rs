@@ -53,6 +53,24 @@ struct Inner {
     job: Job,
     events: Vec<Kept>,
     finished: Option<SystemTime>,
+    /// The job is done but its events are still whole: a reader was following it when
+    /// `done` came, and takes them from memory instead of reading its records back from
+    /// the store; they are parked once a reader has read through `done`, and are packed
+    /// parked whatever happens.
+    park_pending: bool,
+}
+
+impl Inner {
+    /// Keep the finished job's events without the records they carried.
+    fn park(&mut self) {
+        let Inner { job, events, .. } = self;
+        *events = std::mem::take(events)
+            .into_iter()
+            .map(|kept| kept.park(job))
+            .collect();
+        events.shrink_to_fit();
+        self.park_pending = false;
+    }
 }
 
 /// One event as a job keeps it: whole while the job runs. Once it has finished, an event
@@ -215,6 +233,7 @@ impl JobEntry {
                 job,
                 events: Vec::new(),
                 finished,
+                park_pending: false,
             }),
             event_count: watch::Sender::new(0),
             cancel: parent.child_token(),
@@ -267,16 +286,37 @@ impl JobEntry {
         if self.unpackable.load(Ordering::Relaxed) {
             return false;
         }
-        let inner = lock(&self.inner);
+        let mut inner = lock(&self.inner);
         let Some(finished) = inner.finished else {
             return false;
         };
         if !inner.events.last().is_some_and(Kept::is_done) {
             return false;
         }
-        let packed = archive.pack(&inner.job, &inner.events, finished, self.store.get());
+        if inner.park_pending && self.event_count.receiver_count() == 0 {
+            inner.park();
+        }
+        let parked: Vec<Kept>;
+        let events = if inner.park_pending {
+            // Packed parked, as it would have been with no reader following it; this
+            // entry keeps its whole events for the reader that still holds it.
+            parked = inner
+                .events
+                .iter()
+                .cloned()
+                .map(|kept| kept.park(&inner.job))
+                .collect();
+            &parked
+        } else {
+            &inner.events
+        };
+        let packed = archive.pack(&inner.job, events, finished, self.store.get());
         if !packed {
             self.unpackable.store(true, Ordering::Relaxed);
+            // It stays an entry of its own: without the records, as if nobody followed it.
+            if inner.park_pending {
+                inner.park();
+            }
         }
         packed
     }
@@ -370,13 +410,15 @@ impl JobEntry {
             let done = event.is_done();
             inner.events.push(Kept::Whole(event));
             if done && self.store.get().is_some() {
-                // Its records are stored: keep their ids only (read back on replay).
-                let Inner { job, events, .. } = &mut *inner;
-                *events = std::mem::take(events)
-                    .into_iter()
-                    .map(|kept| kept.park(job))
-                    .collect();
-                events.shrink_to_fit();
+                // Its records are stored: keep their ids only (read back on replay). A
+                // reader following the job (the client that queued it, on the same
+                // connection) takes the events whole first: reading the records back
+                // would cost its reply a look at the task's files.
+                if self.event_count.receiver_count() > 0 {
+                    inner.park_pending = true;
+                } else {
+                    inner.park();
+                }
             }
             inner.events.len()
         };
@@ -388,9 +430,13 @@ impl JobEntry {
     /// hand removed it) leaves its event out, and the stream still ends with `done`.
     pub fn events_from(&self, from: usize) -> (Vec<Event>, bool) {
         let (kept, done, job): (Vec<Kept>, bool, Job) = {
-            let inner = lock(&self.inner);
+            let mut inner = lock(&self.inner);
             let kept = inner.events.get(from..).unwrap_or_default().to_vec();
             let done = inner.events.last().is_some_and(Kept::is_done);
+            if done && inner.park_pending {
+                // This reader has them all, whole: later ones read the records back.
+                inner.park();
+            }
             (kept, done, inner.job.clone())
         };
         let wanted: Vec<&str> = kept.iter().filter_map(Kept::parked_id).collect();
@@ -814,12 +860,8 @@ mod tests {
         assert_eq!(e2.events_from(0), (vec![recorded(&first), done], true));
     }
 
-    /// A finished job, once packed (out of the table's entries, into its chunks), answers
-    /// as its entry did before: its summary (`GET /api/v1/jobs/ID`), a replay of its
-    /// events from any position (its records read back from its store), its place in the
-    /// list and the counts. Pruned, its chunk goes.
-    #[test]
-    fn a_packed_job_answers_as_it_did_before_it_was_packed() {
+    /// A store in a temporary directory holding one assessment of task `t`.
+    fn store_with_an_assessment() -> (tempfile::TempDir, Arc<Store>, TaskName, Record) {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = Arc::new(Store::open(dir.path()));
         let task = TaskName::new("t").expect("a task");
@@ -831,6 +873,81 @@ mod tests {
                 None,
             )
             .expect("stored");
+        (dir, store, task, assessment)
+    }
+
+    /// A job that ends while a reader follows it keeps its events whole for that reader:
+    /// it gets the records as they were sent, without reading them back from the store
+    /// (here one was removed behind the daemon's back, and the follower still gets it).
+    /// Once it has read through `done` the events are parked like any finished job's, and
+    /// a packed copy is parked even while the reader has not read yet.
+    #[test]
+    fn a_follower_gets_the_events_whole_then_they_are_parked() {
+        let (dir, store, task, record) = store_with_an_assessment();
+        let t = table(&[("1", JobState::Running)]);
+        let e = t.get("1").unwrap();
+        // Its own store, which has not read the task yet: a read-back looks at the files.
+        e.keep_store(Arc::new(Store::open(dir.path())));
+        let follower = e.watch_events();
+        let at = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
+        let recorded = Event::Recorded {
+            job: "1".into(),
+            at,
+            advisor: "alpha".into(),
+            record: Box::new(record.clone()),
+        };
+        e.emit(recorded.clone());
+        let job = e.update(|job| job.state = JobState::Done);
+        let done = Event::Done {
+            at,
+            job: "1".into(),
+            result: Box::new(job),
+        };
+        e.emit(done.clone());
+        let parked = |e: &JobEntry| {
+            lock(&e.inner)
+                .events
+                .iter()
+                .filter(|k| k.parked_id().is_some())
+                .count()
+        };
+        assert_eq!(parked(&e), 0, "kept whole while a reader follows the job");
+        let mut archive = packed::Archive::default();
+        assert!(e.pack_into(&mut archive), "a followed job packs");
+        assert_eq!(parked(&e), 0, "packing leaves the follower's copy whole");
+        let packed = archive.jobs().first().expect("packed");
+        let (unpacked, _) = archive.unpack(packed).expect("unpacks");
+        assert!(
+            unpacked
+                .events
+                .iter()
+                .any(|k| k.parked_id() == Some(record.id())),
+            "the packed copy keeps the record's id, not the record: {:?}",
+            unpacked.events
+        );
+        std::fs::remove_file(store.task_dir(&task).join(crate::store::file_name(&record)))
+            .expect("removed");
+        assert_eq!(
+            e.events_from(0),
+            (vec![recorded, done.clone()], true),
+            "the follower gets the record it was sent"
+        );
+        assert_eq!(parked(&e), 1, "parked once read through `done`");
+        assert_eq!(
+            e.events_from(0),
+            (vec![done], true),
+            "a later reader reads the records back from the files (this one is gone)"
+        );
+        drop(follower);
+    }
+
+    /// A finished job, once packed (out of the table's entries, into its chunks), answers
+    /// as its entry did before: its summary (`GET /api/v1/jobs/ID`), a replay of its
+    /// events from any position (its records read back from its store), its place in the
+    /// list and the counts. Pruned, its chunk goes.
+    #[test]
+    fn a_packed_job_answers_as_it_did_before_it_was_packed() {
+        let (_dir, store, _task, assessment) = store_with_an_assessment();
         let t = table(&[("1", JobState::Running), ("2", JobState::Running)]);
         let e = t.get("1").unwrap();
         e.keep_store(store.clone());
