@@ -20,7 +20,7 @@ use super::ensure_private_dir;
 use crate::core::chain::Head;
 use crate::core::records::TaskName;
 use sha2::{Digest, Sha256};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -99,6 +99,24 @@ impl Anchors {
     /// private temporary file renamed into place (no `fsync`, see the module
     /// documentation).
     pub fn set(&self, task: &TaskName, head: &Head) -> io::Result<()> {
+        self.set_kept(task, head, &mut None)
+    }
+
+    /// [`Anchors::set`], writing through `kept`, the anchor file this call or an earlier
+    /// one of the same batch opened (kept open for the batch's next head: a batch of three
+    /// records anchors three times, each right after its record is renamed into place).
+    pub fn set_kept(
+        &self,
+        task: &TaskName,
+        head: &Head,
+        kept: &mut Option<File>,
+    ) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        // One fixed width, so each anchor overwrites the last in place.
+        let text = format!("{:020} {}\n", head.sequence, head.hash);
+        if let Some(file) = kept {
+            return file.write_all_at(text.as_bytes(), 0);
+        }
         let dir = self.dir().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -108,8 +126,6 @@ impl Anchors {
                 ),
             )
         })?;
-        // One fixed width, so each anchor overwrites the last in place.
-        let text = format!("{:020} {}\n", head.sequence, head.hash);
         let name = format!("{task}.head");
         // The common case first, with no look at the directory: the anchor is there and
         // is written over (one `open`, one `pwrite`, no `statx`: the daemon anchors after
@@ -120,8 +136,9 @@ impl Anchors {
             .open(dir.join(&name))
         {
             Ok(file) => {
-                use std::os::unix::fs::FileExt;
-                file.write_all_at(text.as_bytes(), 0)
+                let written = file.write_all_at(text.as_bytes(), 0);
+                *kept = Some(file);
+                written
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !dir.is_dir() {
@@ -180,5 +197,36 @@ mod tests {
         // Garbage vouches for nothing.
         std::fs::write(&file, "3 not-a-hash\n").expect("garbage");
         assert_eq!(anchors.head(&t), None);
+    }
+
+    /// A batch anchors each head through the file its first one opened: every head lands
+    /// in the anchor, the last one stays.
+    #[test]
+    fn a_batch_anchors_each_head_through_one_open_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(&state).expect("state");
+        let anchors = Anchors::new(&dir.path().join("data"), &state);
+        let t = TaskName::new("t").expect("task");
+        let head = |sequence: u64| Head {
+            sequence,
+            hash: crate::core::chain::digest(sequence.to_string().as_bytes()),
+        };
+        let mut kept = None;
+        anchors.set_kept(&t, &head(1), &mut kept).expect("created");
+        assert!(
+            kept.is_none(),
+            "a new anchor is renamed into place, not kept open"
+        );
+        assert_eq!(anchors.head(&t), Some(head(1)));
+        anchors
+            .set_kept(&t, &head(2), &mut kept)
+            .expect("written over");
+        assert!(kept.is_some(), "opened once, kept for the next head");
+        assert_eq!(anchors.head(&t), Some(head(2)));
+        anchors
+            .set_kept(&t, &head(3), &mut kept)
+            .expect("through the kept file");
+        assert_eq!(anchors.head(&t), Some(head(3)));
     }
 }

@@ -461,6 +461,8 @@ impl Store {
             ))),
         };
         let mut placed = 0;
+        // The anchor file, opened by the first head anchored and written over by the next.
+        let mut anchor_file = None;
         let outcome = flushed.and_then(|()| {
             for (_, one) in &staged {
                 files::rename_new(&one.temp, &one.target).map_err(failed(format!(
@@ -471,7 +473,13 @@ impl Store {
                 placed += 1;
                 // Anchored as soon as it is in place, before the next is renamed: a crash
                 // inside the batch leaves at most this one record past the anchor.
-                anchor_head(anchors, task, one.record.envelope.sequence, &one.digest);
+                anchor_head(
+                    anchors,
+                    task,
+                    one.record.envelope.sequence,
+                    &one.digest,
+                    &mut anchor_file,
+                );
             }
             Ok(())
         });
@@ -635,7 +643,7 @@ impl Store {
             self.settle()?;
         }
         let digest = chain::digest(&bytes);
-        anchor_head(anchors.as_deref(), task, sequence, &digest);
+        anchor_head(anchors.as_deref(), task, sequence, &digest, &mut None);
         cache.highest = sequence;
         cache.records.push(record.clone());
         cache.digests.push(digest);
@@ -761,13 +769,14 @@ fn vouched_before(
 }
 
 /// Anchor record `sequence` (hashing to `hash`) as `task`'s new head in `anchors`, when
-/// given. A failure is logged: the record is stored, and an older anchor still vouches for
-/// the task.
+/// given, through the anchor file `kept` open (a batch's earlier head opened it). A
+/// failure is logged: the record is stored, and an older anchor still vouches for the task.
 fn anchor_head(
     anchors: Option<&crate::machine::anchor::Anchors>,
     task: &TaskName,
     sequence: u64,
     hash: &str,
+    kept: &mut Option<fs::File>,
 ) {
     let Some(anchors) = anchors else {
         return;
@@ -776,7 +785,7 @@ fn anchor_head(
         sequence,
         hash: hash.to_string(),
     };
-    if let Err(e) = anchors.set(task, &head) {
+    if let Err(e) = anchors.set_kept(task, &head, kept) {
         tracing::warn!(error = %e, task = %task, "cannot anchor the task's new head");
     }
 }
