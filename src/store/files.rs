@@ -26,6 +26,12 @@ pub(super) fn record_sequence(name: &OsStr) -> Option<u64> {
 }
 
 /// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
+/// A task's exclusive lock, held by one write ([`Store::lock_task`]); let go on drop.
+pub(super) struct TaskLock {
+    _held: Flock<File>,
+    _quiet: super::spare::Quiet,
+}
+
 pub(super) fn is_temp_file(name: &OsStr) -> bool {
     chain::FileName::of(name) == chain::FileName::Store && name != LOCK_FILE
 }
@@ -468,8 +474,17 @@ impl Store {
         Ok(())
     }
 
-    /// Take the task's exclusive lock, waiting for any other writer to finish.
-    pub(super) fn lock_task(&self, dir: &Path) -> Result<Flock<File>, StoreError> {
+    /// Take the task's exclusive lock, waiting for any other writer to finish; while it is
+    /// held, this process makes no spare file ([`super::spare::quiet`]).
+    pub(super) fn lock_task(&self, dir: &Path) -> Result<TaskLock, StoreError> {
+        let quiet = super::spare::quiet();
+        self.flock_task(dir).map(|held| TaskLock {
+            _held: held,
+            _quiet: quiet,
+        })
+    }
+
+    fn flock_task(&self, dir: &Path) -> Result<Flock<File>, StoreError> {
         let path = dir.join(LOCK_FILE);
         let mut file = OpenOptions::new()
             .read(true)

@@ -79,6 +79,56 @@ pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
 static SPARES: OnceLock<Spares> = OnceLock::new();
 
+/// How many writes of this process are between taking their task's lock and letting it
+/// go ([`quiet`]): while any is, the maker creates no spare.
+static WRITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The makers of this process, woken when the last write under way ends ([`Quiet`]).
+static MAKERS: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Held by a write from taking its task's lock to letting it go: no spare is created
+/// meanwhile. Creating a file takes its directory's lock and dirties an inode table, a
+/// bitmap and a directory block: made while a job's records are staged, a spare would hold
+/// up their renames out of the same directory and add its blocks to the flush the job
+/// waits for (and on ext4 without a journal a creation can take milliseconds, stepping over
+/// inodes freed shortly before). So the maker fills its pools once the writes have ended,
+/// while the daemon answers and waits for the next job.
+pub fn quiet() -> Quiet {
+    WRITING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    Quiet(())
+}
+
+/// See [`quiet`].
+pub struct Quiet(());
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        if WRITING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            // Woken without the pools' lock, which a write never waits for: a maker that
+            // looked just before and has not yet gone to sleep misses this, and is woken
+            // by the next take instead (a pool keeps enough for the next job meanwhile).
+            let mut makers = MAKERS.lock().unwrap_or_else(|p| p.into_inner());
+            makers.retain(|maker| match maker.upgrade() {
+                Some(shared) => {
+                    if shared
+                        .awaits_writes
+                        .load(std::sync::atomic::Ordering::SeqCst)
+                    {
+                        shared.wake.notify_one();
+                    }
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+}
+
+/// Whether a write is under way ([`quiet`]).
+fn writing() -> bool {
+    WRITING.load(std::sync::atomic::Ordering::SeqCst) > 0
+}
+
 /// Keep spares in this process (the daemon calls it once at start).
 pub fn enable() {
     SPARES.get_or_init(|| Spares::start(KEEP));
@@ -126,6 +176,9 @@ struct Shared {
     /// Woken when the maker ends the creation it was in (see [`State::making`]).
     made: Condvar,
     keep: usize,
+    /// The maker sleeps until the writes under way end (a pool is low): the last one's
+    /// end wakes it, and no other does.
+    awaits_writes: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -177,7 +230,12 @@ impl Spares {
             wake: Condvar::new(),
             made: Condvar::new(),
             keep,
+            awaits_writes: std::sync::atomic::AtomicBool::new(false),
         });
+        MAKERS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&shared));
         let maker = shared.clone();
         let started = std::thread::Builder::new()
             .name("advisord-spares".into())
@@ -387,7 +445,19 @@ impl Shared {
                         .find(|(_, pool)| pool.wants(self.keep))
                         .map(|(dir, pool)| (dir.clone(), !pool.swept));
                     if let Some(low) = low {
-                        break low;
+                        // Said before looking, so that a write ending after the look wakes it.
+                        self.awaits_writes
+                            .store(true, std::sync::atomic::Ordering::SeqCst);
+                        if !writing() {
+                            self.awaits_writes
+                                .store(false, std::sync::atomic::Ordering::SeqCst);
+                            break low;
+                        }
+                        // A write is under way: fill the pool once it has ended.
+                        state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                        self.awaits_writes
+                            .store(false, std::sync::atomic::Ordering::SeqCst);
+                        continue;
                     }
                     // Asleep until a pool runs low, or a paused one may be filled again.
                     let paused = state
@@ -566,6 +636,31 @@ mod tests {
         (parent, dir, spares)
     }
 
+    /// While a write holds [`quiet`] (its task's lock), the maker creates nothing; it
+    /// fills the pool once the write has ended.
+    #[test]
+    fn no_spare_is_made_while_a_write_is_under_way() {
+        let (_parent, dir, spares) = filled(2);
+        let quiet = quiet();
+        let (taken, _) = spares.take(&dir).expect("a spare");
+        let held = Instant::now();
+        // Long enough for the maker to have made several files, were it free to.
+        while held.elapsed() < Duration::from_millis(60) {
+            assert_eq!(
+                spares.ready(&dir),
+                1,
+                "nothing made while a write is under way"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(names(&dir).len(), 2, "the taken one and the one ready");
+        drop(quiet);
+        until("the pool filled after the write", || {
+            spares.ready(&dir) == 2
+        });
+        fs::remove_file(taken).unwrap();
+    }
+
     #[test]
     fn a_pool_fills_on_first_ask_and_a_spare_taken_is_an_empty_file_to_write() {
         let (parent, dir, spares) = filled(3);
@@ -713,7 +808,9 @@ mod tests {
         // A pool never asked for takes nothing: its giver removes the file.
         let other = parent.path().join("other");
         assert!(!spares.recycle(&other, &parent.path().join("missing")));
-        // A full pool takes no more.
+        // A full pool takes no more. (Counted once the maker has refilled the pool and
+        // sleeps: a give that finds the pools' lock held does without it.)
+        until("the pool refilled", || spares.ready(&dir) == 2);
         let mut given = 1;
         let refused = loop {
             let file = parent.path().join(format!("more-{given}"));
