@@ -11,7 +11,9 @@
 //!   Bound ≤ 2.0 on the disk, where users keep their records; memory shows what the
 //!   flushes cost. `DURABLE_TRACE=DIR` instead runs the daemon and one consultation under
 //!   `strace -f -tt` (`DIR/daemon-disk.log`, `DIR/client-disk.log`, and `-memory`): the
-//!   breakdown in `docs/DAEMON.md`, "What a round trip costs". It also prints how much of
+//!   breakdown in `docs/DAEMON.md`, "What a round trip costs". Each run also makes the
+//!   client's request itself on each daemon's socket and times the answer (no process
+//!   started): the daemon's part, printed apart (unbounded). It also prints how much of
 //!   the client's code order (`build/advisor-consult.order`, see `build.rs`) the client it
 //!   timed holds, and calls it stale when fewer than half of its names are the build's.
 //! - **throughput**: 500 detached consultations over 50 tasks (`max_concurrent: 64`) on
@@ -396,6 +398,7 @@ struct Warm {
     side: &'static str,
     daemon: Spawned,
     consult: Vec<String>,
+    assessment: String,
     place: Place,
     _scratch: tempfile::TempDir,
 }
@@ -417,6 +420,7 @@ impl Warm {
             side,
             daemon,
             consult,
+            assessment,
             place,
             _scratch: scratch,
         }
@@ -430,6 +434,49 @@ struct RoundTrip {
     disk: Duration,
     memory: Duration,
     version: Duration,
+    /// The daemon's part alone, on each side: the same consultation asked on its socket
+    /// by this process (no client started), until the last event.
+    disk_daemon: Duration,
+    memory_daemon: Duration,
+}
+
+/// The daemon's part of a consultation: the request `advisor-consult` sends (the job's
+/// events taken on the same connection), made by this process on the daemon's socket, from
+/// the connection to the end of the reply (the job done, both advisors' consultations
+/// recorded).
+async fn time_daemon(warm: &Warm) -> Duration {
+    let body = json!({"context": warm.place.context(), "assessment": warm.assessment});
+    let started = Instant::now();
+    let stream = tokio::net::UnixStream::connect(warm.place.socket())
+        .await
+        .expect("connect to the daemon");
+    let (status, _, reply) = daemon_helper::exchange(
+        stream,
+        "POST",
+        "/api/v1/consultations",
+        &[("host", "advisord"), ("accept", "application/x-ndjson")],
+        Some(body.to_string().into_bytes()),
+    )
+    .await;
+    let took = started.elapsed();
+    let text = String::from_utf8_lossy(&reply);
+    assert_eq!(status, 202, "{text}");
+    let done: Value = text
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_default();
+    assert_eq!(done["event"], "done", "{text}");
+    let recorded = done["result"]["consultations"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter(|c| c["status"] == "completed" && c["record"].is_string())
+                .count()
+        })
+        .unwrap_or_default();
+    assert_eq!(recorded, 2, "both advisors' answers recorded: {text}");
+    took
 }
 
 const ROUND_TRIP_WARM: usize = 3;
@@ -460,6 +507,7 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
         tokio::time::sleep(Duration::from_secs(hold as u64)).await;
     }
     let (mut disks, mut memories, mut versions) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut disk_daemon, mut memory_daemon) = (Vec::new(), Vec::new());
     for run in 0..ROUND_TRIP_WARM + runs {
         let (v, d, m) = tokio::task::block_in_place(|| {
             (
@@ -468,10 +516,13 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
                 time_client(&in_memory.consult),
             )
         });
+        let (dd, md) = (time_daemon(&on_disk).await, time_daemon(&in_memory).await);
         if run >= ROUND_TRIP_WARM {
             versions.push(v);
             disks.push(d);
             memories.push(m);
+            disk_daemon.push(dd);
+            memory_daemon.push(md);
         }
     }
     on_disk.daemon.stop();
@@ -487,6 +538,8 @@ async fn round_trip(disk: &Path, memory: &Path) -> RoundTrip {
         disk: median(disks),
         memory: median(memories),
         version: median(versions),
+        disk_daemon: median(disk_daemon),
+        memory_daemon: median(memory_daemon),
     }
 }
 
@@ -919,6 +972,12 @@ async fn main() {
                 ms(times.disk),
                 in_memory.display(),
                 ms(times.memory),
+            );
+            println!(
+                "durable_path: the daemon's part, the same request made on its socket with no \
+                 client started: on the disk {:.2} ms, in memory {:.2} ms",
+                ms(times.disk_daemon),
+                ms(times.memory_daemon),
             );
             if on_disk > ROUND_TRIP_BOUND {
                 broken.push(format!(
