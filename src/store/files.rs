@@ -25,13 +25,13 @@ pub(super) fn record_sequence(name: &OsStr) -> Option<u64> {
     }
 }
 
-/// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
 /// A task's exclusive lock, held by one write ([`Store::lock_task`]); let go on drop.
 pub(super) struct TaskLock {
     _held: Flock<File>,
     _quiet: super::spare::Quiet,
 }
 
+/// Whether a directory entry is a temporary file of a write in flight (or of a dead one).
 pub(super) fn is_temp_file(name: &OsStr) -> bool {
     chain::FileName::of(name) == chain::FileName::Store && name != LOCK_FILE
 }
