@@ -457,7 +457,9 @@ impl Jobs {
         tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
         entry.attach_feed(self.feed.clone());
         self.table.insert(entry.clone());
-        let events = streamed.then(|| self.events_of(entry.clone(), 0).boxed());
+        let handle = JobHandle::new(self.clone(), entry.clone());
+        // Followed from before the job can start (see `consult_streamed`).
+        let events = streamed.then(|| handle.events(0).boxed());
         self.enqueue(entry.clone());
         if let Some(receiver) = covered {
             let by_plan = tokio::time::timeout(COVER_WAIT, receiver).await;
@@ -471,7 +473,7 @@ impl Jobs {
                 }
             }
         }
-        Ok((JobHandle::new(self.clone(), entry), job, events))
+        Ok((handle, job, events))
     }
 
     fn acceptances(
