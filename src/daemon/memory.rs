@@ -13,7 +13,9 @@
 //! the finished jobs: `jobs/table/packed.rs`, the ids waiting to leave the journal:
 //! `jobs/prune.rs`); and freed blocks that glibc's per-thread cache holds back from the
 //! arenas, several hundred per worker thread after a burst, each keeping a page resident.
-//! So the daemon runs without that cache and with at most four arenas ([`Malloc::Lean`],
+//! A third kind is not the heap's: the stacks of the blocking pool's threads that ended
+//! after the burst, which glibc caches with their last used pages resident.
+//! So the daemon runs without those caches and with at most four arenas ([`Malloc::Lean`],
 //! [`tune_allocator`]); `ADVISORD_MALLOC=glibc` or `one-arena` picks another setting, all
 //! three measured side by side (`DURABLE_ONLY=arenas cargo bench -p advisord --bench
 //! durable_path`, figures in `docs/DAEMON.md`). jemalloc, measured through `LD_PRELOAD`,
@@ -146,8 +148,19 @@ pub const ENV_MALLOC: &str = "ADVISORD_MALLOC";
 /// glibc's variable of tunables, read by the dynamic loader before `main`.
 const TUNABLES: &str = "GLIBC_TUNABLES";
 
-/// The tunable that turns glibc's per-thread cache of freed blocks off.
-const NO_TCACHE: &str = "glibc.malloc.tcache_count=0";
+/// The tunables every setting but glibc's own adds, each unless the user's
+/// `GLIBC_TUNABLES` names it already (their value is kept):
+/// - the per-thread cache of freed blocks off (see [`Malloc::Lean`]);
+/// - no cache of the stacks of threads that ended. glibc keeps up to 40 MiB of them for
+///   threads started later, each with the pages its thread last used near its top still
+///   resident (about 24 KiB each here); a burst starts a dozen threads of the blocking
+///   pool, which end once idle for 10 s, and their cached stacks kept about 0.4 MiB of
+///   the daemon resident after it. Without the cache a thread's stack is unmapped when
+///   it ends; a new thread maps its own (a few µs, paid when the pool grows).
+const TUNED: [(&str, &str); 2] = [
+    ("glibc.malloc.tcache_count", "0"),
+    ("glibc.pthread.stack_cache_size", "0"),
+];
 
 /// How the daemon sets up glibc's allocator, measured side by side in
 /// `DURABLE_ONLY=arenas cargo bench -p advisord --bench durable_path`.
@@ -156,11 +169,12 @@ pub enum Malloc {
     /// No per-thread cache of freed blocks, at most four arenas: what a burst freed is
     /// in the arenas' free lists, where `malloc_trim` returns it, not held by a worker
     /// thread's cache (up to seven blocks of each of 64 sizes per thread) scattered over
-    /// the burst's pages; fewer arenas, fewer partly used heaps. The default.
+    /// the burst's pages; fewer arenas, fewer partly used heaps; no cache of ended
+    /// threads' stacks ([`TUNED`]). The default.
     Lean,
     /// glibc's own settings (eight arenas per core, each thread its cache).
     Glibc,
-    /// One arena, no per-thread cache.
+    /// One arena, no per-thread cache, no cache of ended threads' stacks.
     OneArena,
 }
 
@@ -179,25 +193,43 @@ impl Malloc {
     }
 
     /// `GLIBC_TUNABLES` as this choice needs it, given the value the process started
-    /// with: `None` when it already holds what is needed (the user's own
-    /// `glibc.malloc.tcache_count` is kept as it is).
+    /// with: `None` when it already holds what is needed (a tunable the user set is kept
+    /// as it is, whatever its value).
     pub fn tunables(self, current: Option<&str>) -> Option<String> {
         if self == Malloc::Glibc {
             return None;
         }
-        match current.filter(|c| !c.is_empty()) {
-            Some(c) if c.contains("glibc.malloc.tcache_count=") => None,
-            Some(c) => Some(format!("{c}:{NO_TCACHE}")),
-            None => Some(NO_TCACHE.to_string()),
+        let current = current.filter(|c| !c.is_empty());
+        let named = |name: &str| {
+            current.is_some_and(|c| {
+                c.split(':')
+                    .any(|t| t.split_once('=').is_some_and(|(n, _)| n == name))
+            })
+        };
+        let added: Vec<String> = TUNED
+            .iter()
+            .filter(|(name, _)| !named(name))
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        if added.is_empty() {
+            return None;
         }
+        Some(
+            current
+                .into_iter()
+                .map(str::to_string)
+                .chain(added)
+                .collect::<Vec<_>>()
+                .join(":"),
+        )
     }
 }
 
 /// Set up the allocator before any thread starts, as `ADVISORD_MALLOC` says (see
-/// [`Malloc`]); on glibc a choice that turns the per-thread cache off starts this
-/// executable again (`exec`, same pid and arguments) with the tunable in
+/// [`Malloc`]); on glibc a choice that turns glibc's caches off starts this executable
+/// again (`exec`, same pid and arguments) with the tunables ([`TUNED`]) in
 /// `GLIBC_TUNABLES`, which the loader reads only at start. Returns the error message for
-/// an unknown value; when the restart itself fails the daemon goes on with glibc's cache.
+/// an unknown value; when the restart itself fails the daemon goes on with glibc's caches.
 /// The daemon's children never see the variable: advisors run with an environment built
 /// for them, nothing inherited.
 #[allow(unsafe_code)]
@@ -379,29 +411,37 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_is_turned_off_once_beside_the_users_tunables_and_never_over_their_own() {
-        assert_eq!(
-            Malloc::Lean.tunables(None).as_deref(),
-            Some("glibc.malloc.tcache_count=0")
-        );
-        assert_eq!(
-            Malloc::OneArena.tunables(Some("")).as_deref(),
-            Some("glibc.malloc.tcache_count=0")
-        );
+    fn the_caches_are_turned_off_once_beside_the_users_tunables_and_never_over_their_own() {
+        const BOTH: &str = "glibc.malloc.tcache_count=0:glibc.pthread.stack_cache_size=0";
+        assert_eq!(Malloc::Lean.tunables(None).as_deref(), Some(BOTH));
+        assert_eq!(Malloc::OneArena.tunables(Some("")).as_deref(), Some(BOTH));
         assert_eq!(
             Malloc::Lean
                 .tunables(Some("glibc.malloc.arena_test=4"))
                 .as_deref(),
-            Some("glibc.malloc.arena_test=4:glibc.malloc.tcache_count=0")
+            Some(format!("glibc.malloc.arena_test=4:{BOTH}").as_str())
         );
-        // Already restarted with it, or the user's own value: no restart.
+        // Already restarted with them, or the user's own values: no restart.
+        assert_eq!(Malloc::Lean.tunables(Some(BOTH)), None);
         assert_eq!(
-            Malloc::Lean.tunables(Some("glibc.malloc.tcache_count=0")),
+            Malloc::Lean.tunables(Some(
+                "glibc.pthread.stack_cache_size=1048576:glibc.malloc.tcache_count=3"
+            )),
             None
         );
+        // The user's value of one is kept, the other added.
         assert_eq!(
-            Malloc::Lean.tunables(Some("glibc.malloc.tcache_count=3")),
-            None
+            Malloc::Lean
+                .tunables(Some("glibc.malloc.tcache_count=3"))
+                .as_deref(),
+            Some("glibc.malloc.tcache_count=3:glibc.pthread.stack_cache_size=0")
+        );
+        // A name is matched whole, not as a prefix of another's.
+        assert_eq!(
+            Malloc::Lean
+                .tunables(Some("glibc.malloc.tcache_count_x=1"))
+                .as_deref(),
+            Some(format!("glibc.malloc.tcache_count_x=1:{BOTH}").as_str())
         );
         assert_eq!(Malloc::Glibc.tunables(None), None);
     }

@@ -1,5 +1,6 @@
 //! The daemon's allocator settings (`ADVISORD_MALLOC`): by default it runs without
-//! glibc's per-thread cache, which it can only get by starting again with the tunable set
+//! glibc's per-thread cache of freed blocks and without its cache of ended threads'
+//! stacks, which it can only get by starting again with the tunables set
 //! (same pid); `glibc` keeps glibc's own; the user's own tunables are kept; an unknown
 //! value is refused before anything starts.
 
@@ -45,20 +46,26 @@ fn tunables_with(env: &[(&str, &str)]) -> String {
 }
 
 #[test]
-fn by_default_the_daemon_runs_without_the_per_thread_cache_keeping_the_users_tunables() {
-    assert_eq!(tunables_with(&[]), "glibc.malloc.tcache_count=0");
-    assert_eq!(
-        tunables_with(&[("ADVISORD_MALLOC", "one-arena")]),
-        "glibc.malloc.tcache_count=0"
-    );
+fn by_default_the_daemon_runs_without_the_allocators_caches_keeping_the_users_tunables() {
+    const BOTH: &str = "glibc.malloc.tcache_count=0:glibc.pthread.stack_cache_size=0";
+    assert_eq!(tunables_with(&[]), BOTH);
+    assert_eq!(tunables_with(&[("ADVISORD_MALLOC", "one-arena")]), BOTH);
     assert_eq!(
         tunables_with(&[("GLIBC_TUNABLES", "glibc.malloc.arena_test=4")]),
-        "glibc.malloc.arena_test=4:glibc.malloc.tcache_count=0"
+        format!("glibc.malloc.arena_test=4:{BOTH}")
     );
-    // The user's own count is theirs: no restart, nothing added.
+    // The user's own values are theirs: nothing replaced, only what is missing added.
     assert_eq!(
         tunables_with(&[("GLIBC_TUNABLES", "glibc.malloc.tcache_count=2")]),
-        "glibc.malloc.tcache_count=2"
+        "glibc.malloc.tcache_count=2:glibc.pthread.stack_cache_size=0"
+    );
+    assert_eq!(
+        tunables_with(&[(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.tcache_count=2:glibc.pthread.stack_cache_size=65536"
+        )]),
+        "glibc.malloc.tcache_count=2:glibc.pthread.stack_cache_size=65536",
+        "no restart when both are named"
     );
     assert_eq!(
         tunables_with(&[("ADVISORD_MALLOC", "glibc")]),
