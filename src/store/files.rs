@@ -196,22 +196,114 @@ pub(super) fn read_record(path: &Path) -> Result<Option<ReadFile>, StoreError> {
     }))
 }
 
+/// A record's temporary file: written whole, flushed, then put in place under the
+/// record's name ([`Temp::place`]) or discarded.
+pub(super) struct Temp {
+    file: File,
+    /// Its name: a spare's, or a file made beside the record. `None` for a file made with
+    /// no name at all (Linux's `O_TMPFILE`), which is linked to the record's name instead
+    /// of renamed, and which nothing can see, nor a crash leave behind, before that.
+    path: Option<PathBuf>,
+}
+
+impl Temp {
+    /// Write all of `bytes`.
+    pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all(bytes)
+    }
+
+    /// Give the file the name `to`, unless `to` exists (then `AlreadyExists`, and
+    /// nothing changed): a rename of its name ([`rename_new`]), or a link of a file with
+    /// none. Either is durable at the next flush of the file system.
+    pub fn place(&self, to: &Path) -> io::Result<()> {
+        match &self.path {
+            Some(path) => rename_new(path, to),
+            None => link_unnamed(&self.file, to),
+        }
+    }
+
+    /// Remove its name, if it has one: the write did not happen.
+    pub fn discard(&self) {
+        if let Some(path) = &self.path {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
 /// The temporary file of a record about to be named `name` in `dir`: a spare made ahead
-/// in `spares` when this process keeps them (`spare.rs`), else a new file beside the
-/// record (`0600`, never through a symbolic link). Its path, to rename into place or to
-/// remove, and the file opened for writing.
-pub(super) fn temporary(dir: &Path, name: &str, spares: &Path) -> (PathBuf, io::Result<File>) {
+/// in `spares` when this process keeps them (`spare.rs`); else, where the file system and
+/// the kernel allow it, a file made in `dir` with no name (`O_TMPFILE`): one directory
+/// entry added when it is placed, where a named file costs one added when it is made,
+/// then one removed and one added by the rename (on ext4 about 20 µs of system time a
+/// record, `docs/DAEMON.md`, "Spare files"); else a new file beside the record named
+/// `.<name>.<pid>.tmp` (`0600` either way, never through a symbolic link).
+pub(super) fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<Temp> {
     if let Some((spare, file)) = super::spare::take(spares) {
-        return (spare, Ok(file));
+        return Ok(Temp {
+            file,
+            path: Some(spare),
+        });
+    }
+    if let Some(file) = unnamed_in(dir) {
+        return Ok(Temp { file, path: None });
     }
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let opened = OpenOptions::new()
+    let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc_flags::NOFOLLOW)
-        .open(&temp);
-    (temp, opened)
+        .open(&temp)?;
+    Ok(Temp {
+        file,
+        path: Some(temp),
+    })
+}
+
+/// A new file with no name in `dir` (`O_TMPFILE`), when this process can later give it
+/// one: Linux, a file system that makes such files, and `/proc/self/fd` to link it
+/// through (the link by descriptor alone, `AT_EMPTY_PATH`, needs a privilege). `None`
+/// otherwise: the caller makes a named file.
+#[cfg(target_os = "linux")]
+fn unnamed_in(dir: &Path) -> Option<File> {
+    static LINKABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*LINKABLE.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return None;
+    }
+    OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_TMPFILE.bits())
+        .open(dir)
+        .ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unnamed_in(_dir: &Path) -> Option<File> {
+    None
+}
+
+/// Link `file`, which has no name, to `to` unless `to` exists.
+#[cfg(target_os = "linux")]
+fn link_unnamed(file: &File, to: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let by_descriptor = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    match nix::unistd::linkat(
+        None,
+        by_descriptor.as_path(),
+        None,
+        to,
+        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+    ) {
+        Ok(()) => Ok(()),
+        Err(Errno::EEXIST) => Err(io::Error::from(io::ErrorKind::AlreadyExists)),
+        Err(errno) => Err(io::Error::from(errno)),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn link_unnamed(_file: &File, _to: &Path) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// Write `bytes` to `dir/name` so that it appears whole or not at all: a temporary file
@@ -226,17 +318,18 @@ pub(super) fn write_atomically(
     flusher: &durable::Flusher,
     spares: &Path,
 ) -> Result<(), StoreError> {
-    let (temp, opened) = temporary(dir, name, spares);
     let target = dir.join(name);
+    let mut temp = None;
     let result = (|| {
-        let mut file = opened?;
-        file.write_all(bytes)?;
-        drop(file);
+        let temp = temp.insert(temporary(dir, name, spares)?);
+        temp.write_all(bytes)?;
         flusher.flush()?;
-        rename_new(&temp, &target)
+        temp.place(&target)
     })();
     if let Err(source) = result {
-        let _ = fs::remove_file(&temp);
+        if let Some(temp) = &temp {
+            temp.discard();
+        }
         if source.kind() == io::ErrorKind::AlreadyExists {
             // Under the task's lock this cannot happen; if it does, keep what is stored.
             return Err(StoreError::Io {
@@ -522,6 +615,7 @@ impl Store {
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_record_file_is_read_whole_whatever_it_became_after_it_was_opened() {
@@ -558,6 +652,48 @@ mod tests {
         let empty = dir.path().join("0000000002.json");
         fs::write(&empty, b"").unwrap();
         assert_eq!(read_in_task(&empty).unwrap(), Vec::<u8>::new());
+    }
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// With no spare, a temporary file on Linux has no name until it is placed: nothing
+    /// stray shows beside the records while it is written, nor after it is discarded or
+    /// dropped (a writer killed there), and placing it never replaces a record.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_temporary_file_without_a_spare_has_no_name_until_it_is_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spares = dir.path().join("+spare");
+        let mut temp = temporary(dir.path(), "0000000001.json", &spares).unwrap();
+        assert!(temp.path.is_none(), "made with no name (O_TMPFILE)");
+        temp.write_all(b"{\"one\": 1}\n").unwrap();
+        assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+        let first = dir.path().join("0000000001.json");
+        temp.place(&first).unwrap();
+        assert_eq!(names(dir.path()), ["0000000001.json"]);
+        assert_eq!(fs::read(&first).unwrap(), b"{\"one\": 1}\n");
+        let mode = fs::metadata(&first).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "private to its owner: {mode:o}");
+
+        // A second file placed under a taken name: refused, the record untouched.
+        let mut other = temporary(dir.path(), "0000000001.json", &spares).unwrap();
+        other.write_all(b"{\"two\": 2}\n").unwrap();
+        let refused = other.place(&first).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&first).unwrap(), b"{\"one\": 1}\n");
+        other.discard();
+        drop(other);
+        let dropped = temporary(dir.path(), "0000000002.json", &spares).unwrap();
+        drop(dropped);
+        assert_eq!(names(dir.path()), ["0000000001.json"]);
     }
 
     #[test]

@@ -393,16 +393,25 @@ impl Store {
             )
         })?;
         bytes.push(b'\n');
-        let (temp, opened) = files::temporary(dir, &name, &self.spares());
-        let written = opened.and_then(|mut file| file.write_all(&bytes));
-        if let Err(e) = written {
-            let _ = fs::remove_file(&temp);
-            return Err(failed(format!(
-                "cannot write record `{}`; nothing was stored (check free space and \
+        let written = files::temporary(dir, &name, &self.spares()).and_then(|mut temp| match temp
+            .write_all(&bytes)
+        {
+            Ok(()) => Ok(temp),
+            Err(e) => {
+                temp.discard();
+                Err(e)
+            }
+        });
+        let temp = match written {
+            Ok(temp) => temp,
+            Err(e) => {
+                return Err(failed(format!(
+                    "cannot write record `{}`; nothing was stored (check free space and \
                  permissions)",
-                dir.join(&name).display()
-            ))(e));
-        }
+                    dir.join(&name).display()
+                ))(e))
+            }
+        };
         cache.highest = sequence;
         cache.records.push(record.clone());
         let digest = chain::digest(&bytes);
@@ -465,7 +474,7 @@ impl Store {
         let mut anchor_file = None;
         let outcome = flushed.and_then(|()| {
             for (_, one) in &staged {
-                files::rename_new(&one.temp, &one.target).map_err(failed(format!(
+                one.temp.place(&one.target).map_err(failed(format!(
                     "cannot write record `{}`; nothing was stored (check free space and \
                      permissions)",
                     one.target.display()
@@ -489,7 +498,7 @@ impl Store {
         }
         if let Err(failure) = outcome {
             for (_, one) in &staged[placed..] {
-                let _ = fs::remove_file(&one.temp);
+                one.temp.discard();
             }
             // The cache holds records that are not all in place: read the task afresh.
             *cache = TaskCache::default();
@@ -818,7 +827,7 @@ fn not_written() -> Trouble {
 /// One record of a batch on its temporary file, in the cache, waiting for its rename.
 struct Staged {
     record: Record,
-    temp: PathBuf,
+    temp: files::Temp,
     target: PathBuf,
     digest: String,
 }
