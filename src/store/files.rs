@@ -207,11 +207,6 @@ pub(super) struct Temp {
 }
 
 impl Temp {
-    /// Write all of `bytes`.
-    pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all(bytes)
-    }
-
     /// Give the file the name `to`, unless `to` exists (then `AlreadyExists`, and
     /// nothing changed): a rename of its name ([`rename_new`]), or a link of a file with
     /// none. Either is durable at the next flush of the file system.
@@ -237,7 +232,7 @@ impl Temp {
 /// then one removed and one added by the rename (on ext4 about 20 µs of system time a
 /// record, `docs/DAEMON.md`, "Spare files"); else a new file beside the record named
 /// `.<name>.<pid>.tmp` (`0600` either way, never through a symbolic link).
-pub(super) fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<Temp> {
+fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<Temp> {
     if let Some((spare, file)) = super::spare::take(spares) {
         return Ok(Temp {
             file,
@@ -258,6 +253,18 @@ pub(super) fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<Tem
         file,
         path: Some(temp),
     })
+}
+
+/// [`temporary`] holding `bytes`, written whole; nothing is left behind when that fails.
+pub(super) fn written(dir: &Path, name: &str, spares: &Path, bytes: &[u8]) -> io::Result<Temp> {
+    let mut temp = temporary(dir, name, spares)?;
+    match temp.file.write_all(bytes) {
+        Ok(()) => Ok(temp),
+        Err(e) => {
+            temp.discard();
+            Err(e)
+        }
+    }
 }
 
 /// A new file with no name in `dir` (`O_TMPFILE`), when this process can later give it
@@ -321,8 +328,7 @@ pub(super) fn write_atomically(
     let target = dir.join(name);
     let mut temp = None;
     let result = (|| {
-        let temp = temp.insert(temporary(dir, name, spares)?);
-        temp.write_all(bytes)?;
+        let temp = temp.insert(written(dir, name, spares, bytes)?);
         flusher.flush()?;
         temp.place(&target)
     })();
@@ -672,9 +678,8 @@ mod tests {
     fn a_temporary_file_without_a_spare_has_no_name_until_it_is_placed() {
         let dir = tempfile::tempdir().unwrap();
         let spares = dir.path().join("+spare");
-        let mut temp = temporary(dir.path(), "0000000001.json", &spares).unwrap();
+        let temp = written(dir.path(), "0000000001.json", &spares, b"{\"one\": 1}\n").unwrap();
         assert!(temp.path.is_none(), "made with no name (O_TMPFILE)");
-        temp.write_all(b"{\"one\": 1}\n").unwrap();
         assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
         let first = dir.path().join("0000000001.json");
         temp.place(&first).unwrap();
@@ -684,8 +689,7 @@ mod tests {
         assert_eq!(mode & 0o077, 0, "private to its owner: {mode:o}");
 
         // A second file placed under a taken name: refused, the record untouched.
-        let mut other = temporary(dir.path(), "0000000001.json", &spares).unwrap();
-        other.write_all(b"{\"two\": 2}\n").unwrap();
+        let other = written(dir.path(), "0000000001.json", &spares, b"{\"two\": 2}\n").unwrap();
         let refused = other.place(&first).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(&first).unwrap(), b"{\"one\": 1}\n");

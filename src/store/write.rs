@@ -393,25 +393,11 @@ impl Store {
             )
         })?;
         bytes.push(b'\n');
-        let written = files::temporary(dir, &name, &self.spares()).and_then(|mut temp| match temp
-            .write_all(&bytes)
-        {
-            Ok(()) => Ok(temp),
-            Err(e) => {
-                temp.discard();
-                Err(e)
-            }
-        });
-        let temp = match written {
-            Ok(temp) => temp,
-            Err(e) => {
-                return Err(failed(format!(
-                    "cannot write record `{}`; nothing was stored (check free space and \
-                 permissions)",
-                    dir.join(&name).display()
-                ))(e))
-            }
-        };
+        let temp = files::written(dir, &name, &self.spares(), &bytes).map_err(failed(format!(
+            "cannot write record `{}`; nothing was stored (check free space and \
+             permissions)",
+            dir.join(&name).display()
+        )))?;
         cache.highest = sequence;
         cache.records.push(record.clone());
         let digest = chain::digest(&bytes);
