@@ -314,10 +314,10 @@ fn link_unnamed(_file: &File, _to: &Path) -> io::Result<()> {
 }
 
 /// Write `bytes` to `dir/name` so that it appears whole or not at all: a temporary file
-/// in the same directory, flushed (with every rename made before it on the file system:
-/// see [`durable`]), then renamed into place without replacing anything. The new name is
-/// durable at the next flush of the file system (the caller's, or the next writer's).
-/// The temporary file is [`temporary`]'s.
+/// ([`written`]), flushed (with every name made before it on the file system: see
+/// [`durable`]), then put in place without replacing anything ([`Temp::place`]). The new
+/// name is durable at the next flush of the file system (the caller's, or the next
+/// writer's).
 pub(super) fn write_atomically(
     dir: &Path,
     name: &str,
@@ -326,16 +326,14 @@ pub(super) fn write_atomically(
     spares: &Path,
 ) -> Result<(), StoreError> {
     let target = dir.join(name);
-    let mut temp = None;
-    let result = (|| {
-        let temp = temp.insert(written(dir, name, spares, bytes)?);
-        flusher.flush()?;
-        temp.place(&target)
-    })();
-    if let Err(source) = result {
-        if let Some(temp) = &temp {
+    let result = written(dir, name, spares, bytes).and_then(|temp| {
+        let placed = flusher.flush().and_then(|()| temp.place(&target));
+        if placed.is_err() {
             temp.discard();
         }
+        placed
+    });
+    if let Err(source) = result {
         if source.kind() == io::ErrorKind::AlreadyExists {
             // Under the task's lock this cannot happen; if it does, keep what is stored.
             return Err(StoreError::Io {

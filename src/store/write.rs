@@ -430,11 +430,12 @@ impl Store {
             .filter(|anchors| vouched_before(task, anchors, cache))
     }
 
-    /// Put `staged` in place: one flush, then each renamed in order, each new head
-    /// anchored in `anchors` (given when this machine vouched for the task before the
-    /// batch, [`Store::vouching_anchors`]) as soon as its record is in place. The records
-    /// placed, each with its place; `Err` (after which the cache is read afresh from the
-    /// files) when `trouble` stopped the staging or a flush or rename failed.
+    /// Put `staged` in place: one flush, then each in order (renamed, or linked when its
+    /// file has no name), each new head anchored in `anchors` (given when this machine
+    /// vouched for the task before the batch, [`Store::vouching_anchors`]) as soon as its
+    /// record is in place. The records placed, each with its place; `Err` (after which the
+    /// cache is read afresh from the files) when `trouble` stopped the staging or a flush,
+    /// rename or link failed.
     fn place(
         &self,
         task: &TaskName,
@@ -810,7 +811,7 @@ fn not_written() -> Trouble {
     )
 }
 
-/// One record of a batch on its temporary file, in the cache, waiting for its rename.
+/// One record of a batch on its temporary file, in the cache, waiting to be put in place.
 struct Staged {
     record: Record,
     temp: files::Temp,
