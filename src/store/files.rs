@@ -231,16 +231,19 @@ impl Temp {
 /// entry added when it is placed, where a named file costs one added when it is made,
 /// then one removed and one added by the rename (on ext4 about 20 µs of system time a
 /// record, `docs/DAEMON.md`, "Spare files"); else a new file beside the record named
-/// `.<name>.<pid>.tmp` (`0600` either way, never through a symbolic link).
-fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<Temp> {
+/// `.<name>.<pid>.tmp` (`0600` either way, never through a symbolic link). With it,
+/// whether it may hold bytes already (a spare is made holding a block of zeros written
+/// out ahead: `spare::WRITTEN_OUT`), so that its writer sets its length to what it wrote.
+fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<(Temp, bool)> {
     if let Some((spare, file)) = super::spare::take(spares) {
-        return Ok(Temp {
+        let temp = Temp {
             file,
             path: Some(spare),
-        });
+        };
+        return Ok((temp, true));
     }
     if let Some(file) = unnamed_in(dir) {
-        return Ok(Temp { file, path: None });
+        return Ok((Temp { file, path: None }, false));
     }
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let file = OpenOptions::new()
@@ -249,16 +252,25 @@ fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<Temp> {
         .mode(0o600)
         .custom_flags(libc_flags::NOFOLLOW)
         .open(&temp)?;
-    Ok(Temp {
+    let temp = Temp {
         file,
         path: Some(temp),
-    })
+    };
+    Ok((temp, false))
 }
 
-/// [`temporary`] holding `bytes`, written whole; nothing is left behind when that fails.
+/// [`temporary`] holding `bytes` and nothing else, written whole; nothing is left behind
+/// when that fails.
 pub(super) fn written(dir: &Path, name: &str, spares: &Path, bytes: &[u8]) -> io::Result<Temp> {
-    let mut temp = temporary(dir, name, spares)?;
-    match temp.file.write_all(bytes) {
+    let (mut temp, holds_bytes) = temporary(dir, name, spares)?;
+    let whole = temp.file.write_all(bytes).and_then(|()| {
+        if holds_bytes {
+            temp.file.set_len(bytes.len() as u64)
+        } else {
+            Ok(())
+        }
+    });
+    match whole {
         Ok(()) => Ok(temp),
         Err(e) => {
             temp.discard();

@@ -1,6 +1,6 @@
 //! Spare files (docs/DAEMON.md, "Spare files"): `advisord` writes its records and journal
-//! entries into empty files it made ahead instead of creating a temporary file on the
-//! consultation's path, writes a journal entry over the file of an entry it replaced
+//! entries over files it made ahead (on Linux, one block of zeros already written out)
+//! instead of creating a temporary file on the consultation's path, writes a journal entry over the file of an entry it replaced
 //! instead of freeing it, sweeps the spares a crashed process left, and removes its own
 //! as it stops.
 
@@ -79,12 +79,27 @@ async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_remo
         inodes(&records_spares, &ours).len() == keep
             && inodes(&journal_spares, &ours).len() == keep + 1
     });
-    let recycled: Vec<_> = std::fs::read_dir(&journal_spares)
+    // Each spare made ahead holds a block of zeros (on Linux), allocated on the disk; the
+    // recycled one holds the entry it was.
+    let (recycled, made): (Vec<_>, Vec<_>) = std::fs::read_dir(&journal_spares)
         .expect("the journal's spares")
+        .chain(std::fs::read_dir(&records_spares).expect("the records' spares"))
         .flatten()
-        .filter(|e| e.metadata().is_ok_and(|m| m.len() > 0))
-        .collect();
-    assert_eq!(recycled.len(), 1, "one spare holds bytes");
+        .map(|e| (std::fs::read(e.path()).expect("a spare is readable"), e))
+        .partition(|(bytes, _)| bytes.iter().any(|b| *b != 0));
+    assert_eq!(made.len(), 2 * keep, "every spare made ahead");
+    for (bytes, spare) in &made {
+        let expected = if cfg!(target_os = "linux") {
+            advisord::store::spare::WRITTEN_OUT
+        } else {
+            0
+        };
+        assert_eq!(bytes.len(), expected, "{}", spare.path().display());
+        let allocated = spare.metadata().expect("a spare").blocks() > 0;
+        assert_eq!(allocated, expected > 0, "{}", spare.path().display());
+    }
+    let recycled: Vec<_> = recycled.into_iter().map(|(_, e)| e).collect();
+    assert_eq!(recycled.len(), 1, "one spare holds an entry");
     let replaced: serde_json::Value =
         serde_json::from_slice(&std::fs::read(recycled[0].path()).expect("readable"))
             .expect("a journal entry");
@@ -118,10 +133,14 @@ async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_remo
         if !entry.file_name().to_string_lossy().ends_with(".json") {
             continue; // the task's lock
         }
-        let record: serde_json::Value = match std::fs::read(entry.path()) {
-            Ok(bytes) => serde_json::from_slice(&bytes).expect("a record is JSON"),
-            Err(e) => panic!("{}: {e}", entry.path().display()),
-        };
+        let bytes = std::fs::read(entry.path())
+            .unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+        assert!(
+            !bytes.contains(&0),
+            "{} keeps zeros of the spare it was written over",
+            entry.path().display()
+        );
+        let record: serde_json::Value = serde_json::from_slice(&bytes).expect("a record is JSON");
         if record["id"].as_str().is_some_and(|id| ids.contains(id)) {
             assert!(
                 records_ready.contains(&inode(&entry.path())),
