@@ -600,7 +600,9 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Create spare `<pid>-<number>` in `dir`, private, holding [`WRITTEN_OUT`] bytes of zeros
-/// already written to the disk (see [`written_out`]).
+/// already written to the disk (see [`written_out`]). A spare whose block could not be
+/// written (a full disk, a quota) is kept as it is: its taker sets its length whatever
+/// it holds, and the pool goes on being filled once the disk has room again.
 fn create(dir: &Path, pid: u32, number: u64) -> io::Result<PathBuf> {
     let path = dir.join(format!("{pid}-{number}"));
     let file = OpenOptions::new()
@@ -610,8 +612,7 @@ fn create(dir: &Path, pid: u32, number: u64) -> io::Result<PathBuf> {
         .custom_flags(NOFOLLOW)
         .open(&path)?;
     if let Err(e) = written_out(&file) {
-        let _ = fs::remove_file(&path);
-        return Err(e);
+        tracing::debug!(error = %e, spare = %path.display(), "a spare kept without its block");
     }
     Ok(path)
 }
@@ -638,10 +639,9 @@ fn written_out(mut file: &File) -> io::Result<()> {
     // no memory of this process; the descriptor is `file`'s, open for this call.
     let started = unsafe { nix::libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) };
     if started != 0 {
-        let e = io::Error::last_os_error();
         // A file system that cannot start writeback this way still holds the zeros: the
         // next flush writes them out instead.
-        tracing::debug!(error = %e, "a spare's block is written out by the next flush");
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
