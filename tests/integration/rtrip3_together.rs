@@ -39,6 +39,22 @@ fn request(daemon: &Daemon, assessment: &str) -> ConsultRequest {
     }
 }
 
+/// One consultation taken on the connection that queued it, its events read to the end:
+/// the job as accepted.
+async fn consulted_to_its_end(
+    client: &advisord::client::Client,
+    daemon: &Daemon,
+    assessment: &str,
+) -> advisord::protocol::Job {
+    let (job, events) = client
+        .consult_streamed(&request(daemon, assessment))
+        .await
+        .expect("accepted");
+    let mut events = events.expect("the events on the same connection");
+    while events.next().await.expect("an event").is_some() {}
+    job
+}
+
 fn kind(event: &Event) -> &'static str {
     match event {
         Event::Plan { .. } => "plan",
@@ -122,12 +138,7 @@ async fn consultations_written_in_one_flush_keep_the_task_this_machines_own() {
         serde_json::from_value(daemon.place.context()).expect("a context");
     for round in 1..=3 {
         let before = advisord::store::durable::flushes();
-        let (_, events) = client
-            .consult_streamed(&request(&daemon, &assessment))
-            .await
-            .expect("accepted");
-        let mut events = events.expect("the events on the same connection");
-        while events.next().await.expect("an event").is_some() {}
+        consulted_to_its_end(&client, &daemon, &assessment).await;
         // Written as one batch (the case this guards), not record by record.
         assert_eq!(
             advisord::store::durable::flushes() - before,
@@ -356,4 +367,64 @@ fn a_plan_and_consultations_lost_before_their_one_flush_leave_nothing_and_are_wr
         .filter(|name| name.ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// A job that starts at once is queued while its accepted entry is being saved, so that
+/// its runner gets ready meanwhile; the runner waits for that save. When the save fails,
+/// the request is refused and nothing of the job is read into a plan or recorded, and the
+/// daemon goes on serving once the journal can be written again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_entry_cannot_be_journaled_is_refused_and_records_nothing() {
+    let daemon = daemon_with(|id| Script::answer(&answer(id, "supports"))).await;
+    let assessment = daemon.assessment().await;
+    let client = advisord::client::Client::new(daemon.socket());
+    // The journal's directory replaced by a file: every save fails, whoever runs the test.
+    let jobs = daemon.place.data().join("jobs");
+    let moved = daemon.place.data().join("jobs.moved");
+    std::fs::rename(&jobs, &moved).expect("the journal's directory moved aside");
+    std::fs::write(&jobs, b"").expect("a file in its place");
+    // Taken on the connection that queued it, as `advisor-consult` does...
+    let refused = client
+        .consult_streamed(&request(&daemon, &assessment))
+        .await
+        .map(|(job, _)| job)
+        .expect_err("not accepted without its journal entry");
+    assert!(
+        refused.to_string().contains("was not accepted"),
+        "{refused}"
+    );
+    // ... and with the plain `202`.
+    let body = json!({"context": daemon.place.context(), "assessment": assessment});
+    let reply =
+        daemon_helper::call_json(&daemon.socket(), "POST", "/api/v1/consultations", &body).await;
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    assert!(reply.status >= 500, "{} {text}", reply.status);
+    assert!(text.contains("was not accepted"), "{text}");
+    // The runners waited for the saves and stopped: no plan, no consultation.
+    let listed = daemon_helper::call(&daemon.socket(), "GET", "/api/v1/consultations", None).await;
+    let listed: serde_json::Value = serde_json::from_slice(&listed.body).expect("a job list");
+    let jobs_listed = listed["jobs"].as_array().expect("jobs").clone();
+    assert_eq!(jobs_listed.len(), 2, "{listed}");
+    daemon_helper::wait_for("both refused jobs ended", || {
+        let body = futures::executor::block_on(daemon_helper::call(
+            &daemon.socket(),
+            "GET",
+            "/api/v1/consultations",
+            None,
+        ))
+        .body;
+        let list: serde_json::Value = serde_json::from_slice(&body).expect("a job list");
+        list["jobs"].as_array().is_some_and(|jobs| {
+            jobs.iter()
+                .all(|j| j["state"] == "failed" || j["state"] == "cancelled")
+        })
+    });
+    assert!(daemon.place.records_of(TASK, "plan").is_empty());
+    assert!(daemon.place.consulted(TASK).is_empty());
+    // The journal back: the next consultation runs and is recorded.
+    std::fs::remove_file(&jobs).expect("the file removed");
+    std::fs::rename(&moved, &jobs).expect("the journal's directory back");
+    let job = consulted_to_its_end(&client, &daemon, &assessment).await;
+    assert_eq!(daemon.place.records_of(TASK, "plan").len(), 1, "{job:?}");
+    assert_eq!(daemon.place.consulted(TASK), ["a", "b"]);
 }
