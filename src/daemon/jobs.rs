@@ -445,21 +445,15 @@ impl Jobs {
             self.acceptances().insert(job.id.to_string(), acceptance);
             receiver
         });
-        if covered.is_none() {
-            if let Err(e) = self.persist(&entry).await {
-                return Err(not_accepted(&e));
-            }
-        }
-        // A job that starts at once is queued first and its entry saved meanwhile (the
-        // job as queued, under its journal turn, so no later save overtakes it): its
-        // runner gets ready on another thread, and waits for the save before it reads
-        // or writes anything (`JobEntry::journaled`). Its plan's flush, which makes the
-        // entry durable, so begins after the entry is in place.
-        let turn = match covered {
-            Some(_) => Some(entry.journal_turn.lock().await),
-            None => None,
+        let saved = if covered.is_some() {
+            self.persist_unflushed(&entry).await.map(|_| ())
+        } else {
+            self.persist(&entry).await
         };
-        let saving = covered.is_some().then(|| entry.journaled.saving());
+        if let Err(e) = saved {
+            self.acceptances().remove(job.id.as_str());
+            return Err(not_accepted(&e));
+        }
         tracing::info!(job = %job.id, task = %job.task, assessment = %job.assessment, "job queued");
         entry.attach_feed(self.feed.clone());
         self.table.insert(entry.clone());
@@ -467,19 +461,6 @@ impl Jobs {
         // Followed from before the job can start (see `consult_streamed`).
         let events = streamed.then(|| handle.events(0).boxed());
         self.enqueue(entry.clone());
-        if let Some(saving) = saving {
-            let saved = self
-                .save_unflushed(journal_entry(&entry, job.clone()))
-                .await;
-            saving.settle(saved.is_ok());
-            drop(turn);
-            if let Err(e) = saved {
-                self.acceptances().remove(job.id.as_str());
-                entry.request_cancel();
-                entry.cancel.cancel();
-                return Err(not_accepted(&e));
-            }
-        }
         if let Some(receiver) = covered {
             let by_plan = tokio::time::timeout(COVER_WAIT, receiver).await;
             if !matches!(by_plan, Ok(Ok(()))) {
@@ -807,13 +788,17 @@ impl Jobs {
     /// before the job is acknowledged ([`Journal::save_unflushed`]).
     async fn persist_unflushed(&self, entry: &Arc<JobEntry>) -> Result<bool, JournalError> {
         let _turn = entry.journal_turn.lock().await;
-        self.save_unflushed(journal_entry(entry, entry.snapshot()))
-            .await
-    }
-
-    /// Save `saved` without a flush (see [`Jobs::persist_unflushed`]); the caller holds
-    /// its job's journal turn.
-    async fn save_unflushed(&self, saved: JournalEntry) -> Result<bool, JournalError> {
+        let mut context = entry.order.context.clone();
+        context.credentials.clear();
+        let saved = JournalEntry {
+            schema: JOURNAL_SCHEMA,
+            job: entry.snapshot(),
+            context,
+            question: entry.order.question.clone(),
+            prior_opinion: entry.order.prior_opinion.clone(),
+            prompt: entry.order.prompt.clone(),
+            timeout: entry.order.timeout,
+        };
         let dir = self.journal.dir().to_path_buf();
         in_place(move || Journal::at(dir).save_unflushed(&saved))
             .await
@@ -823,21 +808,6 @@ impl Jobs {
                     source: io::Error::other(e.to_string()),
                 })
             })
-    }
-}
-
-/// The journal entry of `entry` as `job` says it stands; credential values left out.
-fn journal_entry(entry: &JobEntry, job: Job) -> JournalEntry {
-    let mut context = entry.order.context.clone();
-    context.credentials.clear();
-    JournalEntry {
-        schema: JOURNAL_SCHEMA,
-        job,
-        context,
-        question: entry.order.question.clone(),
-        prior_opinion: entry.order.prior_opinion.clone(),
-        prompt: entry.order.prompt.clone(),
-        timeout: entry.order.timeout,
     }
 }
 

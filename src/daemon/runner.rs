@@ -194,23 +194,10 @@ async fn with_peers(jobs: &Jobs, entry: &JobEntry) -> RequestContext {
     context
 }
 
-/// Wait until the job's accepted entry is in the journal (its acceptance may still be
-/// saving it: `JobEntry::journaled`); nothing of a job whose entry could not be saved is
-/// read or written.
-fn journal_saved(entry: &JobEntry) -> Result<(), Error> {
-    if entry.journaled.wait() {
-        Ok(())
-    } else {
-        Err(internal(
-            "the job could not be journaled, so it was not accepted",
-        ))
-    }
-}
-
 /// [`prepare`] on the blocking pool: it reads (and may write) the store.
 async fn prepare_on_pool(
     jobs: &Arc<Jobs>,
-    entry: &Arc<JobEntry>,
+    entry: &JobEntry,
     mut context: RequestContext,
     claimed: Vec<String>,
 ) -> Result<Prepared, Error> {
@@ -227,9 +214,7 @@ async fn prepare_on_pool(
         prior_opinion: entry.order.prior_opinion.clone(),
         relayed: entry.order.prompt.clone(),
     };
-    let journaled = entry.clone();
     tokio::task::spawn_blocking(move || {
-        journal_saved(&journaled)?;
         if resumed {
             // Credentials are never journaled: a resumed job uses the daemon's own.
             fill_credentials_from_daemon(&mut context);
@@ -494,9 +479,7 @@ async fn drive_together(
     };
     let (staged_tx, staged_rx) = oneshot::channel::<Prepared>();
     let (drafts_tx, drafts_rx) = std::sync::mpsc::channel::<Option<Vec<crate::store::Drafted>>>();
-    let journaled = entry.clone();
     let store_side = tokio::task::spawn_blocking(move || {
-        journal_saved(&journaled)?;
         let resolved = match accepted {
             Some(resolved) => resolved,
             None => Arc::new(Resolved::resolve(&context, &registry)?),

@@ -215,69 +215,6 @@ pub struct JobEntry {
     /// Set once the job was found not to pack (it would not read back identical): it
     /// stays an entry of its own, and is not tried again.
     unpackable: AtomicBool,
-    /// Whether the job's accepted entry is in the journal: its runner waits for it before
-    /// it reads or writes anything ([`Journaled`]).
-    pub journaled: Journaled,
-}
-
-/// Whether a job's accepted journal entry is in place. A job that starts at once is
-/// queued before that entry is saved, so that its runner gets ready while the
-/// acceptance saves it; the runner then waits here before it reads the task or writes
-/// anything, and fails the job when the save failed (the acceptance answers with the
-/// error). Every other job (resumed, or saved before it was queued) finds it settled.
-pub struct Journaled {
-    saved: Mutex<Option<bool>>,
-    settled: std::sync::Condvar,
-}
-
-impl Journaled {
-    fn settled() -> Journaled {
-        Journaled {
-            saved: Mutex::new(Some(true)),
-            settled: std::sync::Condvar::new(),
-        }
-    }
-
-    /// Mark the entry as being saved now: until the returned guard says how that went,
-    /// [`Journaled::wait`] blocks; a guard dropped unsettled (the acceptance given up)
-    /// says it failed.
-    pub fn saving(&self) -> Saving<'_> {
-        *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        Saving(self)
-    }
-
-    fn settle(&self, saved: bool) {
-        *self.saved.lock().unwrap_or_else(|p| p.into_inner()) = Some(saved);
-        self.settled.notify_all();
-    }
-
-    /// Block until the entry's save has ended: whether it is in the journal.
-    pub fn wait(&self) -> bool {
-        let mut saved = self.saved.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(saved) = *saved {
-                return saved;
-            }
-            saved = self.settled.wait(saved).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-}
-
-/// The save of a job's accepted entry, under way ([`Journaled::saving`]).
-pub struct Saving<'a>(&'a Journaled);
-
-impl Saving<'_> {
-    /// The save ended: `saved` says whether the entry is in the journal.
-    pub fn settle(self, saved: bool) {
-        self.0.settle(saved);
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Saving<'_> {
-    fn drop(&mut self) {
-        self.0.settle(false);
-    }
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -307,7 +244,6 @@ impl JobEntry {
             store: std::sync::OnceLock::new(),
             resolved: Mutex::new(None),
             unpackable: AtomicBool::new(false),
-            journaled: Journaled::settled(),
         }
     }
 
