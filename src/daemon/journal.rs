@@ -6,7 +6,7 @@
 
 use crate::protocol::{Job, RequestContext, Timeout};
 use serde::{Deserialize, Serialize};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -255,8 +255,7 @@ impl Journal {
                 (tmp_path, file)
             }
         };
-        file.write_all(&bytes)
-            .and_then(|()| file.set_len(bytes.len() as u64))
+        crate::store::spare::write_over(&mut file, &bytes)
             .map_err(fail("write", &tmp_path))
             .inspect_err(|_| {
                 let _ = std::fs::remove_file(&tmp_path);

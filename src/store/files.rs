@@ -232,8 +232,8 @@ impl Temp {
 /// then one removed and one added by the rename (on ext4 about 20 µs of system time a
 /// record, `docs/DAEMON.md`, "Spare files"); else a new file beside the record named
 /// `.<name>.<pid>.tmp` (`0600` either way, never through a symbolic link). With it,
-/// whether it may hold bytes already (a spare is made holding a block of zeros written
-/// out ahead: `spare::WRITTEN_OUT`), so that its writer sets its length to what it wrote.
+/// whether it is a spare, which holds bytes already (a block of zeros written out ahead:
+/// `spare::WRITTEN_OUT`) and is written with `spare::write_over`.
 fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<(Temp, bool)> {
     if let Some((spare, file)) = super::spare::take(spares) {
         let temp = Temp {
@@ -262,14 +262,12 @@ fn temporary(dir: &Path, name: &str, spares: &Path) -> io::Result<(Temp, bool)> 
 /// [`temporary`] holding `bytes` and nothing else, written whole; nothing is left behind
 /// when that fails.
 pub(super) fn written(dir: &Path, name: &str, spares: &Path, bytes: &[u8]) -> io::Result<Temp> {
-    let (mut temp, holds_bytes) = temporary(dir, name, spares)?;
-    let whole = temp.file.write_all(bytes).and_then(|()| {
-        if holds_bytes {
-            temp.file.set_len(bytes.len() as u64)
-        } else {
-            Ok(())
-        }
-    });
+    let (mut temp, from_spare) = temporary(dir, name, spares)?;
+    let whole = if from_spare {
+        super::spare::write_over(&mut temp.file, bytes)
+    } else {
+        temp.file.write_all(bytes)
+    };
     match whole {
         Ok(()) => Ok(temp),
         Err(e) => {

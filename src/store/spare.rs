@@ -163,6 +163,15 @@ pub fn take_reusable(dir: &Path) -> Option<(PathBuf, File)> {
     SPARES.get()?.take_reusable(dir)
 }
 
+/// Write `bytes` over a file just taken from a pool ([`take`], [`take_reusable`]: opened
+/// at its start), then set its length to theirs, so that nothing it held before (a
+/// spare's zeros, a recycled entry) is left after them.
+pub fn write_over(file: &mut File, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    file.write_all(bytes)?;
+    file.set_len(bytes.len() as u64)
+}
+
 /// Give `file`, no longer needed, to the pool of `dir` (on the same file system) for
 /// [`take_reusable`], instead of removing it: whether it was taken. It is not when this
 /// process keeps no spares, the pool was never asked for or cannot hold spares, it holds

@@ -1,8 +1,8 @@
 //! Spare files (docs/DAEMON.md, "Spare files"): `advisord` writes its records and journal
 //! entries over files it made ahead (on Linux, one block of zeros already written out)
-//! instead of creating a temporary file on the consultation's path, writes a journal entry over the file of an entry it replaced
-//! instead of freeing it, sweeps the spares a crashed process left, and removes its own
-//! as it stops.
+//! instead of creating a temporary file on the consultation's path, writes a journal
+//! entry over the file of an entry it replaced instead of freeing it, sweeps the spares a
+//! crashed process left, and removes its own as it stops.
 
 use crate::support::daemon::{self as daemon_helper, catalogue, Advisor, Binary, Place, TASK};
 use advisord_fakes::llm_server::{
