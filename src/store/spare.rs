@@ -166,9 +166,25 @@ pub fn take_reusable(dir: &Path) -> Option<(PathBuf, File)> {
 /// Write `bytes` over a file just taken from a pool ([`take`], [`take_reusable`]: opened
 /// at its start), then set its length to theirs, so that nothing it held before (a
 /// spare's zeros, a recycled entry) is left after them.
+///
+/// The write covers whole blocks ([`WRITTEN_OUT`] bytes each): `bytes`, then zeros up to
+/// the end of the block they end in, cut off again by the length set after. A write over
+/// part of a block the file already holds needs the rest of that block in memory first,
+/// and when the kernel has dropped the file's cached pages since it was made or last
+/// written (memory reclaimed while the file waited in its pool), it reads the block back
+/// from the disk before the write can go on: one disk read, on the path of the job whose
+/// write it is. A write over the whole block replaces it and reads nothing.
 pub fn write_over(file: &mut File, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    file.write_all(bytes)?;
+    let whole = bytes.len().div_ceil(WRITTEN_OUT) * WRITTEN_OUT;
+    if whole == bytes.len() {
+        file.write_all(bytes)?;
+    } else {
+        let mut padded = Vec::with_capacity(whole);
+        padded.extend_from_slice(bytes);
+        padded.resize(whole, 0);
+        file.write_all(&padded)?;
+    }
     file.set_len(bytes.len() as u64)
 }
 

@@ -182,3 +182,99 @@ async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_remo
     }
     assert_eq!(place.consulted(TASK), ["a", "b", "a", "b"]);
 }
+
+/// Bytes this thread has caused to be read from a storage device so far.
+fn read_from_disk() -> u64 {
+    let io = std::fs::read_to_string("/proc/thread-self/io")
+        .expect("/proc/thread-self/io: the kernel's per-task I/O accounting is needed");
+    io.lines()
+        .find_map(|line| line.strip_prefix("read_bytes: "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("read_bytes in /proc/thread-self/io")
+}
+
+/// A file as a spare is made (one block of zeros on the disk), its cached pages then
+/// dropped, as the kernel does when it reclaims memory while the spare waits in its pool;
+/// opened at its start, as a spare taken is.
+fn spare_left_uncached(path: &Path) -> std::fs::File {
+    use std::io::{Seek, Write};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .unwrap();
+    file.write_all(&[0; advisord::store::spare::WRITTEN_OUT])
+        .unwrap();
+    file.sync_all().unwrap();
+    nix::fcntl::posix_fadvise(
+        std::os::fd::AsRawFd::as_raw_fd(&file),
+        0,
+        0,
+        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+    )
+    .unwrap();
+    file.rewind().unwrap();
+    file
+}
+
+/// A record or journal entry written over a spare whose pages the kernel dropped reads
+/// nothing back from the disk: the write covers the spare's whole block, where a write of
+/// the record's bytes alone (shorter than a block) needs the rest of the block read first,
+/// one disk read on the job's path. Checked on the disk holding the build (the
+/// temporary directory may be in memory, where nothing is ever read back).
+#[test]
+fn a_write_over_a_spare_whose_pages_were_dropped_reads_nothing_back_from_the_disk() {
+    use std::io::{Seek, Write};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let record = br#"{"id":"01J0000000000000000000000","kind":"plan"}"#;
+
+    // What the kernel does for a write of part of a block it no longer holds in memory:
+    // it reads the block first. Seen here, or this test could not tell the difference.
+    let mut partial = spare_left_uncached(&dir.path().join("partial"));
+    let before = read_from_disk();
+    partial.write_all(record).unwrap();
+    let read_for_partial = read_from_disk() - before;
+    assert!(
+        read_for_partial > 0,
+        "a write of part of a dropped block read nothing on {}: this file system does not \
+         show the read this test is about (is the build directory in memory?)",
+        dir.path().display()
+    );
+
+    for (name, bytes) in [
+        ("short", record.to_vec()),
+        ("one block", vec![b'a'; advisord::store::spare::WRITTEN_OUT]),
+        (
+            "more than a block",
+            vec![b'b'; advisord::store::spare::WRITTEN_OUT + 100],
+        ),
+    ] {
+        let path = dir.path().join(name);
+        let mut spare = spare_left_uncached(&path);
+        let before = read_from_disk();
+        advisord::store::spare::write_over(&mut spare, &bytes).unwrap();
+        assert_eq!(
+            read_from_disk() - before,
+            0,
+            "{name}: the write over the spare read its block back"
+        );
+        drop(spare);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "{name}: holds its bytes only"
+        );
+    }
+
+    // A recycled journal entry longer than the one written over it keeps nothing of it.
+    let path = dir.path().join("recycled");
+    let mut recycled = spare_left_uncached(&path);
+    recycled
+        .write_all(&vec![b'x'; 3 * advisord::store::spare::WRITTEN_OUT])
+        .unwrap();
+    recycled.rewind().unwrap();
+    advisord::store::spare::write_over(&mut recycled, record).unwrap();
+    drop(recycled);
+    assert_eq!(std::fs::read(&path).unwrap(), record);
+}
