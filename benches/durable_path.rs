@@ -884,8 +884,6 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     }
 }
 
-/// A session's consultations with pauses: the medians of the consultation made once the
-/// daemon has gone quiet and of the one made right after it, and the task's records.
 /// What [`after_pause`] measured: medians of the consultations after a pause and with
 /// none, the task's records, and the same for `advisor-consult --version` (each after a
 /// pause of its own: the start of any process after the machine sat idle that long).
@@ -897,6 +895,9 @@ struct AfterPause {
     version_unpaused: Duration,
 }
 
+/// A session's consultations with pauses: the medians of the consultation made once the
+/// daemon has gone quiet and of the one made right after it, the task's records, and
+/// `--version` after a pause of its own and right after it.
 async fn after_pause(disk: &Path) -> AfterPause {
     let server = FakeLlmServer::start(Script::new()).await;
     let wrapper = wrapper();
