@@ -242,8 +242,8 @@ impl Journal {
         // made ahead or recycled when the daemon keeps them (`store/spare.rs`, `0600`
         // too), written over from its start and cut to the entry's length.
         let spares = self.dir.join(SPARE_DIR);
-        let (tmp_path, mut file) = match crate::store::spare::take_reusable(&spares) {
-            Some(spare) => spare,
+        let (tmp_path, mut file, pooled) = match crate::store::spare::take_reusable(&spares) {
+            Some((spare, file)) => (spare, file, true),
             None => {
                 let file = std::fs::OpenOptions::new()
                     .write(true)
@@ -252,14 +252,19 @@ impl Journal {
                     .mode(crate::paths::PRIVATE_FILE_MODE)
                     .open(&tmp_path)
                     .map_err(fail("create", &tmp_path))?;
-                (tmp_path, file)
+                (tmp_path, file, false)
             }
         };
-        crate::store::spare::write_over(&mut file, &bytes)
-            .map_err(fail("write", &tmp_path))
-            .inspect_err(|_| {
-                let _ = std::fs::remove_file(&tmp_path);
-            })?;
+        // A file of the pool is written over whole blocks and cut to the entry; one just
+        // made (or truncated) is empty, so the bytes alone are written.
+        let written = if pooled {
+            crate::store::spare::write_over(&mut file, &bytes)
+        } else {
+            io::Write::write_all(&mut file, &bytes)
+        };
+        written.map_err(fail("write", &tmp_path)).inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp_path);
+        })?;
         drop(file);
         let durable = must_flush(entry.job.state);
         // The durable name first, then the job's name. A job's first durable entry (it was
