@@ -120,7 +120,8 @@ impl Drop for Quiet {
         if WRITING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
             // Woken without the pools' lock, which a write never waits for: a maker that
             // looked just before and has not yet gone to sleep misses this, and is woken
-            // by the next take instead (a pool keeps enough for the next job meanwhile).
+            // by the next take, or the end of the next write that takes one, instead (a
+            // pool keeps enough for the next job meanwhile).
             let mut makers = MAKERS.lock().unwrap_or_else(|p| p.into_inner());
             makers.retain(|maker| match maker.upgrade() {
                 Some(shared) => {
@@ -216,9 +217,13 @@ struct Shared {
     /// Woken when the maker ends the creation it was in (see [`State::making`]).
     made: Condvar,
     keep: usize,
-    /// The maker sleeps until the writes under way end (a pool is low): the last one's
-    /// end wakes it, and no other does.
+    /// The maker is to be woken when the writes under way end: it found a pool low
+    /// during a write, or a take during a write left one low. The last write's end wakes
+    /// it, and no other does.
     awaits_writes: std::sync::atomic::AtomicBool,
+    /// How many times the maker has been woken from waiting on `wake` (tests).
+    #[cfg(test)]
+    woken: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -271,6 +276,8 @@ impl Spares {
             made: Condvar::new(),
             keep,
             awaits_writes: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            woken: std::sync::atomic::AtomicUsize::new(0),
         });
         MAKERS
             .lock()
@@ -316,7 +323,7 @@ impl Spares {
         };
         // Woken once the lock is free: a maker woken under it would only wait for it.
         if low {
-            self.shared.wake.notify_one();
+            self.shared.wake_when_quiet();
         }
         let spare = spare?;
         let opened = OpenOptions::new()
@@ -447,6 +454,26 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Have the maker fill a pool that runs low: at once when no write is under way,
+    /// else when the last one ends ([`Quiet`]). Woken during a write, it could make
+    /// nothing: it would only take the pools' lock to look, and the write's next take,
+    /// microseconds later, would find the lock held (a consultation takes four spares in
+    /// a row). Said before the writes are looked at, and looked at by the write that
+    /// ends after its count is down: one of the two sees the other, so the wake-up is
+    /// not lost between them.
+    fn count_woken(&self) {
+        #[cfg(test)]
+        self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn wake_when_quiet(&self) {
+        self.awaits_writes
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if !writing() {
+            self.wake.notify_one();
+        }
+    }
+
     /// The pools' lock for a write on its way (a take, a file given back), or `None` when
     /// it stays held over [`WRITER_TRIES`] tries: the write then does without a spare.
     /// Whoever else holds it holds it for a few instructions, but the maker runs at the
@@ -495,6 +522,7 @@ impl Shared {
                         }
                         // A write is under way: fill the pool once it has ended.
                         state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                        self.count_woken();
                         self.awaits_writes
                             .store(false, std::sync::atomic::Ordering::SeqCst);
                         continue;
@@ -516,6 +544,7 @@ impl Shared {
                         }
                         None => self.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
                     };
+                    self.count_woken();
                 };
                 state.next += 1;
                 state.making = true;
@@ -748,6 +777,39 @@ mod tests {
             spares.ready(&dir) == 2
         });
         fs::remove_file(taken).unwrap();
+    }
+
+    /// A take during a write leaves the maker asleep: woken, it could make nothing, and
+    /// would only take the pools' lock to look while the write's next take wants it. The
+    /// write's end wakes it, and it fills the pool then.
+    #[test]
+    fn a_take_during_a_write_wakes_the_maker_only_once_the_write_has_ended() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (_parent, dir, spares) = filled(3);
+        let quiet = quiet();
+        let before = spares.shared.woken.load(SeqCst);
+        let taken: Vec<PathBuf> = (0..3)
+            .map(|_| spares.take(&dir).expect("a spare").0)
+            .collect();
+        let held = Instant::now();
+        // Long enough for a woken maker to have looked, were it woken.
+        while held.elapsed() < Duration::from_millis(60) {
+            assert_eq!(
+                spares.shared.woken.load(SeqCst),
+                before,
+                "the maker was woken during the write"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(spares.ready(&dir), 0, "nothing made during the write");
+        drop(quiet);
+        until("the pool filled after the write", || {
+            spares.ready(&dir) == 3
+        });
+        assert!(spares.shared.woken.load(SeqCst) > before);
+        for spare in taken {
+            fs::remove_file(spare).unwrap();
+        }
     }
 
     #[test]
