@@ -454,6 +454,12 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Count one wake-up of the maker (tests; nothing otherwise).
+    fn count_woken(&self) {
+        #[cfg(test)]
+        self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Have the maker fill a pool that runs low: at once when no write is under way,
     /// else when the last one ends ([`Quiet`]). Woken during a write, it could make
     /// nothing: it would only take the pools' lock to look, and the write's next take,
@@ -461,11 +467,6 @@ impl Shared {
     /// a row). Said before the writes are looked at, and looked at by the write that
     /// ends after its count is down: one of the two sees the other, so the wake-up is
     /// not lost between them.
-    fn count_woken(&self) {
-        #[cfg(test)]
-        self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-
     fn wake_when_quiet(&self) {
         self.awaits_writes
             .store(true, std::sync::atomic::Ordering::SeqCst);
