@@ -218,8 +218,8 @@ struct Shared {
     made: Condvar,
     keep: usize,
     /// The maker is to be woken when the writes under way end: it found a pool low
-    /// during a write, or a take during a write left one low. The last write's end wakes
-    /// it, and no other does.
+    /// during a write, or a take during a write left one low. Of the writes, only the
+    /// last one's end wakes it (a take outside any write wakes it at once).
     awaits_writes: std::sync::atomic::AtomicBool,
     /// How many times the maker has been woken from waiting on `wake` (tests).
     #[cfg(test)]
