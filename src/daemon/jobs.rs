@@ -11,6 +11,7 @@
 //! the pruner of finished jobs (`prune.rs`) and idle exit (`idle.rs`). The job itself is
 //! run by the [`Runner`] the daemon hands in.
 
+mod answering;
 mod handle;
 mod idle;
 mod prune;
@@ -375,10 +376,12 @@ impl Jobs {
         self: &Arc<Self>,
         request: ConsultRequest,
     ) -> Result<(Job, futures::stream::BoxStream<'static, Event>)> {
+        // No spare file is made while it is answered at once (`answering`).
+        let quiet = crate::store::spare::quiet();
         let (_, job, events) = self.accept(request, None, true).await?;
         let events =
             events.ok_or_else(|| Error::Internal("the job's events were not followed".into()))?;
-        Ok((job, events))
+        Ok((job, answering::quiet_while_answering(events, quiet)))
     }
 
     /// Queue a review relayed for a mesh peer: a consultation whose advisors get

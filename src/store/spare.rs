@@ -94,7 +94,8 @@ pub const RELEASE_WAIT: Duration = Duration::from_secs(1);
 static SPARES: OnceLock<Spares> = OnceLock::new();
 
 /// How many writes of this process are between taking their task's lock and letting it
-/// go ([`quiet`]): while any is, the maker creates no spare.
+/// go, and consultations being answered at once ([`quiet`]): while any is, the maker
+/// creates no spare.
 static WRITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The makers of this process, woken when the last write under way ends ([`Quiet`]).
@@ -105,8 +106,10 @@ static MAKERS: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
 /// bitmap and a directory block: made while a job's records are staged, a spare would hold
 /// up their renames out of the same directory and add its blocks to the flush the job
 /// waits for (and on ext4 without a journal a creation can take milliseconds, stepping over
-/// inodes freed shortly before). So the maker fills its pools once the writes have ended,
-/// while the daemon answers and waits for the next job.
+/// inodes freed shortly before). So the maker fills its pools once the writes have ended.
+/// The daemon also holds it while it answers a consultation at once, from the request to
+/// its last event (`daemon::jobs::answering`): the maker then fills its pools while the
+/// daemon waits for the next job.
 pub fn quiet() -> Quiet {
     WRITING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     Quiet(())
