@@ -109,7 +109,9 @@ impl Client {
             .map_err(|e| Error::Protocol(format!("the request could not be built: {e}")))?;
         // Handed to the connection, queued before anything spawned after it.
         let response = sender.send_request(request);
-        tokio::spawn(async { read_cpu_features() });
+        if !CPU_FEATURES.is_completed() {
+            tokio::spawn(async { CPU_FEATURES.call_once(read_cpu_features) });
+        }
         response.await.map_err(|e| self.lost(&e))
     }
 
@@ -246,6 +248,10 @@ impl EventReader {
         }
     }
 }
+
+/// Whether [`read_cpu_features`] ran: the first request of a process spawns it, the
+/// others nothing.
+static CPU_FEATURES: std::sync::Once = std::sync::Once::new();
 
 /// Read which instructions this CPU has, once per process, while the daemon works on the
 /// request just sent: the parser of the reply (httparse) asks on its first use, and each

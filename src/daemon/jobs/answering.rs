@@ -5,10 +5,11 @@
 //! the call to end on a kernel that does not preempt system calls; and on a machine whose
 //! scheduler packs threads onto as few cores as it can, the job's threads and that one share
 //! a core. Measured on the project's test machine: the thread ran about 280 µs inside each
-//! consultation's round trip on the disk, right before the reply. So a consultation taken on
-//! the connection that queued it holds the writes' quiet ([`crate::store::spare::quiet`])
-//! from its request until its reply has nothing to send: the last event written, or no new
-//! one for [`ANSWERING_IDLE`] (its advisors are slow, and the thread may work meanwhile).
+//! consultation's round trip on the disk, before its plan was staged and before its reply.
+//! So a consultation taken on the connection that queued it holds the writes' quiet
+//! ([`crate::store::spare::quiet`]) from its request until its reply has nothing to send:
+//! the last event written, or no new one for [`ANSWERING_IDLE`] (its advisors are slow,
+//! and the thread may work meanwhile).
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
