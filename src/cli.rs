@@ -100,13 +100,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Verb::Consult(args)) => (None, Some(args.into_request())),
         Some(verb) => (Some(verb), None),
         None => {
-            let consult = cli.assessment.map(|assessment| ConsultVerb {
+            let bare = cli.consult;
+            let consult = bare.assessment.map(|assessment| ConsultVerb {
                 assessment: assessment.into(),
-                question: cli.question,
-                timeout: cli.timeout,
-                prior_opinion: cli.prior_opinion,
-                detach: cli.detach,
-                preview_prompt: cli.preview_prompt,
+                question: bare.question,
+                timeout: bare.timeout,
+                prior_opinion: bare.prior_opinion,
+                detach: bare.detach,
+                preview_prompt: bare.preview_prompt,
             });
             (None, consult)
         }

@@ -90,6 +90,17 @@ pub struct Cli {
     /// The flags every verb accepts.
     #[command(flatten)]
     pub global: GlobalFlags,
+    /// `--assessment ID` and how to consult.
+    #[command(flatten)]
+    pub consult: BareConsult,
+    /// The verb.
+    #[command(subcommand)]
+    pub verb: Option<Verb>,
+}
+
+/// The bare consult form's flags: `--assessment ID` and how to consult, without a verb.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BareConsult {
     /// Queue a consultation for this assessment and wait for it
     #[arg(long, value_name = "ID")]
     pub assessment: Option<String>,
@@ -108,9 +119,24 @@ pub struct Cli {
     /// Print the exact prompt the advisors would receive; send nothing, record nothing
     #[arg(long, requires = "assessment", conflicts_with = "detach")]
     pub preview_prompt: bool,
-    /// The verb.
-    #[command(subcommand)]
-    pub verb: Option<Verb>,
+}
+
+/// The top level of [`Cli`] without its verbs: the same two flattened sets of flags, so
+/// a command line it accepts means the same to [`Cli`] (with no verb). Building every
+/// verb's flags is most of what parsing costs (about 0.45 ms of a consultation's start
+/// on a 2-core VM), and a consultation names none of them. No help and no version flag:
+/// those, and every error, are left to [`Cli`].
+#[derive(Debug, Parser)]
+#[command(
+    name = "advisor-consult",
+    disable_help_flag = true,
+    disable_version_flag = true
+)]
+struct TopLevel {
+    #[command(flatten)]
+    global: GlobalFlags,
+    #[command(flatten)]
+    consult: BareConsult,
 }
 
 impl Cli {
@@ -120,8 +146,12 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let cli = Cli::try_parse_from(args)?;
-        if let (Some(_), Some(verb)) = (&cli.assessment, &cli.verb) {
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        if let Some(cli) = Self::bare_consult(&args) {
+            return Ok(cli);
+        }
+        let cli = Cli::try_parse_from(&args)?;
+        if let (Some(_), Some(verb)) = (&cli.consult.assessment, &cli.verb) {
             // Global flags may come before a verb, so clap's own conflict rule cannot be used.
             let mut command = <Cli as clap::CommandFactory>::command();
             return Err(command.error(
@@ -134,6 +164,25 @@ impl Cli {
             ));
         }
         Ok(cli)
+    }
+
+    /// The bare consult form (`--assessment ID` with flags and no verb) parsed by
+    /// [`TopLevel`] alone; `None` for any other command line, or one `TopLevel` refuses,
+    /// which the whole command line then parses and words the errors of.
+    fn bare_consult(args: &[std::ffi::OsString]) -> Option<Cli> {
+        let names_assessment = args.iter().skip(1).any(|arg| {
+            arg.to_str()
+                .is_some_and(|arg| arg == "--assessment" || arg.starts_with("--assessment="))
+        });
+        if !names_assessment {
+            return None;
+        }
+        let top = TopLevel::try_parse_from(args).ok()?;
+        Some(Cli {
+            global: top.global,
+            consult: top.consult,
+            verb: None,
+        })
     }
 }
 
@@ -759,9 +808,9 @@ mod tests {
         let cli = parse(&["--assessment", "A", "--timeout", "2.5", "--detach"]).expect("parses");
         assert_eq!(
             (
-                cli.assessment.as_deref(),
-                cli.timeout,
-                cli.detach,
+                cli.consult.assessment.as_deref(),
+                cli.consult.timeout,
+                cli.consult.detach,
                 cli.verb.is_none()
             ),
             (
@@ -787,6 +836,98 @@ mod tests {
         }
     }
 
+    fn argv(args: &[&str]) -> Vec<std::ffi::OsString> {
+        std::iter::once("advisor-consult")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect()
+    }
+
+    #[test]
+    fn the_bare_form_parsed_alone_means_what_the_whole_command_line_means() {
+        for args in [
+            &["--assessment", "A"][..],
+            &["--assessment=A", "--format=json"][..],
+            &[
+                "--no-autostart",
+                "--socket",
+                "/s",
+                "--root",
+                "/r",
+                "--state-dir",
+                "/d",
+                "--catalogue",
+                "/c.yaml",
+                "--task",
+                "t",
+                "--format",
+                "json",
+                "--assessment",
+                "A",
+            ][..],
+            &[
+                "--assessment",
+                "A",
+                "--question",
+                "q",
+                "--timeout",
+                "2.5",
+                "--prior-opinion",
+                "p",
+                "--no-daemon",
+            ][..],
+            &["--task", "status", "--assessment", "A", "--detach"][..],
+            &["--assessment", "A", "--preview-prompt"][..],
+        ] {
+            let argv = argv(args);
+            let alone = Cli::bare_consult(&argv).expect("parsed alone");
+            let whole = Cli::try_parse_from(&argv).expect("the whole command line parses it");
+            assert_eq!(format!("{alone:?}"), format!("{whole:?}"), "{args:?}");
+        }
+        // Help, version, verbs and every error are the whole command line's to answer.
+        for (args, exit) in [
+            (&["--assessment", "A", "--help"][..], 0),
+            (&["--assessment", "A", "-V"][..], 0),
+            (&["--assessment", "A", "status"][..], 2),
+            (&["status", "--assessment", "A"][..], 2),
+            (&["--assessment", "A", "--timeout", "soon"][..], 2),
+            (
+                &["--assessment", "A", "--detach", "--preview-prompt"][..],
+                2,
+            ),
+            (&["--assessment"][..], 2),
+            (&["--assessment", "A", "--frobnicate"][..], 2),
+        ] {
+            assert!(Cli::bare_consult(&argv(args)).is_none(), "{args:?}");
+            let err = parse(args).expect_err(&format!("{args:?} must not parse"));
+            assert_eq!(err.exit_code(), exit, "{args:?}: {err}");
+        }
+        let help = parse(&["--assessment", "A", "--help"]).expect_err("help exits");
+        assert!(
+            help.to_string().contains("consult"),
+            "the whole help: {help}"
+        );
+        // A command line without `--assessment` never tries the top level alone.
+        assert!(Cli::bare_consult(&argv(&["--format", "json"])).is_none());
+    }
+
+    #[test]
+    fn the_top_level_alone_has_every_flag_of_the_whole_top_level() {
+        let ids = |command: clap::Command| -> std::collections::BTreeSet<String> {
+            command
+                .get_arguments()
+                .map(|arg| arg.get_id().to_string())
+                .filter(|id| id != "help" && id != "version")
+                .collect()
+        };
+        let whole = ids(Cli::command());
+        assert!(
+            whole.contains("assessment") && whole.contains("socket"),
+            "{whole:?}"
+        );
+        assert_eq!(ids(<TopLevel as clap::CommandFactory>::command()), whole);
+    }
+
     #[test]
     fn consult_is_the_verb_of_the_bare_form() {
         let cli = parse(&[
@@ -808,7 +949,7 @@ mod tests {
         assert_eq!(request.timeout, Some(Timeout::from_secs_f64(3.0).unwrap()));
         assert!(request.detach && !request.preview_prompt);
         let preview = parse(&["--assessment", "A", "--preview-prompt"]).expect("parses");
-        assert!(preview.preview_prompt);
+        assert!(preview.consult.preview_prompt);
         for bad in [
             &["consult"][..],
             &["consult", "A", "--detach", "--preview-prompt"][..],
