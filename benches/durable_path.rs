@@ -53,12 +53,14 @@
 //!   each, then one pause and one consultation unmeasured: those first ones came at a
 //!   burst's pace), on the disk, ÷ the same consultation with no pause, each paused one
 //!   followed by one unpaused (`DURABLE_PAUSES` pauses, 3 unless set; about 25 s each).
-//!   Bound ≤ 2.0: a pause between two consultations must not have the next one read the
-//!   whole task again (4.2 when it did, at 600 records); what is left is what any idle
-//!   process pays to wake (1.2 to 1.6 here, and about 1.3 ms after only five seconds).
-//!   Printed beside it, unbounded: `advisor-consult --version` after a pause of its own
-//!   and with none, since a machine that reclaims memory while it idles (page cache
-//!   among it) has any process start after a pause read its binary's pages back.
+//!   A machine that reclaims memory while it idles (page cache among it) has any process
+//!   start after a pause read its binary's pages back, so `advisor-consult --version` is
+//!   timed after a pause of its own and with none, and what it lost is taken off the
+//!   paused consultation. Bound on what is left ÷ the unpaused consultation ≤ 2.0: a pause
+//!   between two consultations must not have the next one read the whole task again
+//!   (4.2 when it did, at 600 records, before this correction). The plain ratio is
+//!   printed beside it: on this VM, whose kernel reclaims idle pages (`kdamond`), the
+//!   restart alone costs 2.4 to 3.6 ms, more than half a warm consultation.
 //!
 //! `cargo bench -p advisord --bench durable_path` (`DURABLE_ONLY=flushes,round_trip,
 //! throughput,arenas,stop,after_pause` runs only those).
@@ -1153,22 +1155,26 @@ async fn main() {
             version_unpaused,
         } = after_pause(&disk).await;
         let ratio = paused.as_secs_f64() / unpaused.as_secs_f64();
+        // What any process start lost over the same pause, charged to the machine.
+        let machine = version_paused.saturating_sub(version_unpaused);
+        let own = paused.saturating_sub(machine).as_secs_f64() / unpaused.as_secs_f64();
         println!(
             "durable_path: a consultation after the daemon went quiet, in a task of \
              {records} records on the disk ({}): {:.2} ms against {:.2} ms with no pause, \
-             ratio {ratio:.2} (bound <= {PAUSE_BOUND}); `--version` after the same pause \
-             {:.2} ms against {:.2} ms, {:.2} ms more (what starting any process costs \
-             after that long idle on this machine)",
+             ratio {ratio:.2}; `--version` after the same pause {:.2} ms against {:.2} ms, \
+             {:.2} ms more (what starting any process costs after that long idle on this \
+             machine); the consultation less that, ratio {own:.2} (bound <= {PAUSE_BOUND})",
             disk.display(),
             ms(paused),
             ms(unpaused),
             ms(version_paused),
             ms(version_unpaused),
-            ms(version_paused) - ms(version_unpaused)
+            ms(machine)
         );
-        if ratio > PAUSE_BOUND {
+        if own > PAUSE_BOUND {
             broken.push(format!(
-                "a consultation after a pause {ratio:.2} > {PAUSE_BOUND}"
+                "a consultation after a pause, less what `--version` lost over it, \
+                 {own:.2} > {PAUSE_BOUND}"
             ));
         }
     }
