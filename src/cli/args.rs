@@ -99,7 +99,7 @@ pub struct Cli {
 }
 
 /// The bare consult form's flags: `--assessment ID` and how to consult, without a verb.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, clap::Args)]
 pub struct BareConsult {
     /// Queue a consultation for this assessment and wait for it
     #[arg(long, value_name = "ID")]
@@ -144,7 +144,7 @@ impl Cli {
     pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
+        T: Into<std::ffi::OsString>,
     {
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
         if let Some(cli) = Self::bare_consult(&args) {
