@@ -60,7 +60,7 @@
 //!   between two consultations must not have the next one read the whole task again
 //!   (4.2 when it did, at 600 records, before this correction). The plain ratio is
 //!   printed beside it: on this VM, whose kernel reclaims idle pages (`kdamond`), the
-//!   restart alone costs 2.4 to 3.6 ms, more than half a warm consultation.
+//!   restart alone costs 2.4 to 4.0 ms, more than half a warm consultation.
 //!
 //! `cargo bench -p advisord --bench durable_path` (`DURABLE_ONLY=flushes,round_trip,
 //! throughput,arenas,stop,after_pause` runs only those).
