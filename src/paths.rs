@@ -49,6 +49,27 @@ fn tighten(path: &Path, mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Open `path` for reading with the open flags `flags`, leaving its access time alone
+/// where the system allows (`O_NOATIME`, Linux, for the file's owner; a file of another
+/// owner is opened again without it). The daemon reads each anchor and record right after
+/// writing it: with `relatime`, the first read after a write changes the file's inode
+/// again, which the next flush of the file system then writes out once more.
+pub fn open_for_reading(path: &Path, flags: i32) -> std::io::Result<File> {
+    let open = |extra: i32| {
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(flags | extra)
+            .open(path)
+    };
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    match open(nix::fcntl::OFlag::O_NOATIME.bits()) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::EPERM) => open(0),
+        opened => opened,
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    open(0)
+}
+
 /// The variable naming the daemon's socket when `--socket` is not given.
 pub const ENV_SOCKET: &str = "ADVISORD_SOCKET";
 
@@ -162,6 +183,40 @@ mod tests {
             expected.map(PathBuf::from),
             "flag {flag:?}, vars {vars:?}"
         );
+    }
+
+    /// A read through [`open_for_reading`] leaves the access time as it was, where a plain
+    /// read (with `relatime`, an access time older than the last change) moves it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn reading_for_the_store_leaves_the_access_time_alone() {
+        use std::io::Read;
+        use std::time::{Duration, SystemTime};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("anchor");
+        std::fs::write(&path, "head\n").unwrap();
+        let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        let file = File::options().write(true).open(&path).unwrap();
+        file.set_times(std::fs::FileTimes::new().set_accessed(an_hour_ago))
+            .unwrap();
+        drop(file);
+        let accessed = || std::fs::metadata(&path).unwrap().accessed().unwrap();
+        let before = accessed();
+        let mut text = String::new();
+        open_for_reading(&path, nix::libc::O_NOFOLLOW)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "head\n");
+        assert_eq!(accessed(), before, "the read moved the access time");
+        // What it spares: a plain read moves it, unless the file system never records
+        // reads (`noatime`).
+        std::fs::read(&path).unwrap();
+        let records_reads = accessed() != before;
+        eprintln!("this file system records reads: {records_reads}");
+        // A missing file is the open's own error, not a retry's.
+        let missing = open_for_reading(&dir.path().join("missing"), 0).unwrap_err();
+        assert_eq!(missing.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]

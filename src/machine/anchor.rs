@@ -67,11 +67,8 @@ impl Anchors {
     /// anchor cannot be read: it then vouches for nothing).
     pub fn head(&self, task: &TaskName) -> Option<Head> {
         let path = self.file(task)?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(path)
-            .ok()?;
+        // Its access time left alone: the anchor is read right after each write of it.
+        let mut file = crate::paths::open_for_reading(&path, nix::libc::O_NOFOLLOW).ok()?;
         // An anchor is one line of 93 bytes, read whole (at most 256) into room made for
         // it: two `read`s, where `read_to_string`'s growing buffer took four (it is read
         // before every plan the daemon writes).

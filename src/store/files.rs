@@ -37,13 +37,11 @@ pub(super) fn is_temp_file(name: &OsStr) -> bool {
 }
 
 /// Open `path`, a file in a task's directory, for reading: never through a symbolic link,
-/// never blocking on a pipe planted there, and only when it is a regular file. Its
+/// never blocking on a pipe planted there, its access time left alone where allowed
+/// ([`crate::paths::open_for_reading`]), and only when it is a regular file. Its
 /// metadata, taken from the open file, comes with it.
 pub(super) fn open_in_task(path: &Path) -> io::Result<(File, fs::Metadata)> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
-        .open(path)
+    let file = crate::paths::open_for_reading(path, libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
         .map_err(|e| refused_link(path, e))?;
     let stat = file.metadata()?;
     if !stat.is_file() {
