@@ -12,6 +12,11 @@
 //! before the next record that links to it is. `syncfs` makes the new file's bytes and
 //! every rename made before it durable in one call, so a record costs one flush (its
 //! bytes, and the previous record's name, see `docs/DAEMON.md`, "What is flushed when").
+//!
+//! Under a stream of writers a flush waits a moment before it starts, so that it serves
+//! more of them ([`gather_window`]): each flush writes out again the blocks every write
+//! shares (the inode table, the bitmaps, the group's descriptor, the directories), so
+//! fewer, larger flushes write fewer blocks. A caller alone is never held.
 
 use std::fs::File;
 use std::io;
@@ -19,6 +24,36 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest a flush waits for more callers before it starts.
+pub const GATHER_AT_MOST: Duration = Duration::from_millis(1);
+
+/// How recent the last flush served by several callers must be for the next one to wait
+/// for more: beyond it, the writers it served are not a stream any more.
+pub const GATHER_STREAM: Duration = Duration::from_millis(10);
+
+/// How long a flush about to start waits for more callers, given the flush before it:
+/// how many callers it served, how long it took, and how long ago it ended (`stream`:
+/// the most for writers to still count as a stream, [`GATHER_STREAM`]).
+///
+/// Only while writers come as a stream (the last flush served several, and ended a
+/// moment ago) does it wait, and then for as long as that flush took (at most
+/// [`GATHER_AT_MOST`]): the callers that arrive meanwhile would otherwise wait that long
+/// for the next flush anyway, and share this one instead. A caller alone (one
+/// consultation, one `record`) never waits, and on a file system whose flush is nearly
+/// free (memory) the wait is nearly nothing.
+pub fn gather_window(
+    last_callers: u64,
+    last_took: Duration,
+    since_last: Duration,
+    stream: Duration,
+) -> Duration {
+    if last_callers < 2 || since_last > stream {
+        return Duration::ZERO;
+    }
+    last_took.min(GATHER_AT_MOST)
+}
 
 /// Flushes run by this process, every [`Flusher`] counted (for the benchmarks and tests).
 static FLUSHES: AtomicU64 = AtomicU64::new(0);
@@ -26,6 +61,14 @@ static FLUSHES: AtomicU64 = AtomicU64::new(0);
 /// How many flushes this process has run.
 pub fn flushes() -> u64 {
     FLUSHES.load(Ordering::Relaxed)
+}
+
+/// Flushes run by this process that waited for more callers first ([`gather_window`]).
+static GATHERED: AtomicU64 = AtomicU64::new(0);
+
+/// How many flushes of this process waited for more callers before they started.
+pub fn gathered() -> u64 {
+    GATHERED.load(Ordering::Relaxed)
 }
 
 /// This process's group commit of the file system holding `dir`, made on first use:
@@ -78,10 +121,21 @@ pub struct Flusher {
     ran: AtomicU64,
     state: Mutex<State>,
     ended: Condvar,
+    /// What a flush runs: `syncfs` on the handle (another function in tests).
+    run: fn(std::os::fd::RawFd) -> nix::Result<()>,
+    /// How recent a flush must be for its callers to count as a stream ([`gather_window`]).
+    stream: Duration,
 }
 
 #[derive(Default)]
 struct State {
+    /// Callers waiting for the next flush to start (the one to come, not one running).
+    asking: u64,
+    /// The last flush that ended: how many callers it served, how long it took, and
+    /// when it ended.
+    last: Option<(u64, Duration, Instant)>,
+    /// Flushes that waited for more callers before they started.
+    gathered: u64,
     /// The directory, opened once (the flush's handle on the file system).
     handle: Option<File>,
     /// How many flushes started; the one running, if any, is number `started`.
@@ -109,6 +163,8 @@ impl Flusher {
                 ..State::default()
             }),
             ended: Condvar::new(),
+            run: nix::unistd::syncfs,
+            stream: GATHER_STREAM,
         }
     }
 
@@ -117,12 +173,21 @@ impl Flusher {
         self.ran.load(Ordering::Relaxed)
     }
 
+    /// How many of them waited for more callers before they started ([`gather_window`]).
+    pub fn gathered(&self) -> u64 {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .gathered
+    }
+
     /// Return once everything written to the file system before this call is durable.
     pub fn flush(&self) -> io::Result<()> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         // A flush running now may have started before the caller's write: only the
         // next one is sure to cover it.
         let needed = state.started + 1;
+        state.asking += 1;
         loop {
             if state.ended >= needed {
                 return match &state.failed {
@@ -134,8 +199,21 @@ impl Flusher {
             }
             if !state.running {
                 state.running = true;
+                // Writers coming as a stream: wait a moment, so that those about to ask
+                // share this flush (they see it running and wait for its number).
+                let window = state.last.map_or(Duration::ZERO, |(callers, took, ended)| {
+                    gather_window(callers, took, ended.elapsed(), self.stream)
+                });
+                if !window.is_zero() {
+                    state.gathered += 1;
+                    GATHERED.fetch_add(1, Ordering::Relaxed);
+                    drop(state);
+                    std::thread::sleep(window);
+                    state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                }
                 state.started += 1;
                 let number = state.started;
+                let callers = std::mem::take(&mut state.asking);
                 if state.handle.is_none() {
                     match File::open(&self.dir) {
                         Ok(dir) => state.handle = Some(dir),
@@ -151,12 +229,13 @@ impl Flusher {
                 drop(state);
                 FLUSHES.fetch_add(1, Ordering::Relaxed);
                 self.ran.fetch_add(1, Ordering::Relaxed);
-                let result = fd.map_or(Ok(()), |fd| {
-                    nix::unistd::syncfs(fd).map_err(io::Error::from)
-                });
+                let began = Instant::now();
+                let result = fd.map_or(Ok(()), |fd| (self.run)(fd).map_err(io::Error::from));
+                let took = began.elapsed();
                 state = self.state.lock().unwrap_or_else(|p| p.into_inner());
                 state.running = false;
                 state.ended = number;
+                state.last = Some((callers, took, Instant::now()));
                 if let Err(e) = &result {
                     state.failed = Some((number, e.kind(), e.to_string()));
                 }
@@ -195,6 +274,103 @@ mod tests {
         // exact count), and a caller never waits for more than two.
         let ran = flushes() - before;
         assert!((1..=16 + 16).contains(&ran), "{ran} flushes");
+    }
+
+    #[test]
+    fn a_flush_waits_for_more_callers_only_while_writers_come_as_a_stream() {
+        let took = Duration::from_micros(600);
+        let now = Duration::from_micros(200);
+        // One caller last time (a consultation alone, a `record`): no wait.
+        assert_eq!(gather_window(1, took, now, GATHER_STREAM), Duration::ZERO);
+        assert_eq!(gather_window(0, took, now, GATHER_STREAM), Duration::ZERO);
+        // Several, a moment ago: as long as that flush took...
+        assert_eq!(gather_window(2, took, now, GATHER_STREAM), took);
+        // ...and never longer than the bound, however slow the disk.
+        assert_eq!(
+            gather_window(9, Duration::from_millis(40), now, GATHER_STREAM),
+            GATHER_AT_MOST
+        );
+        // Several, but long ago: the stream has ended.
+        let later = GATHER_STREAM + Duration::from_millis(1);
+        assert_eq!(gather_window(9, took, later, GATHER_STREAM), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_caller_alone_is_never_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let flusher = Flusher::new(dir.path());
+        for _ in 0..5 {
+            flusher.flush().unwrap();
+        }
+        assert_eq!(flusher.ran(), 5);
+        assert_eq!(flusher.gathered(), 0, "each flush had one caller");
+    }
+
+    /// A flush that holds until [`GATE`] opens, counting the flushes that entered it.
+    fn held(_: std::os::fd::RawFd) -> nix::Result<()> {
+        let (open, changed) = &GATE;
+        let mut state = open.lock().unwrap();
+        state.1 += 1;
+        changed.notify_all();
+        while !state.0 {
+            state = changed.wait(state).unwrap();
+        }
+        Ok(())
+    }
+    /// Whether held flushes may end, and how many have begun.
+    static GATE: (Mutex<(bool, u64)>, Condvar) = (Mutex::new((false, 0)), Condvar::new());
+
+    /// Wait (bounded) until `done` holds of the gate's state.
+    fn until_gate(done: impl Fn(&(bool, u64)) -> bool) {
+        let (open, changed) = &GATE;
+        let state = open.lock().unwrap();
+        let (state, timeout) = changed
+            .wait_timeout_while(state, Duration::from_secs(10), |s| !done(s))
+            .unwrap();
+        assert!(!timeout.timed_out(), "gate state {:?}", *state);
+    }
+
+    #[test]
+    fn after_a_flush_shared_by_several_the_next_one_waits_for_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let flusher = Arc::new(Flusher {
+            run: held,
+            // Never stale within this test, however slow the machine running it.
+            stream: Duration::from_secs(600),
+            ..Flusher::new(dir.path())
+        });
+        let asking = |f: &Flusher| f.state.lock().unwrap().asking;
+        let flush = |f: &Arc<Flusher>| {
+            let f = f.clone();
+            std::thread::spawn(move || f.flush().unwrap())
+        };
+        // The first flush starts and holds; two callers come while it runs: they share
+        // the second.
+        let first = flush(&flusher);
+        until_gate(|s| s.1 == 1);
+        let (second, third) = (flush(&flusher), flush(&flusher));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while asking(&flusher) < 2 {
+            assert!(Instant::now() < deadline, "the two callers never asked");
+            std::thread::yield_now();
+        }
+        GATE.0.lock().unwrap().0 = true;
+        GATE.1.notify_all();
+        for thread in [first, second, third] {
+            thread.join().unwrap();
+        }
+        assert_eq!(flusher.ran(), 2, "the two later callers shared one flush");
+        assert_eq!(
+            flusher.gathered(),
+            0,
+            "the first two followed single callers"
+        );
+        // The last flush served two: the next one waits for more before it starts.
+        flusher.flush().unwrap();
+        assert_eq!((flusher.ran(), flusher.gathered()), (3, 1));
+        // That one served one caller: the one after it does not wait.
+        flusher.flush().unwrap();
+        assert_eq!((flusher.ran(), flusher.gathered()), (4, 1));
     }
 
     #[test]

@@ -74,6 +74,7 @@ async fn a_streamed_job_is_acknowledged_once_one_flush_made_it_its_plan_and_outc
     // The daemon runs in this process (each integration test has a process of its own):
     // the count is this consultation's.
     let before = advisord::store::durable::flushes();
+    let held = advisord::store::durable::gathered();
     let (job, events) = client
         .consult_streamed(&request(&daemon, &assessment))
         .await
@@ -84,6 +85,8 @@ async fn a_streamed_job_is_acknowledged_once_one_flush_made_it_its_plan_and_outc
     let advisors = daemon.place.consulted(TASK);
     assert_eq!(advisors, ["a", "b"]);
     assert_eq!(advisord::store::durable::flushes() - before, 1);
+    // A consultation alone is the flush's only caller: it never waits for others.
+    assert_eq!(advisord::store::durable::gathered(), held);
     // The events keep their order: the plan first, each exchange's start and end, each
     // record, then done.
     let mut events = events.expect("the events on the same connection");
@@ -136,6 +139,7 @@ async fn consultations_written_in_one_flush_keep_the_task_this_machines_own() {
     let client = advisord::client::Client::new(daemon.socket());
     let context: RequestContext =
         serde_json::from_value(daemon.place.context()).expect("a context");
+    let held = advisord::store::durable::gathered();
     for round in 1..=3 {
         let before = advisord::store::durable::flushes();
         consulted_to_its_end(&client, &daemon, &assessment).await;
@@ -145,6 +149,9 @@ async fn consultations_written_in_one_flush_keep_the_task_this_machines_own() {
             1,
             "round {round}"
         );
+        // Each flush had one caller, so the next consultation's is never held waiting
+        // for more (only a stream of writers is: `durable::gather_window`).
+        assert_eq!(advisord::store::durable::gathered(), held, "round {round}");
         let status = client
             .status(advisord::protocol::StatusRequest {
                 context: context.clone(),
