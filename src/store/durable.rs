@@ -119,6 +119,8 @@ pub struct Flusher {
     dir: PathBuf,
     /// Flushes this one ran.
     ran: AtomicU64,
+    /// Flushes this one ran that waited for more callers first.
+    gathered: AtomicU64,
     state: Mutex<State>,
     ended: Condvar,
     /// What a flush runs: `syncfs` on the handle (another function in tests).
@@ -134,8 +136,6 @@ struct State {
     /// The last flush that ended: how many callers it served, how long it took, and
     /// when it ended.
     last: Option<(u64, Duration, Instant)>,
-    /// Flushes that waited for more callers before they started.
-    gathered: u64,
     /// The directory, opened once (the flush's handle on the file system).
     handle: Option<File>,
     /// How many flushes started; the one running, if any, is number `started`.
@@ -158,6 +158,7 @@ impl Flusher {
         Flusher {
             dir: dir.to_path_buf(),
             ran: AtomicU64::new(0),
+            gathered: AtomicU64::new(0),
             state: Mutex::new(State {
                 handle,
                 ..State::default()
@@ -175,10 +176,7 @@ impl Flusher {
 
     /// How many of them waited for more callers before they started ([`gather_window`]).
     pub fn gathered(&self) -> u64 {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .gathered
+        self.gathered.load(Ordering::Relaxed)
     }
 
     /// Return once everything written to the file system before this call is durable.
@@ -205,8 +203,8 @@ impl Flusher {
                     gather_window(callers, took, ended.elapsed(), self.stream)
                 });
                 if !window.is_zero() {
-                    state.gathered += 1;
                     GATHERED.fetch_add(1, Ordering::Relaxed);
+                    self.gathered.fetch_add(1, Ordering::Relaxed);
                     drop(state);
                     std::thread::sleep(window);
                     state = self.state.lock().unwrap_or_else(|p| p.into_inner());
