@@ -229,11 +229,11 @@ impl Flusher {
                 self.ran.fetch_add(1, Ordering::Relaxed);
                 let began = Instant::now();
                 let result = fd.map_or(Ok(()), |fd| (self.run)(fd).map_err(io::Error::from));
-                let took = began.elapsed();
+                let done = Instant::now();
                 state = self.state.lock().unwrap_or_else(|p| p.into_inner());
                 state.running = false;
                 state.ended = number;
-                state.last = Some((callers, took, Instant::now()));
+                state.last = Some((callers, done - began, done));
                 if let Err(e) = &result {
                     state.failed = Some((number, e.kind(), e.to_string()));
                 }
