@@ -62,8 +62,15 @@
 //!   printed beside it: on this VM, whose kernel reclaims idle pages (`kdamond`), the
 //!   restart alone costs 2.4 to 4.0 ms, more than half a warm consultation.
 //!
+//! - **A burst of streamed consultations**: 300 consultations asked at once the way
+//!   `advisor-consult` asks (each job's events taken on the connection that queued it,
+//!   until `done`), against 300 plain `202`s, in `/dev/shm`, three alternated pairs. Bound
+//!   on the slowest streamed burst's rate ÷ the plain bursts' median ≥ 0.5: no such burst
+//!   may stall (while the jobs' store sides could fill the daemon's blocking pool, bursts
+//!   of 100 to 500 stalled for half a second at a time, one at a twentieth of the rate).
+//!
 //! `cargo bench -p advisord --bench durable_path` (`DURABLE_ONLY=flushes,round_trip,
-//! throughput,arenas,stop,after_pause` runs only those).
+//! throughput,streamed,arenas,stop,after_pause` runs only those).
 
 #[path = "../tests/integration/support/daemon.rs"]
 mod daemon_helper;
@@ -89,6 +96,13 @@ const STOP_BOUND_MS: f64 = 100.0;
 const PAUSE_BOUND: f64 = 2.0;
 
 const BURST_JOBS: usize = 500;
+/// A burst asked the way `advisor-consult` asks (the job's events taken on the connection
+/// that queued it), against the same number of plain `202`s, in memory.
+const STREAMED_JOBS: usize = 300;
+/// The slowest streamed burst's rate ÷ the plain bursts' median: a burst of streamed
+/// consultations must not stall (one of them ran at a twentieth of the plain rate while
+/// its jobs' store sides could fill the daemon's blocking pool).
+const STREAMED_BOUND: f64 = 0.5;
 const BURST_TASKS: usize = 50;
 /// The longest the daemon's VmRSS is watched after a burst for it to come back.
 const SETTLE: Duration = Duration::from_secs(30);
@@ -462,7 +476,24 @@ struct RoundTrip {
 async fn time_daemon(warm: &Warm) -> Duration {
     let body = json!({"context": warm.place.context(), "assessment": warm.assessment});
     let started = Instant::now();
-    let stream = tokio::net::UnixStream::connect(warm.place.socket())
+    let done = consult_streamed(&warm.place.socket(), &body).await;
+    let took = started.elapsed();
+    let recorded = done["result"]["consultations"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .filter(|c| c["status"] == "completed" && c["record"].is_string())
+                .count()
+        })
+        .unwrap_or_default();
+    assert_eq!(recorded, 2, "both advisors' answers recorded: {done}");
+    took
+}
+
+/// Ask for a consultation the way `advisor-consult` does (the job's events taken on the
+/// connection that queued it) and read them to the end: the last one, `done`.
+async fn consult_streamed(socket: &Path, body: &Value) -> Value {
+    let stream = tokio::net::UnixStream::connect(socket)
         .await
         .expect("connect to the daemon");
     let (status, _, reply) = daemon_helper::exchange(
@@ -473,7 +504,6 @@ async fn time_daemon(warm: &Warm) -> Duration {
         Some(body.to_string().into_bytes()),
     )
     .await;
-    let took = started.elapsed();
     let text = String::from_utf8_lossy(&reply);
     assert_eq!(status, 202, "{text}");
     let done: Value = text
@@ -482,16 +512,7 @@ async fn time_daemon(warm: &Warm) -> Duration {
         .and_then(|line| serde_json::from_str(line).ok())
         .unwrap_or_default();
     assert_eq!(done["event"], "done", "{text}");
-    let recorded = done["result"]["consultations"]
-        .as_array()
-        .map(|all| {
-            all.iter()
-                .filter(|c| c["status"] == "completed" && c["record"].is_string())
-                .count()
-        })
-        .unwrap_or_default();
-    assert_eq!(recorded, 2, "both advisors' answers recorded: {text}");
-    took
+    done
 }
 
 const ROUND_TRIP_WARM: usize = 3;
@@ -783,8 +804,23 @@ fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// 500 detached consultations over 50 tasks under `parent`.
-async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
+/// How a burst asks: how many consultations at once, and whether each is asked the way
+/// `advisor-consult` asks (its events streamed on the connection until the job is done)
+/// rather than with the plain `202`.
+#[derive(Clone, Copy)]
+struct Shape {
+    jobs: usize,
+    streamed: bool,
+}
+
+/// The throughput's burst: 500 detached consultations.
+const DETACHED: Shape = Shape {
+    jobs: BURST_JOBS,
+    streamed: false,
+};
+
+/// `shape.jobs` consultations over 50 tasks under `parent`, all asked at once.
+async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)], shape: Shape) -> Burst {
     let server = FakeLlmServer::start(Script::new()).await;
     let place = place_in(parent, &server, 64);
     // `DURABLE_WRAPPER="heaptrack -o FILE"` (or `strace -c -f -o FILE`, `perf record -g
@@ -805,14 +841,18 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
     let rss_before_kb = rss_kb(pid);
     let cpu_before = Cpu::read(pid);
     let started = Instant::now();
-    let requests = (0..BURST_JOBS).map(|n| {
+    let requests = (0..shape.jobs).map(|n| {
         let socket = socket.clone();
         let (context, assessment) = asked[n % BURST_TASKS].clone();
         tokio::spawn(async move {
             let body = json!({"context": context, "assessment": assessment, "timeout_s": 60});
-            call_json(&socket, "POST", "/api/v1/consultations", &body)
-                .await
-                .expect(202);
+            if !shape.streamed {
+                call_json(&socket, "POST", "/api/v1/consultations", &body)
+                    .await
+                    .expect(202);
+                return;
+            }
+            consult_streamed(&socket, &body).await;
         })
     });
     for request in requests.collect::<Vec<_>>() {
@@ -839,8 +879,8 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let ended = Instant::now();
-    let cpu = Cpu::read(pid).per_job(cpu_before, BURST_JOBS);
-    let per_second = BURST_JOBS as f64 / (ended - started).as_secs_f64();
+    let cpu = Cpu::read(pid).per_job(cpu_before, shape.jobs);
+    let per_second = shape.jobs as f64 / (ended - started).as_secs_f64();
     let consultations: usize = (0..BURST_TASKS)
         .map(|t| {
             place
@@ -850,7 +890,7 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)]) -> Burst {
         .sum();
     assert_eq!(
         consultations,
-        2 * (BURST_JOBS + 1),
+        2 * (shape.jobs + 1),
         "every job of the burst (and the warm one) records two consultations"
     );
     // The daemon's VmRSS once it is back within the bound, or 30 s after the burst.
@@ -1068,8 +1108,8 @@ async fn main() {
         let mut bursts = Vec::new();
         for pair in 0..pairs {
             // The memory after a burst is watched once, after the first on the disk.
-            let on_disk = burst(&disk, pair == 0, &[]).await;
-            let in_memory = burst(memory, false, &[]).await;
+            let on_disk = burst(&disk, pair == 0, &[], DETACHED).await;
+            let in_memory = burst(memory, false, &[], DETACHED).await;
             println!(
                 "durable_path: burst pair {}: {:.0} jobs/s on the disk, {:.0} in memory \
                  ({:.2}); CPU on the disk: {}; in memory: {}",
@@ -1113,6 +1153,41 @@ async fn main() {
         drop(bursts);
     }
 
+    if wanted("streamed") {
+        // Pairs alternated, in memory: 100 consultations asked at once with the plain
+        // `202`, then the same asked the way `advisor-consult` asks.
+        let (mut plain, mut streamed) = (Vec::new(), Vec::new());
+        for pair in 0..3 {
+            let shape = |streamed| Shape {
+                jobs: STREAMED_JOBS,
+                streamed,
+            };
+            let p = burst(memory, false, &[], shape(false)).await.per_second;
+            let s = burst(memory, false, &[], shape(true)).await.per_second;
+            println!(
+                "durable_path: streamed pair {}: {STREAMED_JOBS} plain {p:.0} jobs/s, \
+                 {STREAMED_JOBS} streamed {s:.0} jobs/s ({:.2})",
+                pair + 1,
+                s / p
+            );
+            plain.push(p);
+            streamed.push(s);
+        }
+        let p = median(plain);
+        let s = streamed.iter().copied().fold(f64::INFINITY, f64::min);
+        let ratio = s / p;
+        println!(
+            "durable_path: {STREAMED_JOBS} consultations at once in /dev/shm: the slowest of \
+             3 bursts streamed (as `advisor-consult` asks) {s:.0} jobs/s against a median \
+             of {p:.0} with the plain `202`: ratio {ratio:.2} (bound >= {STREAMED_BOUND})"
+        );
+        if ratio < STREAMED_BOUND {
+            broken.push(format!(
+                "a burst of streamed consultations {ratio:.2} < {STREAMED_BOUND} of plain ones"
+            ));
+        }
+    }
+
     if wanted("arenas") {
         // The allocator's choice, measured: the daemon's default (no per-thread cache,
         // at most four arenas), glibc's own settings, and one arena, in memory.
@@ -1121,7 +1196,7 @@ async fn main() {
             ("glibc's own", &[("ADVISORD_MALLOC", "glibc")][..]),
             ("one arena", &[("ADVISORD_MALLOC", "one-arena")][..]),
         ] {
-            let run = burst(memory, true, env).await;
+            let run = burst(memory, true, env, DETACHED).await;
             let (after, when) = run.rss_after_kb.expect("measured");
             println!(
                 "durable_path: allocator {label}: {:.0} jobs/s in memory, VmRSS before {:.1} \
