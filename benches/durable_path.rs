@@ -846,13 +846,13 @@ async fn burst(parent: &Path, settle: bool, env: &[(&str, &str)], shape: Shape) 
         let (context, assessment) = asked[n % BURST_TASKS].clone();
         tokio::spawn(async move {
             let body = json!({"context": context, "assessment": assessment, "timeout_s": 60});
-            if !shape.streamed {
+            if shape.streamed {
+                consult_streamed(&socket, &body).await;
+            } else {
                 call_json(&socket, "POST", "/api/v1/consultations", &body)
                     .await
                     .expect(202);
-                return;
             }
-            consult_streamed(&socket, &body).await;
         })
     });
     for request in requests.collect::<Vec<_>>() {
@@ -1154,8 +1154,8 @@ async fn main() {
     }
 
     if wanted("streamed") {
-        // Pairs alternated, in memory: 100 consultations asked at once with the plain
-        // `202`, then the same asked the way `advisor-consult` asks.
+        // Pairs alternated, in memory: `STREAMED_JOBS` consultations asked at once with
+        // the plain `202`, then the same asked the way `advisor-consult` asks.
         let (mut plain, mut streamed) = (Vec::new(), Vec::new());
         for pair in 0..3 {
             let shape = |streamed| Shape {
