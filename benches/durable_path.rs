@@ -1157,11 +1157,11 @@ async fn main() {
         // Pairs alternated, in memory: `STREAMED_JOBS` consultations asked at once with
         // the plain `202`, then the same asked the way `advisor-consult` asks.
         let (mut plain, mut streamed) = (Vec::new(), Vec::new());
+        let shape = |streamed| Shape {
+            jobs: STREAMED_JOBS,
+            streamed,
+        };
         for pair in 0..3 {
-            let shape = |streamed| Shape {
-                jobs: STREAMED_JOBS,
-                streamed,
-            };
             let p = burst(memory, false, &[], shape(false)).await.per_second;
             let s = burst(memory, false, &[], shape(true)).await.per_second;
             println!(

@@ -29,6 +29,11 @@ pub mod verify_progress;
 
 pub use crate::paths::{LOCK_FILE, LOG_FILE, PID_FILE};
 
+/// The most threads the daemon's blocking work may use at once (its runtime's blocking
+/// pool, built by `advisord`). The runner keeps most of them free of work that waits on
+/// the runtime (`runner::TOGETHER_AT_ONCE` is a quarter of them).
+pub const MAX_BLOCKING_THREADS: usize = 16;
+
 use crate::daemon::jobs::{Jobs, Retention};
 use crate::daemon::journal::{Journal, JournalError};
 use advisord_adapters::registry::Registry;

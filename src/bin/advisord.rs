@@ -98,9 +98,6 @@ fn restart_without_mesh_url(url: &str) -> ExitCode {
     ExitCode::from(1)
 }
 
-/// The most threads the daemon's blocking work may use at once.
-const MAX_BLOCKING_THREADS: usize = 16;
-
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     text.parse::<f64>()
         .ok()
@@ -162,7 +159,7 @@ fn main() -> ExitCode {
     // for each, and the daemon's memory grew with every burst.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .max_blocking_threads(daemon::MAX_BLOCKING_THREADS)
         .build()
     {
         Ok(runtime) => runtime,

@@ -451,8 +451,8 @@ const TOGETHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(20
 /// task's lock are let go a moment after the window).
 const TOGETHER_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// How many jobs may wait at once in [`drive_together`] with their store's side parked:
-/// each holds a thread of the blocking pool and its task's lock until its exchanges end
+/// How many jobs may wait at once in [`drive_together`] with their store's side parked (a
+/// quarter of the daemon's blocking pool, four of its sixteen threads): each holds a thread of the blocking pool and its task's lock until its exchanges end
 /// or the window closes, and so do the jobs of the same task queued behind that lock.
 /// The runtime needs a thread of the same pool to go on when a worker blocks in place
 /// (`jobs::in_place`): a pool filled by threads that wait on the runtime would leave it
@@ -460,7 +460,7 @@ const TOGETHER_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(
 /// consultations at once ran at 110 to 136 jobs/s, against 1,216 to 1,363 for 300 plain
 /// ones; `durable_path`'s `streamed` figure). Beyond these, a job takes the usual path:
 /// its plan placed alone, then its outcomes.
-const TOGETHER_AT_ONCE: usize = 4;
+const TOGETHER_AT_ONCE: usize = crate::daemon::MAX_BLOCKING_THREADS / 4;
 
 /// The jobs waiting in [`drive_together`] ([`TOGETHER_AT_ONCE`]).
 static PARKED: Semaphore = Semaphore::const_new(TOGETHER_AT_ONCE);
