@@ -122,7 +122,14 @@ pub struct Flusher {
     /// Flushes this one ran that waited for more callers first.
     gathered: AtomicU64,
     state: Mutex<State>,
-    ended: Condvar,
+    /// Where callers wait for the flush that covers their write: those waiting for flush
+    /// number `n` on `ended[n % 2]`. When a flush ends, only its own callers are woken,
+    /// and one caller of the next (to start it): a flush's end never wakes the callers of
+    /// the next one only for them to sleep again, which under a stream of writers would
+    /// wake every one of them twice.
+    ended: [Condvar; 2],
+    /// How many times a caller woke from waiting (for the tests).
+    woken: AtomicU64,
     /// What a flush runs: `syncfs` on the handle (another function in tests).
     run: fn(std::os::fd::RawFd) -> nix::Result<()>,
     /// How recent a flush must be for its callers to count as a stream ([`gather_window`]).
@@ -163,7 +170,8 @@ impl Flusher {
                 handle,
                 ..State::default()
             }),
-            ended: Condvar::new(),
+            ended: [Condvar::new(), Condvar::new()],
+            woken: AtomicU64::new(0),
             run: nix::unistd::syncfs,
             stream: GATHER_STREAM,
         }
@@ -218,7 +226,7 @@ impl Flusher {
                         Err(e) => {
                             state.running = false;
                             state.ended = number;
-                            self.ended.notify_all();
+                            self.wake(&state, number);
                             return Err(e);
                         }
                     }
@@ -237,10 +245,22 @@ impl Flusher {
                 if let Err(e) = &result {
                     state.failed = Some((number, e.kind(), e.to_string()));
                 }
-                self.ended.notify_all();
+                self.wake(&state, number);
                 return result;
             }
-            state = self.ended.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = self.ended[(needed % 2) as usize]
+                .wait(state)
+                .unwrap_or_else(|p| p.into_inner());
+            self.woken.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Flush `number` has ended (`state` updated, its lock held): wake the callers it
+    /// served, and one of those asking for the next flush, if any, to start it.
+    fn wake(&self, state: &State, number: u64) {
+        self.ended[(number % 2) as usize].notify_all();
+        if state.asking > 0 {
+            self.ended[((number + 1) % 2) as usize].notify_one();
         }
     }
 }
@@ -304,28 +324,70 @@ mod tests {
         assert_eq!(flusher.gathered(), 0, "each flush had one caller");
     }
 
-    /// A flush that holds until [`GATE`] opens, counting the flushes that entered it.
-    fn held(_: std::os::fd::RawFd) -> nix::Result<()> {
-        let (open, changed) = &GATE;
-        let mut state = open.lock().unwrap();
+    /// A gate flushes can be held at: how many flushes may end (the first ones to begin),
+    /// and how many have begun. Each test that holds flushes has its own, so that tests
+    /// run apart.
+    type Gate = (Mutex<(u64, u64)>, Condvar);
+
+    /// Hold a flush at `gate` until it may end, counting it.
+    fn hold(gate: &Gate) -> nix::Result<()> {
+        let (state, changed) = gate;
+        let mut state = state.lock().unwrap();
         state.1 += 1;
+        let number = state.1;
         changed.notify_all();
-        while !state.0 {
+        while number > state.0 {
             state = changed.wait(state).unwrap();
         }
         Ok(())
     }
-    /// Whether held flushes may end, and how many have begun.
-    static GATE: (Mutex<(bool, u64)>, Condvar) = (Mutex::new((false, 0)), Condvar::new());
 
-    /// Wait (bounded) until `done` holds of the gate's state.
-    fn until_gate(done: impl Fn(&(bool, u64)) -> bool) {
-        let (open, changed) = &GATE;
-        let state = open.lock().unwrap();
+    /// Let the first `flushes` held at `gate` end.
+    fn allow(gate: &Gate, flushes: u64) {
+        gate.0.lock().unwrap().0 = flushes;
+        gate.1.notify_all();
+    }
+
+    /// Wait (bounded) until `done` holds of `gate`'s state.
+    fn until(gate: &Gate, done: impl Fn(&(u64, u64)) -> bool) {
+        let (state, changed) = gate;
+        let state = state.lock().unwrap();
         let (state, timeout) = changed
             .wait_timeout_while(state, Duration::from_secs(10), |s| !done(s))
             .unwrap();
         assert!(!timeout.timed_out(), "gate state {:?}", *state);
+    }
+
+    /// A flush that holds until [`GATE`] opens.
+    fn held(_: std::os::fd::RawFd) -> nix::Result<()> {
+        hold(&GATE)
+    }
+    static GATE: Gate = (Mutex::new((0, 0)), Condvar::new());
+
+    /// A first flush of `flusher` started and held at `gate`, then `callers` more callers
+    /// waiting for the next one (counted under the lock they wait with, so all of them
+    /// are waiting): the first caller's thread and theirs.
+    fn callers_behind_one_flush(
+        flusher: &Arc<Flusher>,
+        gate: &Gate,
+        callers: u64,
+    ) -> (
+        std::thread::JoinHandle<()>,
+        Vec<std::thread::JoinHandle<()>>,
+    ) {
+        let flush = || {
+            let f = flusher.clone();
+            std::thread::spawn(move || f.flush().unwrap())
+        };
+        let first = flush();
+        until(gate, |s| s.1 == 1);
+        let later = (0..callers).map(|_| flush()).collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while flusher.state.lock().unwrap().asking < callers {
+            assert!(Instant::now() < deadline, "the callers never asked");
+            std::thread::yield_now();
+        }
+        (first, later)
     }
 
     #[test]
@@ -337,24 +399,11 @@ mod tests {
             stream: Duration::from_secs(600),
             ..Flusher::new(dir.path())
         });
-        let asking = |f: &Flusher| f.state.lock().unwrap().asking;
-        let flush = |f: &Arc<Flusher>| {
-            let f = f.clone();
-            std::thread::spawn(move || f.flush().unwrap())
-        };
         // The first flush starts and holds; two callers come while it runs: they share
         // the second.
-        let first = flush(&flusher);
-        until_gate(|s| s.1 == 1);
-        let (second, third) = (flush(&flusher), flush(&flusher));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while asking(&flusher) < 2 {
-            assert!(Instant::now() < deadline, "the two callers never asked");
-            std::thread::yield_now();
-        }
-        GATE.0.lock().unwrap().0 = true;
-        GATE.1.notify_all();
-        for thread in [first, second, third] {
+        let (first, later) = callers_behind_one_flush(&flusher, &GATE, 2);
+        allow(&GATE, u64::MAX);
+        for thread in later.into_iter().chain([first]) {
             thread.join().unwrap();
         }
         assert_eq!(flusher.ran(), 2, "the two later callers shared one flush");
@@ -370,6 +419,47 @@ mod tests {
         flusher.flush().unwrap();
         assert_eq!((flusher.ran(), flusher.gathered()), (4, 1));
     }
+
+    #[test]
+    fn a_flush_that_ends_wakes_its_own_callers_and_one_of_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let flusher = Arc::new(Flusher {
+            run: held_second,
+            ..Flusher::new(dir.path())
+        });
+        // The first flush runs and holds; three callers come while it runs and wait for
+        // the second.
+        let (first, later) = callers_behind_one_flush(&flusher, &SECOND, 3);
+        // The first flush ends: one of the three wakes and starts the second, which holds.
+        allow(&SECOND, 1);
+        first.join().unwrap();
+        until(&SECOND, |s| s.1 == 2);
+        // The other two sleep on while it runs. (Had the first flush's end woken all
+        // three, those two would wake within this window, find the second flush running,
+        // and wait again.)
+        let window = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < window {
+            assert_eq!(
+                flusher.woken.load(Ordering::Relaxed),
+                1,
+                "woken for nothing"
+            );
+            std::thread::yield_now();
+        }
+        // The second flush ends and wakes the two it served.
+        allow(&SECOND, 2);
+        for thread in later {
+            thread.join().unwrap();
+        }
+        assert_eq!(flusher.ran(), 2, "the three later callers shared one flush");
+        assert_eq!(flusher.woken.load(Ordering::Relaxed), 3);
+    }
+
+    /// A flush that holds until [`SECOND`] opens.
+    fn held_second(_: std::os::fd::RawFd) -> nix::Result<()> {
+        hold(&SECOND)
+    }
+    static SECOND: Gate = (Mutex::new((0, 0)), Condvar::new());
 
     #[test]
     fn directories_on_one_file_system_share_one_group_commit() {
