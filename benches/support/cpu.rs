@@ -38,3 +38,13 @@ pub fn machine_busy_ms() -> f64 {
     // user nice system idle iowait irq softirq steal
     [0, 1, 2, 5, 6, 7].iter().map(|&at| cpu[at]).sum::<f64>() * TICK_MS
 }
+
+/// How many times the machine's CPUs have switched from one thread to another since it
+/// started (every process's, and the kernel's own threads').
+pub fn machine_switches() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    stat.lines()
+        .find_map(|l| l.strip_prefix("ctxt "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("a ctxt line")
+}
