@@ -128,7 +128,8 @@ pub struct Flusher {
     /// the next one only for them to sleep again, which under a stream of writers would
     /// wake every one of them twice.
     ended: [Condvar; 2],
-    /// How many times a caller woke from waiting (for the tests).
+    /// How many times a caller woke from waiting (counted for the tests only).
+    #[cfg(test)]
     woken: AtomicU64,
     /// What a flush runs: `syncfs` on the handle (another function in tests).
     run: fn(std::os::fd::RawFd) -> nix::Result<()>,
@@ -171,6 +172,7 @@ impl Flusher {
                 ..State::default()
             }),
             ended: [Condvar::new(), Condvar::new()],
+            #[cfg(test)]
             woken: AtomicU64::new(0),
             run: nix::unistd::syncfs,
             stream: GATHER_STREAM,
@@ -251,6 +253,7 @@ impl Flusher {
             state = self.ended[(needed % 2) as usize]
                 .wait(state)
                 .unwrap_or_else(|p| p.into_inner());
+            #[cfg(test)]
             self.woken.fetch_add(1, Ordering::Relaxed);
         }
     }
