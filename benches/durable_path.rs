@@ -133,11 +133,12 @@ impl Cpu {
     /// What the daemon `pid` and the machine have used so far.
     fn read(pid: u32) -> Cpu {
         let (user, system) = cpu::process_ms(pid);
+        let (machine, switches) = cpu::machine();
         Cpu {
             user,
             system,
-            machine: cpu::machine_busy_ms(),
-            switches: cpu::machine_switches() as f64,
+            machine,
+            switches: switches as f64,
         }
     }
 

@@ -23,9 +23,11 @@ pub fn process_ms(pid: u32) -> (f64, f64) {
     (ticks(11) * TICK_MS, ticks(12) * TICK_MS)
 }
 
-/// The busy time of every CPU of the machine since it started (user, nice, system,
-/// interrupts and steal: all but idle and waiting for I/O), in milliseconds.
-pub fn machine_busy_ms() -> f64 {
+/// What the machine has done since it started, from one read of `/proc/stat`: the busy
+/// time of every CPU (user, nice, system, interrupts and steal: all but idle and waiting
+/// for I/O), in milliseconds, and how many times its CPUs switched from one thread to
+/// another (every process's, and the kernel's own threads').
+pub fn machine() -> (f64, u64) {
     let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
     let cpu: Vec<f64> = stat
         .lines()
@@ -36,15 +38,11 @@ pub fn machine_busy_ms() -> f64 {
         .map(|f| f.parse().expect("a tick count"))
         .collect();
     // user nice system idle iowait irq softirq steal
-    [0, 1, 2, 5, 6, 7].iter().map(|&at| cpu[at]).sum::<f64>() * TICK_MS
-}
-
-/// How many times the machine's CPUs have switched from one thread to another since it
-/// started (every process's, and the kernel's own threads').
-pub fn machine_switches() -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-    stat.lines()
+    let busy = [0, 1, 2, 5, 6, 7].iter().map(|&at| cpu[at]).sum::<f64>() * TICK_MS;
+    let switches = stat
+        .lines()
         .find_map(|l| l.strip_prefix("ctxt "))
         .and_then(|n| n.trim().parse().ok())
-        .expect("a ctxt line")
+        .expect("a ctxt line");
+    (busy, switches)
 }
