@@ -452,8 +452,9 @@ const TOGETHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(20
 const TOGETHER_BACKSTOP: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How many jobs may wait at once in [`drive_together`] with their store's side parked (a
-/// quarter of the daemon's blocking pool, four of its sixteen threads): each holds a thread of the blocking pool and its task's lock until its exchanges end
-/// or the window closes, and so do the jobs of the same task queued behind that lock.
+/// quarter of the daemon's blocking pool, [`crate::daemon::MAX_BLOCKING_THREADS`]): each
+/// holds a thread of the blocking pool and its task's lock until its exchanges end or
+/// the window closes, and so do the jobs of the same task queued behind that lock.
 /// The runtime needs a thread of the same pool to go on when a worker blocks in place
 /// (`jobs::in_place`): a pool filled by threads that wait on the runtime would leave it
 /// none, and everything would stand still until the backstops let go (300 streamed
