@@ -682,9 +682,14 @@ pub fn process_gone(pid: i32) -> bool {
 
 /// Poll until `check` holds, or panic after [`BOUND`] naming `what`.
 pub fn wait_for(what: &str, check: impl Fn() -> bool) {
+    wait_for_within(what, BOUND, check);
+}
+
+/// Poll until `check` holds, or panic after `bound` naming `what`.
+pub fn wait_for_within(what: &str, bound: Duration, check: impl Fn() -> bool) {
     let started = Instant::now();
     while !check() {
-        assert!(started.elapsed() < BOUND, "waited {BOUND:?} for {what}");
+        assert!(started.elapsed() < bound, "waited {bound:?} for {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }
