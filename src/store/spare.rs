@@ -227,6 +227,10 @@ struct Shared {
     /// How many times the maker has been woken from waiting on `wake` (tests).
     #[cfg(test)]
     woken: std::sync::atomic::AtomicUsize,
+    /// The maker waits on `wake` (tests): set and cleared under the pools' lock, so a
+    /// test holding the lock that reads it set knows the maker holds nothing.
+    #[cfg(test)]
+    asleep: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -281,6 +285,8 @@ impl Spares {
             awaits_writes: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             woken: std::sync::atomic::AtomicUsize::new(0),
+            #[cfg(test)]
+            asleep: std::sync::atomic::AtomicBool::new(false),
         });
         MAKERS
             .lock()
@@ -463,6 +469,13 @@ impl Shared {
         self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Say that the maker is about to wait on `wake`, or has woken (tests; nothing
+    /// otherwise). Called with the pools' lock held.
+    fn asleep(&self, _yes: bool) {
+        #[cfg(test)]
+        self.asleep.store(_yes, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Have the maker fill a pool that runs low: at once when no write is under way,
     /// else when the last one ends ([`Quiet`]). Woken during a write, it could make
     /// nothing: it would only take the pools' lock to look, and the write's next take,
@@ -525,7 +538,9 @@ impl Shared {
                             break low;
                         }
                         // A write is under way: fill the pool once it has ended.
+                        self.asleep(true);
                         state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                        self.asleep(false);
                         self.count_woken();
                         self.awaits_writes
                             .store(false, std::sync::atomic::Ordering::SeqCst);
@@ -538,6 +553,7 @@ impl Shared {
                         .filter(|pool| !pool.failed && pool.ready.len() < self.keep)
                         .filter_map(Pool::resumes)
                         .min();
+                    self.asleep(true);
                     state = match paused {
                         Some(at) => {
                             let wait = at.saturating_duration_since(Instant::now());
@@ -548,6 +564,7 @@ impl Shared {
                         }
                         None => self.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
                     };
+                    self.asleep(false);
                     self.count_woken();
                 };
                 state.next += 1;
@@ -757,8 +774,24 @@ mod tests {
             spares.take(&dir).is_none(),
             "none is ready before the first ask"
         );
-        until("the pool filled", || spares.ready(&dir) == keep);
+        until_quiet(&spares, &dir, keep);
         (parent, dir, spares)
+    }
+
+    /// Wait until the pool of `dir` holds `keep` ready spares and the maker sleeps, so that
+    /// a give or take that follows never finds the pools' lock held by it (it then does
+    /// without the pool, by design). Only waiting for the count is not enough: on a busy
+    /// machine the maker, at the lowest priority, can be set aside with the lock held
+    /// right after it added the last spare.
+    fn until_quiet(spares: &Spares, dir: &Path, keep: usize) {
+        until("the pool full and the maker asleep", || {
+            let state = spares.shared.lock();
+            state.pools.get(dir).is_some_and(|p| p.ready.len() == keep)
+                && spares
+                    .shared
+                    .asleep
+                    .load(std::sync::atomic::Ordering::SeqCst)
+        });
     }
 
     /// While a write holds [`quiet`] (its task's lock), the maker creates nothing; it
@@ -960,16 +993,18 @@ mod tests {
         assert_eq!(fs::metadata(&reused).unwrap().ino(), inode, "the same file");
         assert_eq!(fs::read(&reused).unwrap(), b"an old entry");
         assert_eq!(reused.parent(), Some(dir.as_path()));
-        // One of the pool's own, given back, keeps its name.
+        // One of the pool's own, given back, keeps its name. (Given once the maker has
+        // made again what the takes left low, and sleeps.)
+        until_quiet(&spares, &dir, 2);
         assert!(spares.recycle(&dir, &reused));
         assert!(reused.exists());
         assert_eq!(spares.recycled(&dir), 1);
         // A pool never asked for takes nothing: its giver removes the file.
         let other = parent.path().join("other");
         assert!(!spares.recycle(&other, &parent.path().join("missing")));
-        // A full pool takes no more. (Counted once the maker has refilled the pool and
-        // sleeps: a give that finds the pools' lock held does without it.)
-        until("the pool refilled", || spares.ready(&dir) == 2);
+        // A full pool takes no more. (Counted while the maker sleeps: a give that finds
+        // the pools' lock held does without it.)
+        until_quiet(&spares, &dir, 2);
         let mut given = 1;
         let refused = loop {
             let file = parent.path().join(format!("more-{given}"));
