@@ -141,11 +141,18 @@ async fn records_and_journal_entries_are_written_into_spares_made_ahead_and_remo
         }
     }
     // A recycled file holds the running entry it was: the first job's, and the warm-up
-    // job's when its end came after the sweep (and no save took it back since).
-    let (_, recycled) = spares_of(&journal_spares, &ours);
-    assert!(
-        spares_of(&records_spares, &ours).1.is_empty(),
-        "records are never recycled"
+    // job's when its end came after the sweep (and no save took it back since). Nothing
+    // else is in either pool (the daemon is idle: no file changes now).
+    let (made, recycled) = spares_of(&journal_spares, &ours);
+    assert_eq!(
+        inodes(&journal_spares, &ours).len(),
+        made.len() + recycled.len(),
+        "every file of the journal's pool is a spare made ahead or a recycled entry"
+    );
+    assert_eq!(
+        inodes(&records_spares, &ours).len(),
+        KEEP,
+        "the records' pool holds only spares made ahead: records are never recycled"
     );
     for (path, entry) in &recycled {
         assert!(
