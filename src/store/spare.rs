@@ -463,17 +463,22 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Count one wake-up of the maker (tests; nothing otherwise).
-    fn count_woken(&self) {
+    /// Say that the maker is about to wait on `wake` (tests; nothing otherwise). Called
+    /// with the pools' lock held; [`Shared::count_woken`] says it woke.
+    fn falls_asleep(&self) {
         #[cfg(test)]
-        self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.asleep.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Say that the maker is about to wait on `wake`, or has woken (tests; nothing
-    /// otherwise). Called with the pools' lock held.
-    fn asleep(&self, _yes: bool) {
+    /// Count one wake-up of the maker, now awake (tests; nothing otherwise). Called with
+    /// the pools' lock held.
+    fn count_woken(&self) {
         #[cfg(test)]
-        self.asleep.store(_yes, std::sync::atomic::Ordering::SeqCst);
+        {
+            self.asleep
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+            self.woken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
 
     /// Have the maker fill a pool that runs low: at once when no write is under way,
@@ -538,9 +543,8 @@ impl Shared {
                             break low;
                         }
                         // A write is under way: fill the pool once it has ended.
-                        self.asleep(true);
+                        self.falls_asleep();
                         state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-                        self.asleep(false);
                         self.count_woken();
                         self.awaits_writes
                             .store(false, std::sync::atomic::Ordering::SeqCst);
@@ -553,7 +557,7 @@ impl Shared {
                         .filter(|pool| !pool.failed && pool.ready.len() < self.keep)
                         .filter_map(Pool::resumes)
                         .min();
-                    self.asleep(true);
+                    self.falls_asleep();
                     state = match paused {
                         Some(at) => {
                             let wait = at.saturating_duration_since(Instant::now());
@@ -564,7 +568,6 @@ impl Shared {
                         }
                         None => self.wake.wait(state).unwrap_or_else(|p| p.into_inner()),
                     };
-                    self.asleep(false);
                     self.count_woken();
                 };
                 state.next += 1;
